@@ -1,0 +1,77 @@
+#!/usr/bin/env node
+import { ConfigError, loadConfig } from './config/index.js';
+import { startAllInOne } from './server.js';
+import { createLogger } from './util/log.js';
+import { VERSION } from './version.js';
+
+const USAGE = `govgate ${VERSION}
+
+Usage:
+  govgate start            run the all-in-one service (control plane + gateway, embedded store)
+  govgate --version
+
+Configuration is read from SERVICE_* environment variables (see README.md).`;
+
+async function start(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel);
+  const service = await startAllInOne(config, logger);
+  const base = service.baseUrl;
+  const out = process.stdout;
+  out.write(`govgate ${VERSION} listening on ${base} (${service.server.engine}, data in ${config.dataDir})\n`);
+  const created = service.bootstrap.created;
+  if (created) {
+    out.write(`\nFirst start: org "default" created. These secrets are shown once.\n`);
+    out.write(`  super_admin token: ${created.token}${created.tokenGenerated ? '  (also in data dir: bootstrap-token)' : ''}\n`);
+    out.write(`  agent key (${created.agentId}): ${created.agentKey}\n\n`);
+    out.write(`Try it:\n  curl -s ${base}/v1/chat/completions -H 'Authorization: Bearer ${created.agentKey}' \\\n`);
+    out.write(`    -H 'Content-Type: application/json' -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'\n\n`);
+  }
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info('shutting down', { signal });
+    service
+      .close()
+      .then(() => process.exit(0))
+      .catch((err: unknown) => {
+        logger.error('shutdown failed', { error: String(err) });
+        process.exit(1);
+      });
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command] = argv;
+  switch (command) {
+    case 'start':
+      await start();
+      return -1;
+    case '--version':
+    case 'version':
+      process.stdout.write(`${VERSION}\n`);
+      return 0;
+    case undefined:
+    case 'help':
+    case '--help':
+      process.stdout.write(`${USAGE}\n`);
+      return command === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`unknown command: ${command}\n\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+    else process.stderr.write(`govgate: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

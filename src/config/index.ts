@@ -1,0 +1,2 @@
+export { loadConfig } from './load.js';
+export { type Config, ConfigError, type ConfigProblem, SETTINGS } from './schema.js';

@@ -1,0 +1,98 @@
+/** The validated, frozen configuration every process reads. Built once by `loadConfig`. */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly proxyPort: number;
+  readonly dataDir: string;
+  readonly keysDir: string;
+  readonly controlUrl: string | undefined;
+  readonly bootstrapToken: string | undefined;
+  /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
+  readonly egressAllow: readonly string[];
+  readonly region: string;
+  readonly httpServer: 'uws' | 'node';
+  readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
+  readonly publicUrl: string | undefined;
+  readonly metricsToken: string | undefined;
+  readonly upstreamTimeoutMs: number;
+  readonly upstreamConnections: number;
+  readonly idempotencyTtlHours: number;
+  readonly providerKeys: { readonly openai: string | undefined; readonly anthropic: string | undefined };
+  readonly audit: {
+    readonly signingKey: string | undefined;
+    readonly keyPassword: string | undefined;
+    readonly retentionDays: number;
+    readonly rotationMaxMb: number;
+  };
+}
+
+export interface ConfigProblem {
+  readonly path: string;
+  readonly message: string;
+}
+
+export class ConfigError extends Error {
+  readonly problems: readonly ConfigProblem[];
+  constructor(problems: readonly ConfigProblem[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p.path}: ${p.message}`).join('\n')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** One row per setting: its environment variable, its YAML key, and how to read it. */
+export interface Setting {
+  readonly env: string;
+  readonly yaml: string;
+  readonly kind: 'string' | 'port' | 'int' | 'list' | 'enum';
+  readonly values?: readonly string[];
+  readonly min?: number;
+  readonly default?: string | number | readonly string[];
+  readonly secret?: boolean;
+  readonly doc: string;
+}
+
+export const SETTINGS = [
+  { env: 'SERVICE_HOST', yaml: 'host', kind: 'string', default: '127.0.0.1', doc: 'Address the API listens on' },
+  { env: 'SERVICE_PORT', yaml: 'port', kind: 'port', default: 8620, doc: 'API port (all-in-one, control, sidecar API)' },
+  { env: 'SERVICE_PROXY_PORT', yaml: 'proxy_port', kind: 'port', default: 15001, doc: 'Sidecar forward-proxy port' },
+  { env: 'SERVICE_DATA_DIR', yaml: 'data_dir', kind: 'string', default: './data', doc: 'Embedded LMDB store' },
+  { env: 'SERVICE_KEYS_DIR', yaml: 'keys_dir', kind: 'string', default: 'keys', doc: 'Signing keys and vault key' },
+  { env: 'SERVICE_CONTROL_URL', yaml: 'control_url', kind: 'string', doc: 'Control plane URL (sidecar)' },
+  {
+    env: 'SERVICE_BOOTSTRAP_TOKEN',
+    yaml: 'bootstrap_token',
+    kind: 'string',
+    secret: true,
+    doc: 'super_admin PAT created on first start (generated if unset)',
+  },
+  { env: 'SERVICE_EGRESS_ALLOW', yaml: 'egress_allow', kind: 'list', default: [], doc: 'host:port pairs exempt from the SSRF guard' },
+  { env: 'SERVICE_REGION', yaml: 'region', kind: 'string', default: 'local', doc: 'Region reported by /health' },
+  {
+    env: 'SERVICE_HTTP_SERVER',
+    yaml: 'http_server',
+    kind: 'enum',
+    values: ['uws', 'node'],
+    default: 'uws',
+    doc: 'HTTP engine; falls back to node when uWS cannot load',
+  },
+  {
+    env: 'SERVICE_LOG_LEVEL',
+    yaml: 'log_level',
+    kind: 'enum',
+    values: ['debug', 'info', 'warn', 'error', 'silent'],
+    default: 'info',
+    doc: 'Log level (JSON lines on stderr)',
+  },
+  { env: 'SERVICE_PUBLIC_URL', yaml: 'public_url', kind: 'string', doc: 'Base URL used in audit_url (default: http://host:port)' },
+  { env: 'SERVICE_METRICS_TOKEN', yaml: 'metrics_token', kind: 'string', secret: true, doc: 'Bearer token required by /api/metrics when set' },
+  { env: 'SERVICE_UPSTREAM_TIMEOUT_MS', yaml: 'upstream_timeout_ms', kind: 'int', min: 1, default: 120000, doc: 'Upstream header/body timeout (504)' },
+  { env: 'SERVICE_UPSTREAM_CONNECTIONS', yaml: 'upstream_connections', kind: 'int', min: 1, default: 128, doc: 'Keep-alive connections per upstream origin' },
+  { env: 'SERVICE_IDEMPOTENCY_TTL_HOURS', yaml: 'idempotency_ttl_hours', kind: 'int', min: 1, default: 24, doc: 'How long Idempotency-Key replays are kept' },
+  { env: 'OPENAI_API_KEY', yaml: 'openai_api_key', kind: 'string', secret: true, doc: 'First start: configure openai for org default' },
+  { env: 'ANTHROPIC_API_KEY', yaml: 'anthropic_api_key', kind: 'string', secret: true, doc: 'First start: configure anthropic for org default' },
+  { env: 'SERVICE_AUDIT_SIGNING_KEY', yaml: 'audit.signing_key', kind: 'string', secret: true, doc: 'Audit signing key (PEM)' },
+  { env: 'SERVICE_AUDIT_KEY_PASSWORD', yaml: 'audit.key_password', kind: 'string', secret: true, doc: 'Encrypts generated key PEMs at rest' },
+  { env: 'SERVICE_AUDIT_RETENTION_DAYS', yaml: 'audit.retention_days', kind: 'int', min: 0, default: 365, doc: 'Retention (0 = keep forever)' },
+  { env: 'SERVICE_AUDIT_ROTATION_MAX_MB', yaml: 'audit.rotation_max_mb', kind: 'int', min: 1, default: 100, doc: 'JSONL log rotation size' },
+] as const satisfies readonly Setting[];

@@ -1,0 +1,56 @@
+import type { AuditReader } from '../audit/types.js';
+import { ServiceError } from '../core/errors.js';
+import type { RouteHandler } from '../http/app.js';
+import type { Router } from '../http/router.js';
+import { presentedCredential, requireRole, targetOrg } from '../identity/guard.js';
+import type { Metrics } from '../metrics/index.js';
+import type { Snapshot } from '../snapshot/types.js';
+
+export interface PlatformDeps {
+  readonly version: string;
+  readonly region: string;
+  readonly baseUrl: string;
+  readonly metrics: Metrics;
+  readonly metricsToken: string | undefined;
+  readonly snapshot: Snapshot;
+  readonly audit: AuditReader;
+  /** Readiness checks: name → ok. */
+  readonly checks: () => Record<string, boolean>;
+}
+
+export function registerPlatform(router: Router<RouteHandler>, deps: PlatformDeps): void {
+  router.add('GET', '/health', (ctx) => {
+    ctx.json(200, { status: 'ok', version: deps.version, storage: 'lmdb', region: deps.region });
+  });
+  router.add('GET', '/api/health/live', (ctx) => ctx.json(200, { status: 'ok' }));
+  router.add('GET', '/api/health/ready', (ctx) => {
+    const checks = deps.checks();
+    const ok = Object.values(checks).every(Boolean);
+    ctx.json(ok ? 200 : 503, ok ? { status: 'ok' } : { status: 'unavailable', checks });
+  });
+  router.add('GET', '/api/config', (ctx) => {
+    ctx.json(200, {
+      version: deps.version,
+      region: deps.region,
+      api_url: `${deps.baseUrl}/api`,
+      gateway_url: `${deps.baseUrl}/v1`,
+      openai_base_url: `${deps.baseUrl}/v1`,
+      anthropic_base_url: deps.baseUrl,
+      jwks_url: `${deps.baseUrl}/.well-known/jwks.json`,
+      docs_url: `${deps.baseUrl}/api/config`,
+    });
+  });
+  router.add('GET', '/api/metrics', async (ctx) => {
+    if (deps.metricsToken !== undefined && presentedCredential(ctx.req.headers) !== deps.metricsToken) {
+      throw new ServiceError('unauthenticated', 'metrics need the SERVICE_METRICS_TOKEN bearer token');
+    }
+    ctx.sendRaw(200, deps.metrics.registry.contentType, await deps.metrics.registry.metrics());
+  });
+  router.add('GET', '/api/audit/pipeline/:id', (ctx) => {
+    const p = requireRole(ctx, deps.snapshot, 'auditor');
+    const orgId = targetOrg(ctx, p);
+    const events = deps.audit.byPipeline(orgId, ctx.params.id as string);
+    if (events.length === 0) throw new ServiceError('not_found', `pipeline ${ctx.params.id} not found`);
+    ctx.json(200, { pipeline_id: ctx.params.id, data: events });
+  });
+}

@@ -1,0 +1,67 @@
+/**
+ * The one error catalog. Every non-2xx response govgate sends carries one of these codes, in the
+ * shape `{error: {type, code, message, param?, request_id}}`. `docs/errors.md` lists every code;
+ * a test keeps the two in sync.
+ */
+export const ERROR_CATALOG = {
+  invalid_request: { status: 400, type: 'invalid_request_error' },
+  invalid_json: { status: 400, type: 'invalid_request_error' },
+  invalid_flags: { status: 400, type: 'invalid_request_error' },
+  model_not_found: { status: 400, type: 'invalid_request_error' },
+  unauthenticated: { status: 401, type: 'authentication_error' },
+  forbidden: { status: 403, type: 'permission_error' },
+  not_found: { status: 404, type: 'not_found_error' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  conflict: { status: 409, type: 'conflict_error' },
+  idempotency_in_progress: { status: 409, type: 'conflict_error' },
+  idempotency_mismatch: { status: 409, type: 'conflict_error' },
+  payload_too_large: { status: 413, type: 'invalid_request_error' },
+  unsupported_media_type: { status: 415, type: 'invalid_request_error' },
+  rate_limited: { status: 429, type: 'rate_limit_error' },
+  internal_error: { status: 500, type: 'api_error' },
+  upstream_error: { status: 502, type: 'api_error' },
+  unavailable: { status: 503, type: 'api_error' },
+  upstream_timeout: { status: 504, type: 'api_error' },
+} as const satisfies Record<string, { status: number; type: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOG;
+
+/** An error that is meant to reach the caller. Anything else thrown is a bug and becomes a 500. */
+export class ServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly param: string | undefined;
+  readonly headers: Readonly<Record<string, string>> | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { param?: string; cause?: unknown; headers?: Record<string, string> } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'ServiceError';
+    this.code = code;
+    this.status = ERROR_CATALOG[code].status;
+    this.param = opts.param;
+    this.headers = opts.headers;
+  }
+}
+
+export interface ErrorBody {
+  type: 'error';
+  error: { type: string; code: ErrorCode; message: string; param?: string; request_id: string };
+}
+
+/**
+ * The body of an error response. The top-level `type: "error"` makes the same body readable by
+ * Anthropic-style clients, which look for it; OpenAI-style clients read `error`.
+ */
+export function errorBody(code: ErrorCode, message: string, requestId: string, param?: string): ErrorBody {
+  const error: ErrorBody['error'] = { type: ERROR_CATALOG[code].type, code, message, request_id: requestId };
+  if (param !== undefined) error.param = param;
+  return { type: 'error', error };
+}
+
+export function isServiceError(err: unknown): err is ServiceError {
+  return err instanceof ServiceError;
+}

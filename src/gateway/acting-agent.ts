@@ -1,0 +1,45 @@
+import { ServiceError } from '../core/errors.js';
+import type { Ctx } from '../http/context.js';
+import { authenticate } from '../identity/guard.js';
+import { roleAtLeast } from '../identity/roles.js';
+import type { Principal } from '../identity/types.js';
+import type { Snapshot } from '../snapshot/types.js';
+
+export interface ActingAgent {
+  readonly principal: Principal;
+  readonly orgId: string;
+  /** The agent's own name (agent_id) and stable uuid. */
+  readonly agentId: string;
+  readonly agentUuid: string;
+  /** Set when an admin acts for an agent through X-Agent-Id. */
+  readonly actingAdmin: string | null;
+}
+
+/**
+ * Who a data-plane call is for. Identity is pinned from the credential: an agent key acts as its
+ * own agent (naming another in X-Agent-Id is refused); an admin's PAT may act for an agent of its
+ * org by naming it in X-Agent-Id.
+ */
+export function actingAgent(ctx: Ctx, snapshot: Snapshot, bodyAgentId?: unknown): ActingAgent {
+  const p = authenticate(ctx, snapshot);
+  const named = ctx.header('x-agent-id') ?? (typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined);
+  if (p.kind === 'agent') {
+    if (named !== undefined && named !== p.agent_id) {
+      throw new ServiceError('forbidden', 'identity is pinned to the key: an agent key cannot act as another agent', {
+        param: 'agent_id',
+      });
+    }
+    return { principal: p, orgId: p.org_id, agentId: p.agent_id as string, agentUuid: p.id, actingAdmin: null };
+  }
+  if (!roleAtLeast(p.role, 'admin')) {
+    throw new ServiceError('forbidden', 'the data plane takes an agent key; only admins may act for an agent (X-Agent-Id)');
+  }
+  if (named === undefined) {
+    throw new ServiceError('invalid_request', 'an admin credential must name the agent it acts for in X-Agent-Id', {
+      param: 'X-Agent-Id',
+    });
+  }
+  const agent = snapshot.agentByName(p.org_id, named);
+  if (!agent) throw new ServiceError('not_found', `agent ${named} does not exist in this org`, { param: 'X-Agent-Id' });
+  return { principal: p, orgId: p.org_id, agentId: agent.agent_id, agentUuid: agent.agent_uuid, actingAdmin: p.id };
+}

@@ -1,0 +1,144 @@
+import { ServiceError } from '../core/errors.js';
+import type { AnthropicMessagesRequest, ChatCompletionRequest, EmbeddingRequest } from '../providers/wire/index.js';
+
+export const LIMITS = {
+  maxMessages: 500,
+  maxTools: 200,
+  minTemperature: 0,
+  maxTemperature: 2,
+  defaultTemperature: 0.7,
+  anthropicDefaultMaxTokens: 4096,
+  maxEmbeddingInputs: 2048,
+} as const;
+
+const CHAT_ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
+
+function bad(message: string, param: string): never {
+  throw new ServiceError('invalid_request', message, { param });
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function checkModel(body: Record<string, unknown>): string {
+  const model = body.model;
+  if (typeof model !== 'string' || model === '') bad('model is required and must be a non-empty string', 'model');
+  return model;
+}
+
+function checkTools(tools: unknown, openaiShape: boolean): void {
+  if (tools === undefined || tools === null) return;
+  if (!Array.isArray(tools)) bad('tools must be an array', 'tools');
+  if (tools.length > LIMITS.maxTools) bad(`tools may hold at most ${LIMITS.maxTools} items`, 'tools');
+  for (let i = 0; i < tools.length; i++) {
+    const t = tools[i] as unknown;
+    if (!isObject(t)) bad('each tool must be an object', `tools[${i}]`);
+    if (openaiShape) {
+      const fn = t.function;
+      if (!isObject(fn) || typeof fn.name !== 'string' || fn.name === '') {
+        bad('each tool needs function.name', `tools[${i}].function.name`);
+      }
+    } else if (typeof t.name !== 'string' || t.name === '') {
+      bad('each tool needs a name', `tools[${i}].name`);
+    }
+  }
+}
+
+function checkOptional(body: Record<string, unknown>, field: string, type: 'boolean' | 'string' | 'number'): void {
+  const v = body[field];
+  if (v !== undefined && v !== null && typeof v !== type) bad(`${field} must be a ${type}`, field);
+}
+
+/** Spec 2.1. Unknown fields are ignored (they flow through to the provider). */
+export function validateChatRequest(value: unknown): ChatCompletionRequest {
+  if (!isObject(value)) bad('the request body must be a JSON object', 'body');
+  checkModel(value);
+  const messages = value.messages;
+  if (!Array.isArray(messages)) bad('messages is required and must be an array', 'messages');
+  if (messages.length < 1 || messages.length > LIMITS.maxMessages) {
+    bad(`messages must hold 1 to ${LIMITS.maxMessages} items (got ${messages.length})`, 'messages');
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as unknown;
+    if (!isObject(m)) bad('each message must be an object', `messages[${i}]`);
+    if (typeof m.role !== 'string' || !CHAT_ROLES.has(m.role)) {
+      bad('role must be one of system, developer, user, assistant, tool', `messages[${i}].role`);
+    }
+    const c = m.content;
+    if (c !== undefined && c !== null && typeof c !== 'string' && !Array.isArray(c)) {
+      bad('content must be a string or an array of content parts', `messages[${i}].content`);
+    }
+    if ((c === undefined || c === null) && !(m.role === 'assistant')) bad('content is required', `messages[${i}].content`);
+    if (m.role === 'tool' && typeof m.tool_call_id !== 'string') {
+      bad('a tool message needs tool_call_id', `messages[${i}].tool_call_id`);
+    }
+  }
+  const t = value.temperature;
+  if (t !== undefined && t !== null) {
+    if (typeof t !== 'number' || !Number.isFinite(t) || t < LIMITS.minTemperature || t > LIMITS.maxTemperature) {
+      bad(`temperature must be a number from ${LIMITS.minTemperature} to ${LIMITS.maxTemperature}`, 'temperature');
+    }
+  }
+  checkTools(value.tools, true);
+  checkOptional(value, 'parallel_tool_calls', 'boolean');
+  checkOptional(value, 'reasoning_effort', 'string');
+  checkOptional(value, 'stream', 'boolean');
+  checkOptional(value, 'user', 'string');
+  return value as ChatCompletionRequest;
+}
+
+/** Reasoning models reject a temperature; they keep the provider's own default. */
+export function takesDefaultTemperature(req: ChatCompletionRequest): boolean {
+  return (req.temperature === undefined || req.temperature === null) && req.reasoning_effort == null && !/^o\d/.test(req.model);
+}
+
+/** Spec 2.3: Anthropic Messages; max_tokens defaults to 4096. */
+export function validateMessagesRequest(value: unknown): AnthropicMessagesRequest {
+  if (!isObject(value)) bad('the request body must be a JSON object', 'body');
+  checkModel(value);
+  const messages = value.messages;
+  if (!Array.isArray(messages)) bad('messages is required and must be an array', 'messages');
+  if (messages.length < 1 || messages.length > LIMITS.maxMessages) {
+    bad(`messages must hold 1 to ${LIMITS.maxMessages} items (got ${messages.length})`, 'messages');
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i] as unknown;
+    if (!isObject(m)) bad('each message must be an object', `messages[${i}]`);
+    if (m.role !== 'user' && m.role !== 'assistant') bad('role must be user or assistant', `messages[${i}].role`);
+    if (typeof m.content !== 'string' && !Array.isArray(m.content)) {
+      bad('content must be a string or an array of content blocks', `messages[${i}].content`);
+    }
+  }
+  const maxTokens = value.max_tokens;
+  if (maxTokens === undefined || maxTokens === null) value.max_tokens = LIMITS.anthropicDefaultMaxTokens;
+  else if (typeof maxTokens !== 'number' || !Number.isInteger(maxTokens) || maxTokens < 1) {
+    bad('max_tokens must be a positive integer', 'max_tokens');
+  }
+  const system = value.system;
+  if (system !== undefined && system !== null && typeof system !== 'string' && !Array.isArray(system)) {
+    bad('system must be a string or an array of text blocks', 'system');
+  }
+  const t = value.temperature;
+  if (t !== undefined && t !== null && (typeof t !== 'number' || !Number.isFinite(t) || t < 0 || t > 1)) {
+    bad('temperature must be a number from 0 to 1', 'temperature');
+  }
+  checkTools(value.tools, false);
+  checkOptional(value, 'stream', 'boolean');
+  return value as AnthropicMessagesRequest;
+}
+
+export function validateEmbeddingRequest(value: unknown): EmbeddingRequest {
+  if (!isObject(value)) bad('the request body must be a JSON object', 'body');
+  checkModel(value);
+  const input = value.input;
+  const ok =
+    (typeof input === 'string' && input.length > 0) ||
+    (Array.isArray(input) && input.length > 0 && input.length <= LIMITS.maxEmbeddingInputs);
+  if (!ok) bad(`input must be a non-empty string or an array of 1 to ${LIMITS.maxEmbeddingInputs} items`, 'input');
+  const dims = value.dimensions;
+  if (dims !== undefined && (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1)) {
+    bad('dimensions must be a positive integer', 'dimensions');
+  }
+  return value as EmbeddingRequest;
+}

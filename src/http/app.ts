@@ -1,0 +1,76 @@
+import { ServiceError } from '../core/errors.js';
+import type { Logger } from '../util/log.js';
+import { randomBase62 } from '../util/ids.js';
+import { Ctx } from './context.js';
+import type { Router } from './router.js';
+import type { HttpHandler } from './types.js';
+
+export type RouteHandler = (ctx: Ctx) => void | Promise<void>;
+
+export interface AppHooks {
+  readonly logger: Logger;
+  /** Called once per request when its response is complete (or the client left). */
+  readonly onFinish: (ctx: Ctx, status: number, seconds: number) => void;
+}
+
+const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+const REQUEST_ID_PREFIX = `req_${randomBase62(6)}`;
+let requestCounter = 0;
+
+/** A caller's X-Request-Id is kept when it is sane; otherwise one is made (unique per process). */
+function requestIdFor(given: string | undefined): string {
+  if (given !== undefined && REQUEST_ID_RE.test(given)) return given;
+  return `${REQUEST_ID_PREFIX}${(++requestCounter).toString(36)}`;
+}
+
+/**
+ * Turns the router into the adapter's handler: request ids, 404/405/413, one catch for every
+ * error, and the finish hook for metrics. Handlers answer through `ctx` and may throw
+ * ServiceError; anything else thrown is logged as a bug and answered with 500.
+ */
+export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks): HttpHandler {
+  const finish = (ctx: Ctx, status: number): void => {
+    hooks.onFinish(ctx, status, (performance.now() - ctx.startedAt) / 1000);
+  };
+  return (req, res) => {
+    const startedAt = performance.now();
+    const requestId = requestIdFor(req.headers['x-request-id']);
+    const match = router.find(req.method, req.path);
+    if (match === undefined || 'allowed' in match) {
+      const ctx = new Ctx(req, res, requestId, match ? 'method_not_allowed' : 'not_found', {}, startedAt, finish);
+      ctx.fail(
+        match
+          ? new ServiceError('method_not_allowed', `${req.method} is not allowed on ${req.path}`, {
+              headers: { allow: match.allowed.join(', ') },
+            })
+          : new ServiceError('not_found', `no route for ${req.method} ${req.path}`),
+      );
+      return;
+    }
+    const ctx = new Ctx(req, res, requestId, match.route, match.params, startedAt, finish);
+    res.onAbort(() => ctx.clientGone());
+    if (req.bodyError === 'too_large') {
+      ctx.fail(new ServiceError('payload_too_large', 'the request body is larger than 5 MiB'));
+      return;
+    }
+    let result: void | Promise<void>;
+    try {
+      result = match.handler(ctx);
+    } catch (err) {
+      onError(ctx, err);
+      return;
+    }
+    if (result instanceof Promise) result.catch((err: unknown) => onError(ctx, err));
+  };
+
+  function onError(ctx: Ctx, err: unknown): void {
+    if (!(err instanceof ServiceError)) {
+      hooks.logger.error('unhandled error', {
+        request_id: ctx.requestId,
+        route: ctx.route,
+        error: err instanceof Error ? (err.stack ?? err.message) : String(err),
+      });
+    }
+    ctx.fail(err);
+  }
+}

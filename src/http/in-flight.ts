@@ -1,0 +1,33 @@
+/** Counts requests in flight so a server can drain them before it closes. */
+export class InFlight {
+  private count = 0;
+  private waiters: (() => void)[] = [];
+
+  enter(): void {
+    this.count++;
+  }
+
+  leave(): void {
+    this.count--;
+    if (this.count === 0 && this.waiters.length > 0) {
+      for (const w of this.waiters.splice(0)) w();
+    }
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  /** Resolves when nothing is in flight, or after `ms`. */
+  drained(ms: number): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      timer.unref();
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}

@@ -1,0 +1,155 @@
+import { createServer, type IncomingMessage, type ServerResponse as NodeRes } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { InFlight } from './in-flight.js';
+import {
+  type HttpHandler,
+  type HttpServer,
+  type ListenOptions,
+  MAX_BODY_BYTES,
+  type OutgoingHeaders,
+  type ServerRequest,
+  type ServerResponse,
+} from './types.js';
+
+const EMPTY = Buffer.alloc(0);
+
+class NodeResponse implements ServerResponse {
+  aborted = false;
+  started = false;
+  private done = false;
+  private abortListeners: (() => void)[] | undefined;
+
+  constructor(
+    private readonly res: NodeRes,
+    private readonly inFlight: InFlight,
+  ) {
+    res.on('close', () => {
+      if (!this.done) this.markAborted();
+    });
+  }
+
+  private markAborted(): void {
+    this.aborted = true;
+    this.done = true;
+    this.inFlight.leave();
+    const listeners = this.abortListeners;
+    this.abortListeners = undefined;
+    if (listeners) for (const l of listeners) l();
+  }
+
+  onAbort(listener: () => void): void {
+    if (this.aborted) {
+      listener();
+      return;
+    }
+    if (this.done) return;
+    (this.abortListeners ??= []).push(listener);
+  }
+
+  send(status: number, headers: OutgoingHeaders, body: string | Uint8Array, closeConnection = false): void {
+    if (this.done) return;
+    this.done = true;
+    this.started = true;
+    const res = this.res;
+    res.statusCode = status;
+    for (const name in headers) res.setHeader(name, headers[name] as string);
+    if (closeConnection) res.setHeader('connection', 'close');
+    res.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
+    res.end(body);
+    this.inFlight.leave();
+  }
+
+  stream(status: number, headers: OutgoingHeaders): void {
+    if (this.done || this.started) return;
+    this.started = true;
+    this.res.writeHead(status, headers as Record<string, string>);
+    this.res.flushHeaders();
+  }
+
+  write(chunk: string | Uint8Array): boolean {
+    if (this.done) return false;
+    this.res.write(chunk);
+    return true;
+  }
+
+  end(chunk?: string | Uint8Array): void {
+    if (this.done) return;
+    this.done = true;
+    if (chunk === undefined) this.res.end();
+    else this.res.end(chunk);
+    this.inFlight.leave();
+  }
+}
+
+function flatHeaders(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {};
+  const raw = req.headers;
+  for (const name in raw) {
+    const v = raw[name];
+    if (v !== undefined) out[name] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
+  const inFlight = new InFlight();
+  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+    inFlight.enter();
+    const out = new NodeResponse(res, inFlight);
+    const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
+    const headers = flatHeaders(req);
+    const remoteAddress = req.socket.remoteAddress ?? '';
+    const method = (req.method ?? 'GET').toUpperCase();
+    const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
+      handler({ method, path, query, headers, body, bodyError, remoteAddress }, out);
+    };
+    const declared = headers['content-length'] === undefined ? -1 : Number(headers['content-length']);
+    if (declared > MAX_BODY_BYTES) {
+      req.resume();
+      dispatch(EMPTY, 'too_large');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let refused = false;
+    req.on('data', (chunk: Buffer) => {
+      if (refused) return;
+      received += chunk.length;
+      if (received > MAX_BODY_BYTES) {
+        refused = true;
+        chunks.length = 0;
+        dispatch(EMPTY, 'too_large');
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (refused) return;
+      dispatch(chunks.length === 1 ? (chunks[0] as Buffer) : chunks.length === 0 ? EMPTY : Buffer.concat(chunks), undefined);
+    });
+    req.on('error', () => {
+      /* the response's close handler reports the abort */
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      const port = (server.address() as AddressInfo).port;
+      let closed = false;
+      resolve({
+        engine: 'node',
+        port,
+        async close(graceMs = 10_000) {
+          if (closed) return;
+          closed = true;
+          const stopped = new Promise<void>((r) => server.close(() => r()));
+          server.closeIdleConnections();
+          await inFlight.drained(graceMs);
+          server.closeAllConnections();
+          await stopped;
+        },
+      });
+    });
+  });
+}

@@ -1,0 +1,82 @@
+/** What an adapter hands to the application: a plain request, independent of the HTTP engine. */
+export interface ServerRequest {
+  /** Upper-case method. */
+  readonly method: string;
+  readonly path: string;
+  /** Raw query string without the leading `?` ('' when absent). */
+  readonly query: string;
+  /** Lower-case header names. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The whole body (empty when none). Bounded by MAX_BODY_BYTES. */
+  readonly body: Buffer;
+  /** Set when the body was refused while reading it; the body is then empty. */
+  readonly bodyError: 'too_large' | undefined;
+  readonly remoteAddress: string;
+}
+
+export type OutgoingHeaders = Readonly<Record<string, string>>;
+
+/** The response side. Only the adapter touches the engine's objects; this is safe after an abort. */
+export interface ServerResponse {
+  /** True once the client went away before the response ended. */
+  readonly aborted: boolean;
+  /** True once a response was started (send, or stream headers). */
+  readonly started: boolean;
+  /** Called once if the client goes away before the response ends. */
+  onAbort(listener: () => void): void;
+  send(status: number, headers: OutgoingHeaders, body: string | Uint8Array, closeConnection?: boolean): void;
+  /** Starts a streamed response (headers are written with the first chunk). */
+  stream(status: number, headers: OutgoingHeaders): void;
+  /** Writes a chunk of a streamed response; returns false when the client is gone. */
+  write(chunk: string | Uint8Array): boolean;
+  end(chunk?: string | Uint8Array): void;
+}
+
+export type HttpHandler = (req: ServerRequest, res: ServerResponse) => void;
+
+export interface HttpServer {
+  readonly engine: 'uws' | 'node';
+  readonly port: number;
+  /** Stops accepting, waits for in-flight requests (at most `graceMs`), then closes. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface ListenOptions {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** Bodies over this size are refused with 413 (DESIGN C). */
+export const MAX_BODY_BYTES = 5 * 1024 * 1024;
+
+const STATUS_TEXT: Record<number, string> = {
+  200: 'OK',
+  201: 'Created',
+  202: 'Accepted',
+  204: 'No Content',
+  304: 'Not Modified',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  409: 'Conflict',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Entity',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
+
+const STATUS_LINES = new Map<number, string>();
+export function statusLine(status: number): string {
+  let line = STATUS_LINES.get(status);
+  if (line === undefined) {
+    line = `${status} ${STATUS_TEXT[status] ?? 'Status'}`;
+    STATUS_LINES.set(status, line);
+  }
+  return line;
+}

@@ -1,0 +1,202 @@
+import { createRequire } from 'node:module';
+import type * as Uws from '@trufflesuite/uws-js-unofficial';
+import { InFlight } from './in-flight.js';
+import {
+  type HttpHandler,
+  type HttpServer,
+  type ListenOptions,
+  MAX_BODY_BYTES,
+  type OutgoingHeaders,
+  type ServerRequest,
+  type ServerResponse,
+  statusLine,
+} from './types.js';
+
+type UwsModule = typeof Uws;
+
+let cached: UwsModule | null | undefined;
+
+/** Loads the native uWS binding once; null when it cannot load on this platform. */
+export function loadUws(): UwsModule | null {
+  if (cached !== undefined) return cached;
+  try {
+    const require = createRequire(import.meta.url);
+    // The package logs to stdout when it falls back to its JS shim; we want the native one or none.
+    if (process.env.UWS_USE_FALLBACK) return (cached = null);
+    cached = require('@trufflesuite/uws-js-unofficial') as UwsModule;
+    if (typeof cached.App !== 'function' || typeof cached.us_socket_local_port !== 'function') cached = null;
+  } catch {
+    cached = null;
+  }
+  return cached;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * The only code that touches uWS objects. uWS aborts the process when a response is used after
+ * the client went away, so every write checks `done` first and happens inside `cork`.
+ */
+class UwsResponse implements ServerResponse {
+  aborted = false;
+  started = false;
+  private done = false;
+  private abortListeners: (() => void)[] | undefined;
+  private pendingStatus = '';
+  private pendingHeaders: OutgoingHeaders | undefined;
+
+  constructor(
+    private readonly res: Uws.HttpResponse,
+    private readonly inFlight: InFlight,
+  ) {}
+
+  markAborted(): void {
+    if (this.done) return;
+    this.aborted = true;
+    this.done = true;
+    this.inFlight.leave();
+    const listeners = this.abortListeners;
+    this.abortListeners = undefined;
+    if (listeners) for (const l of listeners) l();
+  }
+
+  onAbort(listener: () => void): void {
+    if (this.aborted) {
+      listener();
+      return;
+    }
+    if (this.done) return;
+    (this.abortListeners ??= []).push(listener);
+  }
+
+  send(status: number, headers: OutgoingHeaders, body: string | Uint8Array, closeConnection = false): void {
+    if (this.done) return;
+    this.done = true;
+    this.started = true;
+    const res = this.res;
+    res.cork(() => {
+      res.writeStatus(statusLine(status));
+      for (const name in headers) res.writeHeader(name, headers[name] as string);
+      res.end(body, closeConnection);
+    });
+    this.inFlight.leave();
+  }
+
+  stream(status: number, headers: OutgoingHeaders): void {
+    if (this.done || this.started) return;
+    this.started = true;
+    this.pendingStatus = statusLine(status);
+    this.pendingHeaders = headers;
+  }
+
+  private flushHead(): void {
+    const headers = this.pendingHeaders;
+    if (headers === undefined) return;
+    this.pendingHeaders = undefined;
+    this.res.writeStatus(this.pendingStatus);
+    for (const name in headers) this.res.writeHeader(name, headers[name] as string);
+  }
+
+  write(chunk: string | Uint8Array): boolean {
+    if (this.done) return false;
+    const res = this.res;
+    res.cork(() => {
+      this.flushHead();
+      res.write(chunk);
+    });
+    return true;
+  }
+
+  end(chunk?: string | Uint8Array): void {
+    if (this.done) return;
+    this.done = true;
+    const res = this.res;
+    res.cork(() => {
+      this.flushHead();
+      res.end(chunk ?? EMPTY);
+    });
+    this.inFlight.leave();
+  }
+}
+
+export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
+  const app = uws.App();
+  const inFlight = new InFlight();
+
+  app.any('/*', (res, req) => {
+    inFlight.enter();
+    const out = new UwsResponse(res, inFlight);
+    res.onAborted(() => out.markAborted());
+    // Everything from `req` must be copied now: it is invalid after this callback returns.
+    const method = req.getCaseSensitiveMethod().toUpperCase();
+    const path = req.getUrl();
+    const query = req.getQuery() ?? '';
+    const headers: Record<string, string> = {};
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const lengthHeader = headers['content-length'];
+    const declared = lengthHeader === undefined ? -1 : Number(lengthHeader);
+    const chunked = headers['transfer-encoding'] !== undefined;
+
+    const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
+      const request: ServerRequest = { method, path, query, headers, body, bodyError, remoteAddress };
+      handler(request, out);
+    };
+
+    if (declared > MAX_BODY_BYTES) {
+      dispatch(EMPTY, 'too_large');
+      return;
+    }
+    if (declared <= 0 && !chunked) {
+      dispatch(EMPTY, undefined);
+      return;
+    }
+    // Known length: one buffer, filled in place. Chunked: collect, bounded.
+    let body = declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
+    let chunks: Buffer[] | undefined = body ? undefined : [];
+    let received = 0;
+    let refused = false;
+    res.onData((ab, isLast) => {
+      if (refused) return;
+      const n = ab.byteLength;
+      if (received + n > (body ? body.length : MAX_BODY_BYTES)) {
+        refused = true;
+        body = undefined;
+        chunks = undefined;
+        dispatch(EMPTY, 'too_large');
+        return;
+      }
+      if (body) Buffer.from(ab).copy(body, received);
+      else chunks?.push(Buffer.from(ab.slice(0)));
+      received += n;
+      if (isLast) {
+        const full = body ? body.subarray(0, received) : Buffer.concat(chunks ?? [], received);
+        dispatch(full, undefined);
+      }
+    });
+  });
+
+  return new Promise((resolve, reject) => {
+    app.listen(opts.host, opts.port, (socket) => {
+      if (!socket) {
+        reject(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+        return;
+      }
+      const port = uws.us_socket_local_port(socket as unknown as Uws.us_socket);
+      let closed = false;
+      resolve({
+        engine: 'uws',
+        port,
+        async close(graceMs = 10_000) {
+          if (closed) return;
+          closed = true;
+          uws.us_listen_socket_close(socket);
+          await inFlight.drained(graceMs);
+          (app as unknown as { close?: () => void }).close?.();
+        },
+      });
+    });
+  });
+}

@@ -1,0 +1,228 @@
+import { randomUUID } from 'node:crypto';
+import { ServiceError } from '../core/errors.js';
+import type { Store } from '../store/db.js';
+import { hashCredential, newAgentKey, newId, newPat } from '../util/ids.js';
+import { minRole, type Role } from './roles.js';
+import type { AgentRecord, CredentialRecord, OrgRecord, Principal, UserRecord } from './types.js';
+
+export interface IssuedCredential {
+  /** The secret, returned once and never stored. */
+  readonly secret: string;
+  readonly record: CredentialRecord;
+}
+
+export interface Page<T> {
+  readonly data: T[];
+  readonly next_cursor: string | null;
+}
+
+function nowIso(): string {
+  return new Date().toISOString();
+}
+
+function expiry(days: number | undefined): string | null {
+  return days === undefined ? null : new Date(Date.now() + days * 86_400_000).toISOString();
+}
+
+/**
+ * Orgs, users, agents and credentials in LMDB. `generation` grows on every change that can alter
+ * who a credential resolves to, so caches in front of `authenticate` know when to drop entries.
+ */
+export class IdentityRepo {
+  generation = 0;
+
+  constructor(private readonly store: Store) {}
+
+  private bump(): void {
+    this.generation++;
+  }
+
+  // ---- orgs
+  getOrg(orgId: string): OrgRecord | undefined {
+    return this.store.orgs.get(orgId);
+  }
+
+  createOrg(name: string, orgId = `org_${newId('', 16)}`): OrgRecord {
+    const record: OrgRecord = { org_id: orgId, name, created_at: nowIso() };
+    this.store.root.transactionSync(() => {
+      for (const { value } of this.store.orgs.getRange()) {
+        if ((value as OrgRecord).name === name) throw new ServiceError('conflict', `an org named "${name}" exists`);
+      }
+      if (this.store.orgs.get(orgId) !== undefined) throw new ServiceError('conflict', `org ${orgId} exists`);
+      this.store.orgs.putSync(orgId, record);
+    });
+    return record;
+  }
+
+  listOrgs(): OrgRecord[] {
+    return [...this.store.orgs.getRange()].map((e) => e.value as OrgRecord);
+  }
+
+  // ---- users
+  getUser(userId: string): UserRecord | undefined {
+    return this.store.users.get(userId);
+  }
+
+  createUser(orgId: string, email: string, role: Role, userId = newId('usr_', 16)): UserRecord {
+    const record: UserRecord = { user_id: userId, org_id: orgId, email, role, created_at: nowIso() };
+    this.store.root.transactionSync(() => {
+      for (const { value } of this.store.users.getRange()) {
+        const u = value as UserRecord;
+        if (u.org_id === orgId && u.email.toLowerCase() === email.toLowerCase()) {
+          throw new ServiceError('conflict', `a user with email ${email} exists in this org`);
+        }
+      }
+      this.store.users.putSync(userId, record);
+    });
+    this.bump();
+    return record;
+  }
+
+  // ---- credentials
+  private issue(
+    kind: CredentialRecord['kind'],
+    orgId: string,
+    subjectId: string,
+    opts: { name?: string | undefined; role?: Role | null; expiresDays?: number | undefined; secret?: string },
+  ): IssuedCredential {
+    const secret = opts.secret ?? (kind === 'pat' ? newPat() : newAgentKey());
+    const record: CredentialRecord = {
+      kind,
+      credential_id: newId(kind === 'pat' ? 'tok_' : 'key_', 16),
+      org_id: orgId,
+      subject_id: subjectId,
+      name: opts.name ?? null,
+      role: opts.role ?? null,
+      last4: secret.slice(-4),
+      created_at: nowIso(),
+      expires_at: expiry(opts.expiresDays),
+      revoked_at: null,
+    };
+    const hash = hashCredential(secret);
+    this.store.root.transactionSync(() => {
+      this.store.credentials.putSync(hash, record);
+      this.store.credentials.putSync(`id:${record.credential_id}`, hash);
+    });
+    this.bump();
+    return { secret, record };
+  }
+
+  createPat(
+    user: UserRecord,
+    opts: { name?: string | undefined; role?: Role | undefined; expiresDays?: number | undefined; secret?: string },
+  ): IssuedCredential {
+    const role = opts.role === undefined ? user.role : minRole(user.role, opts.role);
+    return this.issue('pat', user.org_id, user.user_id, { ...opts, role });
+  }
+
+  createAgentKey(agent: AgentRecord, opts: { name?: string | undefined; expiresDays?: number | undefined }): IssuedCredential {
+    return this.issue('agent', agent.org_id, agent.agent_uuid, opts);
+  }
+
+  getCredential(credentialId: string): CredentialRecord | undefined {
+    const hash = this.store.credentials.get(`id:${credentialId}`) as string | undefined;
+    return hash === undefined ? undefined : this.store.credentials.get(hash);
+  }
+
+  revokeCredential(credentialId: string): CredentialRecord | undefined {
+    const hash = this.store.credentials.get(`id:${credentialId}`) as string | undefined;
+    if (hash === undefined) return undefined;
+    const current = this.store.credentials.get(hash) as CredentialRecord | undefined;
+    if (!current) return undefined;
+    const revoked: CredentialRecord = { ...current, revoked_at: current.revoked_at ?? nowIso() };
+    this.store.credentials.putSync(hash, revoked);
+    this.bump();
+    return revoked;
+  }
+
+  /** Resolves a presented secret to a principal, or undefined (unknown, revoked, expired). */
+  authenticate(secret: string, now = Date.now()): Principal | undefined {
+    const record = this.store.credentials.get(hashCredential(secret)) as CredentialRecord | undefined;
+    if (!record || record.revoked_at !== null) return undefined;
+    if (record.expires_at !== null && Date.parse(record.expires_at) <= now) return undefined;
+    if (record.kind === 'agent') {
+      const agent = this.getAgent(record.subject_id);
+      if (!agent) return undefined;
+      return {
+        kind: 'agent',
+        id: agent.agent_uuid,
+        org_id: agent.org_id,
+        role: null,
+        agent_id: agent.agent_id,
+        credential_id: record.credential_id,
+        email: null,
+      };
+    }
+    const user = this.getUser(record.subject_id);
+    if (!user) return undefined;
+    return {
+      kind: 'user',
+      id: user.user_id,
+      org_id: user.org_id,
+      role: record.role === null ? user.role : minRole(user.role, record.role),
+      agent_id: null,
+      credential_id: record.credential_id,
+      email: user.email,
+    };
+  }
+
+  // ---- agents
+  getAgent(agentUuid: string): AgentRecord | undefined {
+    return this.store.agents.get(agentUuid);
+  }
+
+  getAgentByName(orgId: string, agentId: string): AgentRecord | undefined {
+    const uuid = this.store.agentNames.get([orgId, agentId]) as string | undefined;
+    return uuid === undefined ? undefined : this.getAgent(uuid);
+  }
+
+  onboardAgent(
+    orgId: string,
+    input: {
+      agent_id: string;
+      owner_email?: string | undefined;
+      description?: string | undefined;
+      framework?: string | undefined;
+      intended_use?: string | undefined;
+    },
+  ): AgentRecord {
+    const record: AgentRecord = {
+      agent_uuid: randomUUID(),
+      agent_id: input.agent_id,
+      org_id: orgId,
+      owner_email: input.owner_email ?? null,
+      description: input.description ?? null,
+      framework: input.framework ?? null,
+      intended_use: input.intended_use ?? null,
+      created_at: nowIso(),
+    };
+    this.store.root.transactionSync(() => {
+      if (this.store.agentNames.get([orgId, input.agent_id]) !== undefined) {
+        throw new ServiceError('conflict', `agent "${input.agent_id}" already exists in this org`, { param: 'agent_id' });
+      }
+      this.store.agents.putSync(record.agent_uuid, record);
+      this.store.agentNames.putSync([orgId, input.agent_id], record.agent_uuid);
+    });
+    this.bump();
+    return record;
+  }
+
+  /** The org's agents ordered by agent_id; the cursor is the last agent_id of the previous page. */
+  listAgents(orgId: string, limit: number, cursor: string | undefined): Page<AgentRecord> {
+    const data: AgentRecord[] = [];
+    const range = this.store.agentNames.getRange({
+      start: cursor === undefined ? [orgId] : [orgId, cursor],
+      end: [orgId, '\uffff'],
+    });
+    for (const { key, value } of range) {
+      const name = (key as [string, string])[1];
+      if (cursor !== undefined && name === cursor) continue;
+      const agent = this.getAgent(value as string);
+      if (agent) data.push(agent);
+      if (data.length > limit) break;
+    }
+    const more = data.length > limit;
+    if (more) data.length = limit;
+    return { data, next_cursor: more ? (data[data.length - 1]?.agent_id ?? null) : null };
+  }
+}

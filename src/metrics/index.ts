@@ -1,0 +1,88 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+const LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** Prometheus metrics. Label children are cached so the request path does no label hashing. */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'route' | 'method' | 'status'>;
+  private readonly duration: Histogram<'route'>;
+  private readonly phases: Histogram<'phase'>;
+  private readonly upstream: Histogram<'provider' | 'outcome'>;
+  readonly openStreams: Gauge;
+  private readonly requestChildren = new Map<string, Counter.Internal>();
+  private readonly durationChildren = new Map<string, Histogram.Internal<'route'>>();
+  private readonly phaseChildren = new Map<string, Histogram.Internal<'phase'>>();
+  private readonly upstreamChildren = new Map<string, Histogram.Internal<'provider' | 'outcome'>>();
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'govgate_' });
+    this.requests = new Counter({
+      name: 'govgate_http_requests_total',
+      help: 'HTTP requests by route, method and status',
+      labelNames: ['route', 'method', 'status'],
+      registers: [this.registry],
+    });
+    this.duration = new Histogram({
+      name: 'govgate_http_request_duration_seconds',
+      help: 'Time from request to response end, by route',
+      labelNames: ['route'],
+      buckets: LATENCY_BUCKETS,
+      registers: [this.registry],
+    });
+    this.phases = new Histogram({
+      name: 'govgate_phase_duration_seconds',
+      help: 'Time spent in each request phase',
+      labelNames: ['phase'],
+      buckets: LATENCY_BUCKETS,
+      registers: [this.registry],
+    });
+    this.upstream = new Histogram({
+      name: 'govgate_upstream_duration_seconds',
+      help: 'Provider call latency (to the full answer, or to the end of a stream)',
+      labelNames: ['provider', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers: [this.registry],
+    });
+    this.openStreams = new Gauge({
+      name: 'govgate_open_streams',
+      help: 'Streamed responses in progress',
+      registers: [this.registry],
+    });
+  }
+
+  request(route: string, method: string, status: number, seconds: number): void {
+    const key = `${route}\0${method}\0${status}`;
+    let c = this.requestChildren.get(key);
+    if (!c) {
+      c = this.requests.labels(route, method, String(status));
+      this.requestChildren.set(key, c);
+    }
+    c.inc();
+    let h = this.durationChildren.get(route);
+    if (!h) {
+      h = this.duration.labels(route);
+      this.durationChildren.set(route, h);
+    }
+    h.observe(seconds);
+  }
+
+  phase(name: string, seconds: number): void {
+    let h = this.phaseChildren.get(name);
+    if (!h) {
+      h = this.phases.labels(name);
+      this.phaseChildren.set(name, h);
+    }
+    h.observe(seconds);
+  }
+
+  upstreamCall(provider: string, outcome: 'ok' | 'error', seconds: number): void {
+    const key = `${provider}\0${outcome}`;
+    let h = this.upstreamChildren.get(key);
+    if (!h) {
+      h = this.upstream.labels(provider, outcome);
+      this.upstreamChildren.set(key, h);
+    }
+    h.observe(seconds);
+  }
+}

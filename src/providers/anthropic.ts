@@ -1,0 +1,87 @@
+import { ServiceError } from '../core/errors.js';
+import type { ChatCall, Provider } from './types.js';
+import { requestJson, requestStream, splitBaseUrl, type UpstreamPools } from './upstream.js';
+import {
+  type AnthropicMessage,
+  type AnthropicStreamEvent,
+  AnthropicStreamToOpenai,
+  anthropicResponseToOpenai,
+  openaiRequestToAnthropic,
+  SseParser,
+  WireStreamError,
+} from './wire/index.js';
+
+export const ANTHROPIC_VERSION = '2023-06-01';
+export const DEFAULT_MAX_TOKENS = 4096;
+
+/** An Anthropic Messages upstream (`base_url` is the API root, as in the official SDK). */
+export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
+  const { origin, prefix } = splitBaseUrl(baseUrl);
+  const pool = pools.get(origin);
+  const headers = { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION };
+  const messagesPath = `${prefix}/v1/messages`;
+
+  return {
+    name: 'anthropic',
+    async chat(call: ChatCall) {
+      const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
+      request.stream = false;
+      const res = await requestJson('anthropic', pool, {
+        path: messagesPath,
+        method: 'POST',
+        headers,
+        body: JSON.stringify(request),
+        signal: call.signal,
+      });
+      if (!isMessage(res)) throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
+      return anthropicResponseToOpenai(res, Math.floor(Date.now() / 1000));
+    },
+    async *chatStream(call: ChatCall) {
+      const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
+      request.stream = true;
+      const text = await requestStream('anthropic', pool, {
+        path: messagesPath,
+        headers,
+        body: JSON.stringify(request),
+        signal: call.signal,
+      });
+      const parser = new SseParser();
+      const convert = new AnthropicStreamToOpenai({ created: Math.floor(Date.now() / 1000), model: call.request.model });
+      for await (const piece of text) {
+        for (const event of parser.push(piece)) {
+          let parsed: AnthropicStreamEvent;
+          try {
+            parsed = JSON.parse(event.data) as AnthropicStreamEvent;
+          } catch (err) {
+            throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event', { cause: err });
+          }
+          try {
+            yield* convert.push(parsed);
+          } catch (err) {
+            if (err instanceof WireStreamError) {
+              throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, { cause: err });
+            }
+            throw err;
+          }
+          if (parsed.type === 'message_stop') return;
+        }
+      }
+    },
+    async embed() {
+      throw new ServiceError('invalid_request', 'provider anthropic does not offer embeddings', { param: 'model' });
+    },
+    async listModels(signal: AbortSignal) {
+      const res = (await requestJson('anthropic', pool, {
+        path: `${prefix}/v1/models`,
+        method: 'GET',
+        headers: { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION },
+        signal,
+      })) as { data?: { id?: unknown }[] };
+      return (res.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
+    },
+  };
+}
+
+function isMessage(value: unknown): value is AnthropicMessage {
+  return typeof value === 'object' && value !== null && Array.isArray((value as AnthropicMessage).content);
+}

@@ -1,0 +1,69 @@
+import { ServiceError } from '../core/errors.js';
+import type { ChatCall, Provider } from './types.js';
+import { requestJson, requestStream, splitBaseUrl, type UpstreamPools } from './upstream.js';
+import {
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  type EmbeddingRequest,
+  type EmbeddingResponse,
+  SseParser,
+} from './wire/index.js';
+
+/** An OpenAI-compatible upstream (`base_url` ends in /v1, as in the official SDK). */
+export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
+  const { origin, prefix } = splitBaseUrl(baseUrl);
+  const pool = pools.get(origin);
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
+  const getHeaders = { authorization: `Bearer ${apiKey}` };
+  const chatPath = `${prefix}/chat/completions`;
+
+  return {
+    name: 'openai',
+    async chat(call: ChatCall) {
+      const body = call.rawBody ?? JSON.stringify(call.request);
+      const res = await requestJson('openai', pool, { path: chatPath, method: 'POST', headers, body, signal: call.signal });
+      if (!isChatCompletion(res)) throw new ServiceError('upstream_error', 'provider openai sent an unexpected answer');
+      return res;
+    },
+    async *chatStream(call: ChatCall) {
+      // Ask for usage so the audit trail records tokens for streams too.
+      const request = { ...call.request, stream: true, stream_options: { ...call.request.stream_options, include_usage: true } };
+      const text = await requestStream('openai', pool, { path: chatPath, headers, body: JSON.stringify(request), signal: call.signal });
+      const parser = new SseParser();
+      for await (const piece of text) {
+        for (const event of parser.push(piece)) {
+          if (event.data === '[DONE]') return;
+          let chunk: ChatCompletionChunk;
+          try {
+            chunk = JSON.parse(event.data) as ChatCompletionChunk;
+          } catch (err) {
+            throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', { cause: err });
+          }
+          const error = (chunk as { error?: { message?: string } }).error;
+          if (error) throw new ServiceError('upstream_error', `provider openai stream failed: ${error.message ?? 'error'}`);
+          yield chunk;
+        }
+      }
+    },
+    async embed(request: EmbeddingRequest, signal: AbortSignal) {
+      const res = await requestJson('openai', pool, {
+        path: `${prefix}/embeddings`,
+        method: 'POST',
+        headers,
+        body: JSON.stringify(request),
+        signal,
+      });
+      return res as EmbeddingResponse;
+    },
+    async listModels(signal: AbortSignal) {
+      const res = (await requestJson('openai', pool, { path: `${prefix}/models`, method: 'GET', headers: getHeaders, signal })) as {
+        data?: { id?: unknown }[];
+      };
+      return (res.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
+    },
+  };
+}
+
+function isChatCompletion(value: unknown): value is ChatCompletion {
+  return typeof value === 'object' && value !== null && Array.isArray((value as ChatCompletion).choices);
+}

@@ -1,0 +1,48 @@
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, EmbeddingRequest, EmbeddingResponse } from './wire/index.js';
+
+export const PROVIDER_NAMES = ['openai', 'anthropic', 'mock'] as const;
+export type ProviderName = (typeof PROVIDER_NAMES)[number];
+
+export interface ChatCall {
+  /** The request in the canonical (OpenAI chat) format. */
+  readonly request: ChatCompletionRequest;
+  /**
+   * The caller's exact bytes when they equal `request` for this provider (an OpenAI-format request
+   * to an OpenAI-format upstream), so the provider can forward them without re-serialising.
+   */
+  readonly rawBody?: Buffer | string | undefined;
+  readonly signal: AbortSignal;
+}
+
+/** One configured upstream of one org. Translation to and from its wire format happens inside. */
+export interface Provider {
+  readonly name: ProviderName;
+  chat(call: ChatCall): Promise<ChatCompletion>;
+  chatStream(call: ChatCall): AsyncIterable<ChatCompletionChunk>;
+  embed(request: EmbeddingRequest, signal: AbortSignal): Promise<EmbeddingResponse>;
+  listModels(signal: AbortSignal): Promise<string[]>;
+}
+
+/** A provider entry as stored in org settings (the key itself sealed in the vault). */
+export interface ProviderSettings {
+  readonly name: ProviderName;
+  readonly base_url: string | null;
+  readonly models: readonly string[];
+  /** Vault slot of the API key, or null (mock). */
+  readonly key_ref: string | null;
+  readonly key_last4: string | null;
+}
+
+export const DEFAULT_BASE_URL: Record<ProviderName, string | null> = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com',
+  mock: null,
+};
+
+export const DEFAULT_MODELS: Record<ProviderName, readonly string[]> = {
+  openai: ['gpt-*', 'o*', 'text-embedding-*', 'chatgpt-*'],
+  anthropic: ['claude-*'],
+  mock: ['mock-*'],
+};
+
+export const MOCK_MODELS = ['mock-echo', 'mock-tools'] as const;

@@ -1,0 +1,135 @@
+/**
+ * Anthropic stream events → OpenAI `chat.completion.chunk` objects, one event at a time.
+ * No I/O: the caller parses SSE, pushes each event and writes out the chunks returned.
+ *
+ * - message_start → a first chunk with `delta: {role: 'assistant', content: ''}`.
+ * - text → content deltas. A `tool_use` block start → a tool call delta with `index` (counting
+ *   only tool_use blocks), `id`, `type` and `function: {name, arguments: ''}`; its
+ *   `input_json_delta`s → `function.arguments` deltas.
+ * - message_delta → a chunk with the mapped `finish_reason` and the usage totals (input counts
+ *   come from message_start unless message_delta repeats them).
+ * - ping, content_block_stop, message_stop, thinking and unknown events → nothing.
+ * - error → throws WireStreamError.
+ */
+import type { AnthropicStreamEvent } from './anthropic-types.js';
+import { anthropicIdToOpenai, anthropicStopToOpenai, anthropicUsageToOpenai } from './conversions.js';
+import type {
+  ChatCompletionChunk,
+  ChatCompletionChunkDelta,
+  OpenaiFinishReason,
+  OpenaiUsage,
+} from './openai-types.js';
+import { stringifyToolInput } from './tool-arguments.js';
+import { WireStreamError } from './wire-stream-error.js';
+
+export interface AnthropicStreamToOpenaiOptions {
+  /** Chunk id; by default derived from the message_start id (`msg_X` → `chatcmpl-X`). */
+  id?: string;
+  /** Unix seconds, stamped on every chunk. */
+  created: number;
+  model: string;
+}
+
+export class AnthropicStreamToOpenai {
+  #id: string | undefined;
+  readonly #created: number;
+  readonly #model: string;
+  /** OpenAI tool-call index per Anthropic content block index (undefined: not a tool block). */
+  readonly #toolIndexByBlock: Array<number | undefined> = [];
+  #toolCount = 0;
+  #inputTokens = 0;
+  #cacheCreationTokens = 0;
+  #cacheReadTokens = 0;
+
+  constructor(opts: AnthropicStreamToOpenaiOptions) {
+    this.#id = opts.id;
+    this.#created = opts.created;
+    this.#model = opts.model;
+  }
+
+  push(event: AnthropicStreamEvent): ChatCompletionChunk[] {
+    switch (event.type) {
+      case 'message_start': {
+        const message = event.message;
+        if (this.#id === undefined) {
+          this.#id = anthropicIdToOpenai(typeof message?.id === 'string' ? message.id : '');
+        }
+        const usage = message?.usage;
+        if (usage) {
+          this.#inputTokens = usage.input_tokens ?? 0;
+          this.#cacheCreationTokens = usage.cache_creation_input_tokens ?? 0;
+          this.#cacheReadTokens = usage.cache_read_input_tokens ?? 0;
+        }
+        return [this.#chunk({ role: 'assistant', content: '' }, null)];
+      }
+      case 'content_block_start': {
+        const block = event.content_block;
+        if (block.type === 'text') {
+          return block.text ? [this.#chunk({ content: block.text }, null)] : [];
+        }
+        if (block.type !== 'tool_use') return [];
+        const index = this.#toolCount++;
+        this.#toolIndexByBlock[event.index] = index;
+        const args = hasKeys(block.input) ? stringifyToolInput(block.input) : '';
+        const call = {
+          index,
+          id: block.id,
+          type: 'function' as const,
+          function: { name: block.name, arguments: args },
+        };
+        return [this.#chunk({ tool_calls: [call] }, null)];
+      }
+      case 'content_block_delta': {
+        const delta = event.delta;
+        if (delta.type === 'text_delta') {
+          return delta.text === '' ? [] : [this.#chunk({ content: delta.text }, null)];
+        }
+        if (delta.type !== 'input_json_delta' || delta.partial_json === '') return [];
+        const index = this.#toolIndexByBlock[event.index];
+        if (index === undefined) return [];
+        return [this.#chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, null)];
+      }
+      case 'message_delta': {
+        const usage = event.usage;
+        const totals = anthropicUsageToOpenai({
+          input_tokens: usage?.input_tokens ?? this.#inputTokens,
+          cache_creation_input_tokens: usage?.cache_creation_input_tokens ?? this.#cacheCreationTokens,
+          cache_read_input_tokens: usage?.cache_read_input_tokens ?? this.#cacheReadTokens,
+          output_tokens: usage?.output_tokens ?? 0,
+        });
+        return [this.#chunk({}, anthropicStopToOpenai(event.delta?.stop_reason), totals)];
+      }
+      case 'error': {
+        const error = event.error;
+        throw new WireStreamError(
+          typeof error?.type === 'string' ? error.type : 'api_error',
+          typeof error?.message === 'string' ? error.message : 'upstream stream error',
+        );
+      }
+      default:
+        return [];
+    }
+  }
+
+  #chunk(
+    delta: ChatCompletionChunkDelta,
+    finishReason: OpenaiFinishReason | null,
+    usage?: OpenaiUsage,
+  ): ChatCompletionChunk {
+    const chunk: ChatCompletionChunk = {
+      id: this.#id ?? 'chatcmpl-',
+      object: 'chat.completion.chunk',
+      created: this.#created,
+      model: this.#model,
+      choices: [{ index: 0, delta, finish_reason: finishReason }],
+    };
+    if (usage) chunk.usage = usage;
+    return chunk;
+  }
+}
+
+function hasKeys(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  for (const _ in value) return true;
+  return false;
+}

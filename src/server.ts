@@ -1,0 +1,104 @@
+import type { Config } from './config/index.js';
+import { bootstrap, type BootstrapResult } from './control/bootstrap.js';
+import { registerPlatform } from './control/platform.js';
+import { registerProvisioning } from './control/provisioning.js';
+import { createVault, loadVaultKey } from './crypto/vault.js';
+import { GatewayService } from './gateway/service.js';
+import { createHttpHandler, type RouteHandler } from './http/app.js';
+import { listen } from './http/listen.js';
+import { Router } from './http/router.js';
+import type { HttpServer } from './http/types.js';
+import { IdentityRepo } from './identity/repo.js';
+import { Metrics } from './metrics/index.js';
+import { UpstreamPools } from './providers/upstream.js';
+import { LocalSnapshot } from './snapshot/local.js';
+import { openStore } from './store/db.js';
+import { LmdbEventLog } from './store/event-log.js';
+import { IdempotencyStore } from './store/idempotency.js';
+import { SettingsRepo } from './store/settings.js';
+import type { Logger } from './util/log.js';
+import { VERSION } from './version.js';
+
+export interface RunningService {
+  readonly server: HttpServer;
+  readonly baseUrl: string;
+  readonly bootstrap: BootstrapResult;
+  /** Graceful: stop accepting, let in-flight requests finish, then close upstreams and the store. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** The all-in-one process: control plane and data plane on one port, one embedded store. */
+export async function startAllInOne(config: Config, logger: Logger): Promise<RunningService> {
+  const store = openStore(config.dataDir);
+  const vault = createVault(loadVaultKey(config.keysDir));
+  const identity = new IdentityRepo(store);
+  const settings = new SettingsRepo(store, vault);
+  const events = new LmdbEventLog(store);
+  const pools = new UpstreamPools({ timeoutMs: config.upstreamTimeoutMs, connections: config.upstreamConnections });
+  const snapshot = new LocalSnapshot(identity, settings, pools);
+  const metrics = new Metrics();
+  const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
+  const boot = await bootstrap(config, store, identity, settings, events);
+  idempotency.sweep();
+  const sweeper = setInterval(() => idempotency.sweep(), 3_600_000);
+  sweeper.unref();
+
+  let closing = false;
+  // The base URL is known once the port is; audit_url and /api/config read it lazily.
+  let baseUrl = config.publicUrl ?? '';
+  const base = { get value() { return baseUrl; } };
+
+  const router = new Router<RouteHandler>();
+  const gateway = new GatewayService({
+    snapshot,
+    audit: events,
+    metrics,
+    idempotency,
+    get baseUrl() {
+      return base.value;
+    },
+  });
+  router.add('POST', '/v1/chat/completions', gateway.chatCompletions);
+  router.add('POST', '/v1/messages', gateway.messages);
+  router.add('POST', '/v1/embeddings', gateway.embeddings);
+  router.add('GET', '/v1/models', gateway.models);
+  registerProvisioning(router, { snapshot, identity, settings, audit: events, egressAllow: config.egressAllow });
+  registerPlatform(router, {
+    version: VERSION,
+    region: config.region,
+    get baseUrl() {
+      return base.value;
+    },
+    metrics,
+    metricsToken: config.metricsToken,
+    snapshot,
+    audit: events,
+    checks: () => ({ store: !closing && (store.root as unknown as { isOperational(): boolean }).isOperational(), accepting: !closing }),
+  });
+
+  const handler = createHttpHandler(router, {
+    logger,
+    onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
+  });
+  const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+  if (config.httpServer === 'uws' && server.engine !== 'uws') logger.warn('uWebSockets.js could not load; serving with node:http');
+  if (!config.publicUrl) {
+    const host = config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+    baseUrl = `http://${host}:${server.port}`;
+  }
+  return {
+    server,
+    get baseUrl() {
+      return base.value;
+    },
+    bootstrap: boot,
+    async close(graceMs = 10_000) {
+      if (closing) return;
+      closing = true;
+      clearInterval(sweeper);
+      await server.close(graceMs);
+      await pools.close();
+      await store.close();
+    },
+  };
+}

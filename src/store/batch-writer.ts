@@ -1,0 +1,46 @@
+import type { RootDatabase } from 'lmdb';
+
+/**
+ * Groups the writes queued during one event-loop turn into one synchronous LMDB transaction.
+ * Each caller's promise resolves once its write is committed (visible to readers and safe from a
+ * process crash); the environment is fsynced on a timer (see `startSyncTimer`).
+ */
+export class BatchWriter {
+  private queue: (() => void)[] = [];
+  private waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private scheduled = false;
+
+  constructor(
+    private readonly root: RootDatabase,
+    private readonly onCommit: () => void = () => {},
+  ) {}
+
+  /** Queues `write` (synchronous LMDB calls such as putSync) for the next commit. */
+  enqueue(write: () => void): Promise<void> {
+    this.queue.push(write);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(this.flush);
+    }
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  readonly flush = (): void => {
+    this.scheduled = false;
+    const queue = this.queue;
+    const waiters = this.waiters;
+    if (queue.length === 0) return;
+    this.queue = [];
+    this.waiters = [];
+    try {
+      this.root.transactionSync(() => {
+        for (const w of queue) w();
+      });
+    } catch (err) {
+      for (const w of waiters) w.reject(err);
+      return;
+    }
+    this.onCommit();
+    for (const w of waiters) w.resolve();
+  };
+}

@@ -1,0 +1,77 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Database, open, type RootDatabase } from 'lmdb';
+import { BatchWriter } from './batch-writer.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: lmdb's generic default for heterogeneous values
+type AnyDb = Database<any, any>;
+
+export interface Store {
+  readonly root: RootDatabase;
+  readonly orgs: AnyDb;
+  readonly users: AnyDb;
+  readonly credentials: AnyDb;
+  readonly agents: AnyDb;
+  readonly agentNames: AnyDb;
+  readonly settings: AnyDb;
+  readonly vault: AnyDb;
+  readonly events: AnyDb;
+  readonly eventIds: AnyDb;
+  readonly pipelineIndex: AnyDb;
+  readonly idempotency: AnyDb;
+  readonly meta: AnyDb;
+  readonly writer: BatchWriter;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** fsync interval; 0 fsyncs every commit. */
+  readonly syncIntervalMs?: number;
+}
+
+/**
+ * Opens the embedded store. Writes are committed without a per-transaction fsync (a process crash
+ * loses nothing; the OS holds the pages) and fsynced every `syncIntervalMs` (default 100 ms), so a
+ * machine crash can lose at most that window. DESIGN's "committed before the response" holds.
+ */
+export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const syncMs = opts.syncIntervalMs ?? 100;
+  const root = open({ path: join(dataDir, 'govgate.lmdb'), compression: false, noSync: syncMs > 0, maxDbs: 32 });
+  const db = (name: string): AnyDb => root.openDB({ name });
+  let dirty = false;
+  const writer = new BatchWriter(root, () => {
+    dirty = true;
+  });
+  let timer: NodeJS.Timeout | undefined;
+  if (syncMs > 0) {
+    timer = setInterval(() => {
+      if (!dirty) return;
+      dirty = false;
+      (root as unknown as { sync(cb: (err?: unknown) => void): void }).sync(() => {});
+    }, syncMs);
+    timer.unref();
+  }
+  const store: Store = {
+    root,
+    orgs: db('orgs'),
+    users: db('users'),
+    credentials: db('credentials'),
+    agents: db('agents'),
+    agentNames: db('agent_names'),
+    settings: db('settings'),
+    vault: db('vault'),
+    events: db('events'),
+    eventIds: db('event_ids'),
+    pipelineIndex: db('pipeline_index'),
+    idempotency: db('idempotency'),
+    meta: db('meta'),
+    writer,
+    async close() {
+      if (timer) clearInterval(timer);
+      writer.flush();
+      await root.close();
+    },
+  };
+  return store;
+}

@@ -1,0 +1,54 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const POOL_SIZE = 4096;
+let pool = randomBytes(POOL_SIZE);
+let offset = 0;
+
+function nextByte(): number {
+  if (offset === POOL_SIZE) {
+    pool = randomBytes(POOL_SIZE);
+    offset = 0;
+  }
+  return pool[offset++] as number;
+}
+
+/** `length` uniformly random base62 characters (rejection sampling keeps it unbiased). */
+export function randomBase62(length: number): string {
+  let out = '';
+  while (out.length < length) {
+    const b = nextByte();
+    if (b < 248) out += BASE62[b % 62];
+  }
+  return out;
+}
+
+/** A random identifier with a type prefix, e.g. `ae_…` for audit events. */
+export function newId(prefix: string, length = 20): string {
+  return prefix + randomBase62(length);
+}
+
+export const AGENT_KEY_PREFIX = 'gk_agent_';
+export const PAT_PREFIX = 'gk_pat_';
+const CREDENTIAL_RE = /^gk_(agent|pat)_[A-Za-z0-9]{40}$/;
+
+export function newAgentKey(): string {
+  return AGENT_KEY_PREFIX + randomBase62(40);
+}
+
+export function newPat(): string {
+  return PAT_PREFIX + randomBase62(40);
+}
+
+export function looksLikeCredential(token: string): boolean {
+  return CREDENTIAL_RE.test(token);
+}
+
+/** Credentials are stored as SHA-256 hashes only. */
+export function hashCredential(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+export function sha256Hex(data: string | Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
