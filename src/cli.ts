@@ -18,14 +18,22 @@ async function start(): Promise<void> {
   const service = await startAllInOne(config, logger);
   const base = service.baseUrl;
   const out = process.stdout;
-  out.write(`govgate ${VERSION} listening on ${base} (${service.server.engine}, data in ${config.dataDir})\n`);
+  out.write(
+    `govgate ${VERSION} listening on ${base} (${service.server.engine}, data in ${config.dataDir})\n`,
+  );
   const created = service.bootstrap.created;
   if (created) {
     out.write(`\nFirst start: org "default" created. These secrets are shown once.\n`);
-    out.write(`  super_admin token: ${created.token}${created.tokenGenerated ? '  (also in data dir: bootstrap-token)' : ''}\n`);
+    out.write(
+      `  super_admin token: ${created.token}${created.tokenGenerated ? '  (also in data dir: bootstrap-token)' : ''}\n`,
+    );
     out.write(`  agent key (${created.agentId}): ${created.agentKey}\n\n`);
-    out.write(`Try it:\n  curl -s ${base}/v1/chat/completions -H 'Authorization: Bearer ${created.agentKey}' \\\n`);
-    out.write(`    -H 'Content-Type: application/json' -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'\n\n`);
+    out.write(
+      `Try it:\n  curl -s ${base}/v1/chat/completions -H 'Authorization: Bearer ${created.agentKey}' \\\n`,
+    );
+    out.write(
+      `    -H 'Content-Type: application/json' -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'\n\n`,
+    );
   }
   let stopping = false;
   const stop = (signal: string): void => {
@@ -71,7 +79,8 @@ main(process.argv.slice(2)).then(
   },
   (err: unknown) => {
     if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
-    else process.stderr.write(`govgate: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    else
+      process.stderr.write(`govgate: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);
   },
 );

@@ -1,5 +1,5 @@
 import type { Config } from './config/index.js';
-import { bootstrap, type BootstrapResult } from './control/bootstrap.js';
+import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { registerPlatform } from './control/platform.js';
 import { registerProvisioning } from './control/provisioning.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
@@ -34,7 +34,10 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   const identity = new IdentityRepo(store);
   const settings = new SettingsRepo(store, vault);
   const events = new LmdbEventLog(store);
-  const pools = new UpstreamPools({ timeoutMs: config.upstreamTimeoutMs, connections: config.upstreamConnections });
+  const pools = new UpstreamPools({
+    timeoutMs: config.upstreamTimeoutMs,
+    connections: config.upstreamConnections,
+  });
   const snapshot = new LocalSnapshot(identity, settings, pools);
   const metrics = new Metrics();
   const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
@@ -46,7 +49,11 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   let closing = false;
   // The base URL is known once the port is; audit_url and /api/config read it lazily.
   let baseUrl = config.publicUrl ?? '';
-  const base = { get value() { return baseUrl; } };
+  const base = {
+    get value() {
+      return baseUrl;
+    },
+  };
 
   const router = new Router<RouteHandler>();
   const gateway = new GatewayService({
@@ -62,7 +69,13 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   router.add('POST', '/v1/messages', gateway.messages);
   router.add('POST', '/v1/embeddings', gateway.embeddings);
   router.add('GET', '/v1/models', gateway.models);
-  registerProvisioning(router, { snapshot, identity, settings, audit: events, egressAllow: config.egressAllow });
+  registerProvisioning(router, {
+    snapshot,
+    identity,
+    settings,
+    audit: events,
+    egressAllow: config.egressAllow,
+  });
   registerPlatform(router, {
     version: VERSION,
     region: config.region,
@@ -73,7 +86,10 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     metricsToken: config.metricsToken,
     snapshot,
     audit: events,
-    checks: () => ({ store: !closing && (store.root as unknown as { isOperational(): boolean }).isOperational(), accepting: !closing }),
+    checks: () => ({
+      store: !closing && (store.root as unknown as { isOperational(): boolean }).isOperational(),
+      accepting: !closing,
+    }),
   });
 
   const handler = createHttpHandler(router, {
@@ -81,9 +97,14 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
   });
   const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
-  if (config.httpServer === 'uws' && server.engine !== 'uws') logger.warn('uWebSockets.js could not load; serving with node:http');
+  if (config.httpServer === 'uws' && server.engine !== 'uws')
+    logger.warn('uWebSockets.js could not load; serving with node:http');
   if (!config.publicUrl) {
-    const host = config.host.includes(':') ? `[${config.host}]` : config.host === '0.0.0.0' ? '127.0.0.1' : config.host;
+    const host = config.host.includes(':')
+      ? `[${config.host}]`
+      : config.host === '0.0.0.0'
+        ? '127.0.0.1'
+        : config.host;
     baseUrl = `http://${host}:${server.port}`;
   }
   return {

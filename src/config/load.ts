@@ -28,7 +28,8 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
         .filter(Boolean);
     case 'enum': {
       const v = String(raw);
-      if (!s.values?.includes(v)) problems.push({ path: where, message: `must be one of ${s.values?.join(', ')}` });
+      if (!s.values?.includes(v))
+        problems.push({ path: where, message: `must be one of ${s.values?.join(', ')}` });
       return v;
     }
     case 'port':
@@ -56,9 +57,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     try {
       const parsed: unknown = parseYaml(readFileSync(configPath, 'utf8'));
       if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) file = parsed as Raw;
-      else if (parsed != null) problems.push({ path: 'SERVICE_CONFIG', message: 'must contain a YAML mapping' });
+      else if (parsed != null)
+        problems.push({ path: 'SERVICE_CONFIG', message: 'must contain a YAML mapping' });
     } catch (err) {
-      problems.push({ path: 'SERVICE_CONFIG', message: `cannot read ${configPath}: ${(err as Error).message}` });
+      problems.push({
+        path: 'SERVICE_CONFIG',
+        message: `cannot read ${configPath}: ${(err as Error).message}`,
+      });
     }
   }
   const v: Record<string, unknown> = {};
@@ -67,7 +72,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const token = v.SERVICE_BOOTSTRAP_TOKEN as string | undefined;
   if (token !== undefined && !/^gk_pat_[A-Za-z0-9]{40}$/.test(token)) {
-    problems.push({ path: 'SERVICE_BOOTSTRAP_TOKEN', message: 'must be gk_pat_ followed by 40 base62 characters' });
+    problems.push({
+      path: 'SERVICE_BOOTSTRAP_TOKEN',
+      message: 'must be gk_pat_ followed by 40 base62 characters',
+    });
   }
   for (const pair of v.SERVICE_EGRESS_ALLOW as string[]) {
     if (!/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:.]+\]:\d{1,5}$/.test(pair)) {

@@ -36,10 +36,14 @@ export function strictBody<T>(body: Record<string, unknown>, spec: Readonly<Reco
             ? typeof v === 'object' && !Array.isArray(v)
             : typeof v === s.type;
     if (!ok) {
-      problems.push({ param: key, message: `${key} must be ${s.type === 'integer' ? 'an integer' : `a ${s.type}`}` });
+      problems.push({
+        param: key,
+        message: `${key} must be ${s.type === 'integer' ? 'an integer' : `a ${s.type}`}`,
+      });
       continue;
     }
-    if (s.enum && !s.enum.includes(v as string)) problems.push({ param: key, message: `${key} must be one of ${s.enum.join(', ')}` });
+    if (s.enum && !s.enum.includes(v as string))
+      problems.push({ param: key, message: `${key} must be one of ${s.enum.join(', ')}` });
     if (typeof v === 'number' && ((s.min !== undefined && v < s.min) || (s.max !== undefined && v > s.max))) {
       problems.push({ param: key, message: `${key} must be from ${s.min ?? '-∞'} to ${s.max ?? '∞'}` });
     }
@@ -47,12 +51,15 @@ export function strictBody<T>(body: Record<string, unknown>, spec: Readonly<Reco
       if (s.maxLength !== undefined && v.length > s.maxLength) {
         problems.push({ param: key, message: `${key} must be at most ${s.maxLength} characters` });
       }
-      if (s.pattern && !s.pattern.test(v)) problems.push({ param: key, message: `${key} has an invalid format` });
+      if (s.pattern && !s.pattern.test(v))
+        problems.push({ param: key, message: `${key} has an invalid format` });
       if (s.required && v.trim() === '') problems.push({ param: key, message: `${key} must not be empty` });
     }
   }
   if (problems.length > 0) {
-    throw new ServiceError('invalid_request', problems.map((p) => p.message).join('; '), { param: problems[0]?.param ?? '' });
+    throw new ServiceError('invalid_request', problems.map((p) => p.message).join('; '), {
+      param: problems[0]?.param ?? '',
+    });
   }
   return body as T;
 }

@@ -10,7 +10,12 @@ import { newId } from '../util/ids.js';
 
 export interface BootstrapResult {
   /** Present only on the very first start: the secrets shown once. */
-  readonly created?: { readonly token: string; readonly tokenGenerated: boolean; readonly agentKey: string; readonly agentId: string };
+  readonly created?: {
+    readonly token: string;
+    readonly tokenGenerated: boolean;
+    readonly agentKey: string;
+    readonly agentId: string;
+  };
 }
 
 export const DEFAULT_ORG = 'default';
@@ -20,14 +25,32 @@ export const DEFAULT_ORG = 'default';
  * written to data/bootstrap-token with mode 0600), one agent key, and providers: openai/anthropic
  * when their keys are in the environment, else the built-in mock.
  */
-export async function bootstrap(config: Config, store: Store, identity: IdentityRepo, settings: SettingsRepo, audit: AuditSink): Promise<BootstrapResult> {
+export async function bootstrap(
+  config: Config,
+  store: Store,
+  identity: IdentityRepo,
+  settings: SettingsRepo,
+  audit: AuditSink,
+): Promise<BootstrapResult> {
   if (store.meta.get('bootstrapped') !== undefined) return {};
   const org = identity.getOrg(DEFAULT_ORG) ?? identity.createOrg('default', DEFAULT_ORG);
-  await audit.append({ org_id: '_system', event_type: 'admin.org_created', outcome: 'allow', details: { actor: 'bootstrap', org_id: org.org_id, name: org.name } });
+  await audit.append({
+    org_id: '_system',
+    event_type: 'admin.org_created',
+    outcome: 'allow',
+    details: { actor: 'bootstrap', org_id: org.org_id, name: org.name },
+  });
   const user = identity.createUser(org.org_id, 'admin@localhost', 'super_admin', 'usr_bootstrap');
-  const pat = identity.createPat(user, { name: 'bootstrap', ...(config.bootstrapToken ? { secret: config.bootstrapToken } : {}) });
-  if (!config.bootstrapToken) writeFileSync(join(config.dataDir, 'bootstrap-token'), `${pat.secret}\n`, { mode: 0o600 });
-  const agent = identity.onboardAgent(org.org_id, { agent_id: 'default-agent', description: 'created on first start' });
+  const pat = identity.createPat(user, {
+    name: 'bootstrap',
+    ...(config.bootstrapToken ? { secret: config.bootstrapToken } : {}),
+  });
+  if (!config.bootstrapToken)
+    writeFileSync(join(config.dataDir, 'bootstrap-token'), `${pat.secret}\n`, { mode: 0o600 });
+  const agent = identity.onboardAgent(org.org_id, {
+    agent_id: 'default-agent',
+    description: 'created on first start',
+  });
   const key = identity.createAgentKey(agent, { name: 'default' });
 
   const entries: ProviderSettings[] = [];
@@ -39,14 +62,28 @@ export async function bootstrap(config: Config, store: Store, identity: Identity
     secrets.set(ref, apiKey);
     entries.push({ name, base_url: null, models: [], key_ref: ref, key_last4: apiKey.slice(-4) });
   }
-  if (entries.length === 0) entries.push({ name: 'mock', base_url: null, models: [], key_ref: null, key_last4: null });
+  if (entries.length === 0)
+    entries.push({ name: 'mock', base_url: null, models: [], key_ref: null, key_last4: null });
   settings.setProviders(org.org_id, entries, secrets);
   await audit.append({
     org_id: org.org_id,
     event_type: 'admin.bootstrap',
     outcome: 'allow',
-    details: { actor: 'bootstrap', user_id: user.user_id, token_id: pat.record.credential_id, agent_uuid: agent.agent_uuid, providers: entries.map((e) => e.name) },
+    details: {
+      actor: 'bootstrap',
+      user_id: user.user_id,
+      token_id: pat.record.credential_id,
+      agent_uuid: agent.agent_uuid,
+      providers: entries.map((e) => e.name),
+    },
   });
   store.meta.putSync('bootstrapped', new Date().toISOString());
-  return { created: { token: pat.secret, tokenGenerated: !config.bootstrapToken, agentKey: key.secret, agentId: agent.agent_id } };
+  return {
+    created: {
+      token: pat.secret,
+      tokenGenerated: !config.bootstrapToken,
+      agentKey: key.secret,
+      agentId: agent.agent_id,
+    },
+  };
 }

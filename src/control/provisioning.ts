@@ -9,7 +9,12 @@ import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import { isRole, ROLES, type Role, roleAtLeast } from '../identity/roles.js';
 import type { AgentRecord, Principal } from '../identity/types.js';
-import { DEFAULT_BASE_URL, PROVIDER_NAMES, type ProviderName, type ProviderSettings } from '../providers/types.js';
+import {
+  DEFAULT_BASE_URL,
+  PROVIDER_NAMES,
+  type ProviderName,
+  type ProviderSettings,
+} from '../providers/types.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
@@ -34,26 +39,51 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
   const { snapshot, identity, settings, audit } = deps;
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
 
-  const adminEvent = (orgId: string, p: Principal, type: string, details: Record<string, unknown>): Promise<unknown> =>
-    audit.append({ org_id: orgId, event_type: `admin.${type}`, outcome: 'allow', details: { actor: p.id, actor_kind: p.kind, ...details } });
+  const adminEvent = (
+    orgId: string,
+    p: Principal,
+    type: string,
+    details: Record<string, unknown>,
+  ): Promise<unknown> =>
+    audit.append({
+      org_id: orgId,
+      event_type: `admin.${type}`,
+      outcome: 'allow',
+      details: { actor: p.id, actor_kind: p.kind, ...details },
+    });
 
   const agentInOrg = (ctx: Ctx, orgId: string): AgentRecord => {
     const agent = identity.getAgent(ctx.params.uuid as string);
     // Another org's agent is reported as missing: its existence is not this caller's business.
-    if (!agent || agent.org_id !== orgId) throw new ServiceError('not_found', `agent ${ctx.params.uuid} not found`);
+    if (!agent || agent.org_id !== orgId)
+      throw new ServiceError('not_found', `agent ${ctx.params.uuid} not found`);
     return agent;
   };
 
   router.add('GET', '/api/me', (ctx) => {
     const p = authenticate(ctx, snapshot);
-    ctx.json(200, { kind: p.kind, id: p.id, org_id: p.org_id, role: p.role, ...(p.agent_id ? { agent_id: p.agent_id } : {}), ...(p.email ? { email: p.email } : {}) });
+    ctx.json(200, {
+      kind: p.kind,
+      id: p.id,
+      org_id: p.org_id,
+      role: p.role,
+      ...(p.agent_id ? { agent_id: p.agent_id } : {}),
+      ...(p.email ? { email: p.email } : {}),
+    });
   });
 
   router.add('POST', '/api/orgs', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'super_admin');
-    const body = strictBody<{ name: string }>(ctx.jsonObject(), { name: { type: 'string', required: true, maxLength: 200 } });
+    const body = strictBody<{ name: string }>(ctx.jsonObject(), {
+      name: { type: 'string', required: true, maxLength: 200 },
+    });
     const org = identity.createOrg(body.name.trim());
-    await audit.append({ org_id: '_system', event_type: 'admin.org_created', outcome: 'allow', details: { actor: p.id, org_id: org.org_id, name: org.name } });
+    await audit.append({
+      org_id: '_system',
+      event_type: 'admin.org_created',
+      outcome: 'allow',
+      details: { actor: p.id, org_id: org.org_id, name: org.name },
+    });
     ctx.json(201, { org_id: org.org_id, name: org.name, created_at: org.created_at });
   });
 
@@ -70,31 +100,65 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
       org_id: { type: 'string' },
     });
     const orgId = targetOrg(ctx, p, body.org_id, orgExists);
-    if (!roleAtLeast(p.role, body.role)) throw new ServiceError('forbidden', `you cannot grant a role above your own (${p.role})`, { param: 'role' });
+    if (!roleAtLeast(p.role, body.role))
+      throw new ServiceError('forbidden', `you cannot grant a role above your own (${p.role})`, {
+        param: 'role',
+      });
     const user = identity.createUser(orgId, body.email, body.role);
     await adminEvent(orgId, p, 'user_created', { user_id: user.user_id, role: user.role });
-    ctx.json(201, { user_id: user.user_id, org_id: user.org_id, email: user.email, role: user.role, created_at: user.created_at });
+    ctx.json(201, {
+      user_id: user.user_id,
+      org_id: user.org_id,
+      email: user.email,
+      role: user.role,
+      created_at: user.created_at,
+    });
   });
 
   router.add('POST', '/api/tokens', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
-    const body = strictBody<{ name?: string; user_id?: string; role?: string; expires_days?: number }>(ctx.jsonObject(), {
-      name: { type: 'string', maxLength: 200 },
-      user_id: { type: 'string' },
-      role: { type: 'string', enum: ROLES },
-      expires_days: { type: 'integer', min: 1, max: 3650 },
-    });
+    const body = strictBody<{ name?: string; user_id?: string; role?: string; expires_days?: number }>(
+      ctx.jsonObject(),
+      {
+        name: { type: 'string', maxLength: 200 },
+        user_id: { type: 'string' },
+        role: { type: 'string', enum: ROLES },
+        expires_days: { type: 'integer', min: 1, max: 3650 },
+      },
+    );
     const userId = body.user_id ?? p.id;
     const user = identity.getUser(userId);
-    if (!user || (user.org_id !== p.org_id && p.role !== 'super_admin')) throw new ServiceError('not_found', `user ${userId} not found`, { param: 'user_id' });
+    if (!user || (user.org_id !== p.org_id && p.role !== 'super_admin'))
+      throw new ServiceError('not_found', `user ${userId} not found`, { param: 'user_id' });
     if (userId !== p.id && !roleAtLeast(p.role, 'org_admin')) {
-      throw new ServiceError('forbidden', 'only an org_admin or higher can issue tokens for another user', { param: 'user_id' });
+      throw new ServiceError('forbidden', 'only an org_admin or higher can issue tokens for another user', {
+        param: 'user_id',
+      });
+    }
+    // A token acts with min(user role, requested role); issuing one above the caller's own role
+    // would be a privilege escalation.
+    const effective = isRole(body.role) && roleAtLeast(user.role, body.role) ? body.role : user.role;
+    if (userId !== p.id && !roleAtLeast(p.role, effective)) {
+      throw new ServiceError('forbidden', `you cannot issue a token with a role above your own (${p.role})`, {
+        param: 'user_id',
+      });
     }
     if (body.role !== undefined && isRole(body.role) && !roleAtLeast(user.role, body.role)) {
-      throw new ServiceError('invalid_request', `a token cannot carry a role above its user's (${user.role})`, { param: 'role' });
+      throw new ServiceError(
+        'invalid_request',
+        `a token cannot carry a role above its user's (${user.role})`,
+        { param: 'role' },
+      );
     }
-    const issued = identity.createPat(user, { name: body.name, role: isRole(body.role) ? body.role : undefined, expiresDays: body.expires_days });
-    await adminEvent(user.org_id, p, 'token_created', { token_id: issued.record.credential_id, user_id: user.user_id });
+    const issued = identity.createPat(user, {
+      name: body.name,
+      role: isRole(body.role) ? body.role : undefined,
+      expiresDays: body.expires_days,
+    });
+    await adminEvent(user.org_id, p, 'token_created', {
+      token_id: issued.record.credential_id,
+      user_id: user.user_id,
+    });
     ctx.json(201, {
       token: issued.secret,
       token_id: issued.record.credential_id,
@@ -108,8 +172,14 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     const p = requireRole(ctx, snapshot, 'requester');
     const cred = identity.getCredential(ctx.params.token_id as string);
     const mine = cred?.kind === 'pat' && cred.subject_id === p.id;
-    const canAdmin = cred?.kind === 'pat' && (p.role === 'super_admin' || (cred.org_id === p.org_id && roleAtLeast(p.role, 'org_admin')));
-    if (!cred || !(mine || canAdmin)) throw new ServiceError('not_found', `token ${ctx.params.token_id} not found`);
+    const owner = cred?.kind === 'pat' ? identity.getUser(cred.subject_id) : undefined;
+    const canAdmin =
+      cred?.kind === 'pat' &&
+      owner !== undefined &&
+      roleAtLeast(p.role, cred.role ?? owner.role) &&
+      (p.role === 'super_admin' || (cred.org_id === p.org_id && roleAtLeast(p.role, 'org_admin')));
+    if (!cred || !(mine || canAdmin))
+      throw new ServiceError('not_found', `token ${ctx.params.token_id} not found`);
     identity.revokeCredential(cred.credential_id);
     await adminEvent(cred.org_id, p, 'token_revoked', { token_id: cred.credential_id });
     ctx.json(200, { token_id: cred.credential_id, revoked: true });
@@ -117,21 +187,29 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
 
   router.add('POST', '/api/agents/onboard', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'developer');
-    const body = strictBody<{ agent_id: string; owner_email?: string; description?: string; framework?: string; intended_use?: string; org_id?: string }>(
-      ctx.jsonObject(),
-      {
-        agent_id: { type: 'string', required: true, pattern: AGENT_ID_RE },
-        owner_email: { type: 'string', maxLength: 320, pattern: EMAIL_RE },
-        description: { type: 'string', maxLength: 2000 },
-        framework: { type: 'string', maxLength: 100 },
-        intended_use: { type: 'string', maxLength: 2000 },
-        org_id: { type: 'string' },
-      },
-    );
+    const body = strictBody<{
+      agent_id: string;
+      owner_email?: string;
+      description?: string;
+      framework?: string;
+      intended_use?: string;
+      org_id?: string;
+    }>(ctx.jsonObject(), {
+      agent_id: { type: 'string', required: true, pattern: AGENT_ID_RE },
+      owner_email: { type: 'string', maxLength: 320, pattern: EMAIL_RE },
+      description: { type: 'string', maxLength: 2000 },
+      framework: { type: 'string', maxLength: 100 },
+      intended_use: { type: 'string', maxLength: 2000 },
+      org_id: { type: 'string' },
+    });
     const orgId = targetOrg(ctx, p, body.org_id, orgExists);
     const agent = identity.onboardAgent(orgId, body);
     const key = identity.createAgentKey(agent, { name: 'default' });
-    await adminEvent(orgId, p, 'agent_onboarded', { agent_uuid: agent.agent_uuid, agent_id: agent.agent_id, key_id: key.record.credential_id });
+    await adminEvent(orgId, p, 'agent_onboarded', {
+      agent_uuid: agent.agent_uuid,
+      agent_id: agent.agent_id,
+      key_id: key.record.credential_id,
+    });
     ctx.json(201, {
       agent_uuid: agent.agent_uuid,
       agent_id: agent.agent_id,
@@ -145,7 +223,10 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     const orgId = targetOrg(ctx, p, undefined, orgExists);
     const limitRaw = ctx.query.get('limit');
     const limit = limitRaw === null ? 100 : Number(limitRaw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 1000', { param: 'limit' });
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 1000', {
+        param: 'limit',
+      });
     const page = identity.listAgents(orgId, limit, ctx.query.get('cursor') ?? undefined);
     ctx.json(200, { data: page.data.map(agentView), next_cursor: page.next_cursor });
   });
@@ -158,22 +239,37 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
   router.add('POST', '/api/agents/:uuid/keys', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'developer');
     const agent = agentInOrg(ctx, targetOrg(ctx, p, undefined, orgExists));
-    const body = strictBody<{ name?: string; expires_days?: number }>(ctx.req.body.length === 0 ? {} : ctx.jsonObject(), {
-      name: { type: 'string', maxLength: 200 },
-      expires_days: { type: 'integer', min: 1, max: 3650 },
-    });
+    const body = strictBody<{ name?: string; expires_days?: number }>(
+      ctx.req.body.length === 0 ? {} : ctx.jsonObject(),
+      {
+        name: { type: 'string', maxLength: 200 },
+        expires_days: { type: 'integer', min: 1, max: 3650 },
+      },
+    );
     const key = identity.createAgentKey(agent, { name: body.name, expiresDays: body.expires_days });
-    await adminEvent(agent.org_id, p, 'agent_key_created', { agent_uuid: agent.agent_uuid, key_id: key.record.credential_id });
-    ctx.json(201, { api_key: key.secret, key_id: key.record.credential_id, last4: key.record.last4, expires_at: key.record.expires_at });
+    await adminEvent(agent.org_id, p, 'agent_key_created', {
+      agent_uuid: agent.agent_uuid,
+      key_id: key.record.credential_id,
+    });
+    ctx.json(201, {
+      api_key: key.secret,
+      key_id: key.record.credential_id,
+      last4: key.record.last4,
+      expires_at: key.record.expires_at,
+    });
   });
 
   router.add('DELETE', '/api/agents/:uuid/keys/:key_id', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'developer');
     const agent = agentInOrg(ctx, targetOrg(ctx, p, undefined, orgExists));
     const cred = identity.getCredential(ctx.params.key_id as string);
-    if (!cred || cred.kind !== 'agent' || cred.subject_id !== agent.agent_uuid) throw new ServiceError('not_found', `key ${ctx.params.key_id} not found`);
+    if (cred?.kind !== 'agent' || cred.subject_id !== agent.agent_uuid)
+      throw new ServiceError('not_found', `key ${ctx.params.key_id} not found`);
     identity.revokeCredential(cred.credential_id);
-    await adminEvent(agent.org_id, p, 'agent_key_revoked', { agent_uuid: agent.agent_uuid, key_id: cred.credential_id });
+    await adminEvent(agent.org_id, p, 'agent_key_revoked', {
+      agent_uuid: agent.agent_uuid,
+      key_id: cred.credential_id,
+    });
     ctx.json(200, { key_id: cred.credential_id, revoked: true });
   });
 
@@ -203,26 +299,42 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     const secrets = new Map<string, string>();
     const seen = new Set<string>();
     for (const [i, raw] of body.providers.entries()) {
-      if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new ServiceError('invalid_request', `providers[${i}] must be an object`, { param: `providers[${i}]` });
-      const e = strictBody<{ name: ProviderName; api_key?: string; base_url?: string; models?: unknown[] }>(raw as Record<string, unknown>, {
-        name: { type: 'string', required: true, enum: PROVIDER_NAMES },
-        api_key: { type: 'string', maxLength: 1000 },
-        base_url: { type: 'string', maxLength: 2000 },
-        models: { type: 'array' },
-      });
-      if (seen.has(e.name)) throw new ServiceError('invalid_request', `provider ${e.name} is listed twice`, { param: `providers[${i}].name` });
+      if (raw === null || typeof raw !== 'object' || Array.isArray(raw))
+        throw new ServiceError('invalid_request', `providers[${i}] must be an object`, {
+          param: `providers[${i}]`,
+        });
+      const e = strictBody<{ name: ProviderName; api_key?: string; base_url?: string; models?: unknown[] }>(
+        raw as Record<string, unknown>,
+        {
+          name: { type: 'string', required: true, enum: PROVIDER_NAMES },
+          api_key: { type: 'string', maxLength: 1000 },
+          base_url: { type: 'string', maxLength: 2000 },
+          models: { type: 'array' },
+        },
+      );
+      if (seen.has(e.name))
+        throw new ServiceError('invalid_request', `provider ${e.name} is listed twice`, {
+          param: `providers[${i}].name`,
+        });
       seen.add(e.name);
       const models = (e.models ?? []).map((m, j) => {
-        if (typeof m !== 'string' || m === '' || m.length > 200) throw new ServiceError('invalid_request', 'models must be non-empty strings', { param: `providers[${i}].models[${j}]` });
+        if (typeof m !== 'string' || m === '' || m.length > 200)
+          throw new ServiceError('invalid_request', 'models must be non-empty strings', {
+            param: `providers[${i}].models[${j}]`,
+          });
         return m;
       });
       let keyRef: string | null = null;
       let last4: string | null = null;
       if (e.name !== 'mock') {
         const prev = current.get(e.name);
-        const echoed = e.api_key === undefined || (prev?.key_last4 != null && e.api_key === mask(`xxxx${prev.key_last4}`));
+        const echoed =
+          e.api_key === undefined || (prev?.key_last4 != null && e.api_key === mask(`xxxx${prev.key_last4}`));
         if (echoed) {
-          if (!prev?.key_ref) throw new ServiceError('invalid_request', `provider ${e.name} needs api_key`, { param: `providers[${i}].api_key` });
+          if (!prev?.key_ref)
+            throw new ServiceError('invalid_request', `provider ${e.name} needs api_key`, {
+              param: `providers[${i}].api_key`,
+            });
           keyRef = prev.key_ref;
           last4 = prev.key_last4;
         } else {
@@ -232,12 +344,23 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
         }
         if (e.base_url !== undefined) {
           const problem = await checkEgressUrl(e.base_url, deps.egressAllow);
-          if (problem) throw new ServiceError('invalid_request', `base_url ${problem}`, { param: `providers[${i}].base_url` });
+          if (problem)
+            throw new ServiceError('invalid_request', `base_url ${problem}`, {
+              param: `providers[${i}].base_url`,
+            });
         }
       } else if (e.api_key !== undefined || e.base_url !== undefined) {
-        throw new ServiceError('invalid_request', 'the mock provider takes no api_key or base_url', { param: `providers[${i}]` });
+        throw new ServiceError('invalid_request', 'the mock provider takes no api_key or base_url', {
+          param: `providers[${i}]`,
+        });
       }
-      entries.push({ name: e.name, base_url: e.base_url?.replace(/\/+$/, '') ?? null, models, key_ref: keyRef, key_last4: last4 });
+      entries.push({
+        name: e.name,
+        base_url: e.base_url?.replace(/\/+$/, '') ?? null,
+        models,
+        key_ref: keyRef,
+        key_last4: last4,
+      });
     }
     settings.setProviders(orgId, entries, secrets);
     await adminEvent(orgId, p, 'providers_updated', { providers: entries.map((e) => e.name) });

@@ -32,7 +32,9 @@ for (const [net, bits] of [
 
 /** The IPv4 address embedded in an IPv4-mapped or -compatible IPv6 address, if any. */
 function embeddedIpv4(address: string): string | undefined {
-  const m = /^(?:0*:)*(?:::)?(?:ffff:)?(\d+\.\d+\.\d+\.\d+)$/i.exec(address) ?? /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  const m =
+    /^(?:0*:)*(?:::)?(?:ffff:)?(\d+\.\d+\.\d+\.\d+)$/i.exec(address) ??
+    /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (m) return m[1];
   const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
   if (hex) {
@@ -56,7 +58,8 @@ export function isForbiddenAddress(address: string): boolean {
 
 export type Resolver = (host: string) => Promise<string[]>;
 
-const systemResolver: Resolver = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+const systemResolver: Resolver = async (host) =>
+  (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 
 /**
  * Checks a destination URL before anything is sent to it: http(s) only, no credentials in the
@@ -92,7 +95,8 @@ export async function checkEgressUrl(
   }
   if (addresses.length === 0) return `host ${host} does not resolve`;
   for (const a of addresses) {
-    if (isForbiddenAddress(a)) return `resolves to a forbidden address (${a}); allow it with SERVICE_EGRESS_ALLOW=${host}:${port}`;
+    if (isForbiddenAddress(a))
+      return `resolves to a forbidden address (${a}); allow it with SERVICE_EGRESS_ALLOW=${host}:${port}`;
   }
   return undefined;
 }

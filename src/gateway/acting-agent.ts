@@ -22,24 +22,50 @@ export interface ActingAgent {
  */
 export function actingAgent(ctx: Ctx, snapshot: Snapshot, bodyAgentId?: unknown): ActingAgent {
   const p = authenticate(ctx, snapshot);
-  const named = ctx.header('x-agent-id') ?? (typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined);
+  const named =
+    ctx.header('x-agent-id') ??
+    (typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined);
   if (p.kind === 'agent') {
     if (named !== undefined && named !== p.agent_id) {
-      throw new ServiceError('forbidden', 'identity is pinned to the key: an agent key cannot act as another agent', {
-        param: 'agent_id',
-      });
+      throw new ServiceError(
+        'forbidden',
+        'identity is pinned to the key: an agent key cannot act as another agent',
+        {
+          param: 'agent_id',
+        },
+      );
     }
-    return { principal: p, orgId: p.org_id, agentId: p.agent_id as string, agentUuid: p.id, actingAdmin: null };
+    return {
+      principal: p,
+      orgId: p.org_id,
+      agentId: p.agent_id as string,
+      agentUuid: p.id,
+      actingAdmin: null,
+    };
   }
   if (!roleAtLeast(p.role, 'admin')) {
-    throw new ServiceError('forbidden', 'the data plane takes an agent key; only admins may act for an agent (X-Agent-Id)');
+    throw new ServiceError(
+      'forbidden',
+      'the data plane takes an agent key; only admins may act for an agent (X-Agent-Id)',
+    );
   }
   if (named === undefined) {
-    throw new ServiceError('invalid_request', 'an admin credential must name the agent it acts for in X-Agent-Id', {
-      param: 'X-Agent-Id',
-    });
+    throw new ServiceError(
+      'invalid_request',
+      'an admin credential must name the agent it acts for in X-Agent-Id',
+      {
+        param: 'X-Agent-Id',
+      },
+    );
   }
   const agent = snapshot.agentByName(p.org_id, named);
-  if (!agent) throw new ServiceError('not_found', `agent ${named} does not exist in this org`, { param: 'X-Agent-Id' });
-  return { principal: p, orgId: p.org_id, agentId: agent.agent_id, agentUuid: agent.agent_uuid, actingAdmin: p.id };
+  if (!agent)
+    throw new ServiceError('not_found', `agent ${named} does not exist in this org`, { param: 'X-Agent-Id' });
+  return {
+    principal: p,
+    orgId: p.org_id,
+    agentId: agent.agent_id,
+    agentUuid: agent.agent_uuid,
+    actingAdmin: p.id,
+  };
 }

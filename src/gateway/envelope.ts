@@ -7,6 +7,17 @@ export interface ServiceEnvelope {
   [extra: string]: unknown;
 }
 
-export function envelope(baseUrl: string, sessionId: string, taskId: string, pipelineId: string, blocked: boolean): ServiceEnvelope {
-  return { session_id: sessionId, task_id: taskId, audit_url: `${baseUrl}/api/audit/pipeline/${pipelineId}`, blocked };
+export function envelope(
+  baseUrl: string,
+  sessionId: string,
+  taskId: string,
+  pipelineId: string,
+  blocked: boolean,
+): ServiceEnvelope {
+  return {
+    session_id: sessionId,
+    task_id: taskId,
+    audit_url: `${baseUrl}/api/audit/pipeline/${pipelineId}`,
+    blocked,
+  };
 }

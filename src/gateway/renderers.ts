@@ -52,7 +52,13 @@ export const openaiFrontEnd: FrontEnd = {
       },
       finish(service) {
         // The envelope rides on the last chunk before [DONE], a normal chunk with no choices.
-        const last: ChatCompletionChunk = { id, object: 'chat.completion.chunk', created, model, choices: [] };
+        const last: ChatCompletionChunk = {
+          id,
+          object: 'chat.completion.chunk',
+          created,
+          model,
+          choices: [],
+        };
         if (wantsUsage && usage) last.usage = usage;
         last.service = service;
         return `data: ${JSON.stringify(last)}\n\ndata: [DONE]\n\n`;
@@ -72,7 +78,9 @@ export const anthropicFrontEnd: FrontEnd = {
   format: 'anthropic',
   endpoint: '/v1/messages',
   renderCompletion(completion, service, requestModel) {
-    const message = openaiResponseToAnthropic(completion, requestModel) as ReturnType<typeof openaiResponseToAnthropic> & {
+    const message = openaiResponseToAnthropic(completion, requestModel) as ReturnType<
+      typeof openaiResponseToAnthropic
+    > & {
       service?: ServiceEnvelope;
     };
     message.service = service;
@@ -92,7 +100,10 @@ export const anthropicFrontEnd: FrontEnd = {
     };
     return {
       chunk(c) {
-        convert ??= new OpenaiStreamToAnthropic({ id: `msg_${c.id.replace(/^chatcmpl-/, '')}`, model: requestModel });
+        convert ??= new OpenaiStreamToAnthropic({
+          id: `msg_${c.id.replace(/^chatcmpl-/, '')}`,
+          model: requestModel,
+        });
         return render(convert.push(c));
       },
       finish(service) {
@@ -101,7 +112,8 @@ export const anthropicFrontEnd: FrontEnd = {
         held = [];
         let out = '';
         for (const e of events) {
-          if (e.type === 'message_delta') (e as AnthropicStreamEvent & { service?: ServiceEnvelope }).service = service;
+          if (e.type === 'message_delta')
+            (e as AnthropicStreamEvent & { service?: ServiceEnvelope }).service = service;
           out += sseEvent(e);
         }
         return out;

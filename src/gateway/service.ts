@@ -71,7 +71,9 @@ export function parseFlagsHeader(raw: string | undefined): Record<string, string
     const eq = item.indexOf('=');
     const key = eq > 0 ? item.slice(0, eq).trim() : '';
     if (!/^[a-z_]{1,32}$/.test(key) || eq === item.length - 1) {
-      throw new ServiceError('invalid_flags', `X-Service-Flags: "${item}" is not key=value`, { param: 'X-Service-Flags' });
+      throw new ServiceError('invalid_flags', `X-Service-Flags: "${item}" is not key=value`, {
+        param: 'X-Service-Flags',
+      });
     }
     out[key] = item.slice(eq + 1).trim();
   }
@@ -85,9 +87,15 @@ function withDefaultTemperature(body: Buffer): Buffer {
   return Buffer.concat([TEMPERATURE_PREFIX, body.subarray(i + 1)]);
 }
 
-function usageOf(u: OpenaiUsage | null | undefined): { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null {
+function usageOf(
+  u: OpenaiUsage | null | undefined,
+): { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null {
   if (!u) return null;
-  return { prompt_tokens: u.prompt_tokens ?? 0, completion_tokens: u.completion_tokens ?? 0, total_tokens: u.total_tokens ?? 0 };
+  return {
+    prompt_tokens: u.prompt_tokens ?? 0,
+    completion_tokens: u.completion_tokens ?? 0,
+    total_tokens: u.total_tokens ?? 0,
+  };
 }
 
 export class GatewayService {
@@ -109,7 +117,14 @@ export class GatewayService {
     const anthropicRequest = validateMessagesRequest(ctx.jsonBody());
     const request = anthropicRequestToOpenai(anthropicRequest);
     const endUser = anthropicRequest.metadata?.user_id;
-    await this.runChat(ctx, anthropicFrontEnd, agent, request, undefined, typeof endUser === 'string' ? endUser : null);
+    await this.runChat(
+      ctx,
+      anthropicFrontEnd,
+      agent,
+      request,
+      undefined,
+      typeof endUser === 'string' ? endUser : null,
+    );
   };
 
   private async runChat(
@@ -126,7 +141,9 @@ export class GatewayService {
     let bodyHash = '';
     if (idemKey !== undefined) {
       if (idemKey.length === 0 || idemKey.length > 255) {
-        throw new ServiceError('invalid_request', 'Idempotency-Key must be 1-255 characters', { param: 'Idempotency-Key' });
+        throw new ServiceError('invalid_request', 'Idempotency-Key must be 1-255 characters', {
+          param: 'Idempotency-Key',
+        });
       }
       bodyHash = sha256Hex(`${fe.endpoint}\0${ctx.req.body.toString('utf8')}`);
       const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idemKey, bodyHash);
@@ -175,7 +192,9 @@ export class GatewayService {
       } catch (err) {
         const upstreamS = (performance.now() - t0) / 1000;
         this.deps.metrics.upstreamCall(provider.name, 'error', upstreamS);
-        const e = isServiceError(err) ? err : new ServiceError('upstream_error', 'provider call failed', { cause: err });
+        const e = isServiceError(err)
+          ? err
+          : new ServiceError('upstream_error', 'provider call failed', { cause: err });
         await this.deps.audit.append({
           ...base,
           event_type: 'llm_call',
@@ -208,7 +227,8 @@ export class GatewayService {
       ctx.sendRaw(200, 'application/json', body);
       kept = { status: 200, content_type: 'application/json', body, pipeline_id: ids.pipelineId };
     } finally {
-      if (idemKey !== undefined) this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
+      if (idemKey !== undefined)
+        this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
     }
   }
 
@@ -237,14 +257,17 @@ export class GatewayService {
       if (c.usage) usage = c.usage;
       const choice = c.choices[0];
       if (choice?.finish_reason) finish = choice.finish_reason;
-      for (const tc of choice?.delta.tool_calls ?? []) if (tc.function?.name) toolCalls.push(tc.function.name);
+      for (const tc of choice?.delta.tool_calls ?? [])
+        if (tc.function?.name) toolCalls.push(tc.function.name);
     };
     let first: IteratorResult<ChatCompletionChunk>;
     try {
       first = await iterator.next();
     } catch (err) {
       metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
-      const e = isServiceError(err) ? err : new ServiceError('upstream_error', 'provider call failed', { cause: err });
+      const e = isServiceError(err)
+        ? err
+        : new ServiceError('upstream_error', 'provider call failed', { cause: err });
       await this.deps.audit.append({
         ...base,
         event_type: 'llm_call',
@@ -271,7 +294,9 @@ export class GatewayService {
         step = await iterator.next();
       }
     } catch (err) {
-      failure = isServiceError(err) ? err : new ServiceError('upstream_error', 'provider stream failed', { cause: err });
+      failure = isServiceError(err)
+        ? err
+        : new ServiceError('upstream_error', 'provider stream failed', { cause: err });
     } finally {
       metrics.openStreams.dec();
     }
@@ -302,7 +327,12 @@ export class GatewayService {
     }
     const tail = renderer.finish(service);
     ctx.endStream(tail);
-    return { status: 200, content_type: contentType, body: transcript + tail, pipeline_id: service.audit_url.slice(service.audit_url.lastIndexOf('/') + 1) };
+    return {
+      status: 200,
+      content_type: contentType,
+      body: transcript + tail,
+      pipeline_id: service.audit_url.slice(service.audit_url.lastIndexOf('/') + 1),
+    };
   }
 
   private replay(ctx: Ctx, agent: ActingAgent, stored: StoredResponse, key: string): void {
@@ -316,7 +346,9 @@ export class GatewayService {
         outcome: 'allow',
         details: { idempotency_key: key, endpoint: ctx.route },
       })
-      .then(() => ctx.sendRaw(stored.status, stored.content_type, stored.body, { 'idempotent-replayed': 'true' }))
+      .then(() =>
+        ctx.sendRaw(stored.status, stored.content_type, stored.body, { 'idempotent-replayed': 'true' }),
+      )
       .catch((err: unknown) => ctx.fail(err));
   }
 
@@ -346,8 +378,15 @@ export class GatewayService {
       result = await provider.embed(request, ac.signal);
     } catch (err) {
       this.deps.metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
-      const e = isServiceError(err) ? err : new ServiceError('upstream_error', 'provider call failed', { cause: err });
-      await this.deps.audit.append({ ...base, outcome: 'error', reason: e.message, details: { status: e.status, error_code: e.code } });
+      const e = isServiceError(err)
+        ? err
+        : new ServiceError('upstream_error', 'provider call failed', { cause: err });
+      await this.deps.audit.append({
+        ...base,
+        outcome: 'error',
+        reason: e.message,
+        details: { status: e.status, error_code: e.code },
+      });
       throw e;
     }
     this.deps.metrics.upstreamCall(provider.name, 'ok', (performance.now() - t0) / 1000);
@@ -355,7 +394,11 @@ export class GatewayService {
     await this.deps.audit.append({
       ...base,
       outcome: 'allow',
-      usage: { prompt_tokens: result.usage?.prompt_tokens ?? 0, completion_tokens: 0, total_tokens: result.usage?.total_tokens ?? 0 },
+      usage: {
+        prompt_tokens: result.usage?.prompt_tokens ?? 0,
+        completion_tokens: 0,
+        total_tokens: result.usage?.total_tokens ?? 0,
+      },
       details: { status: 200, inputs },
     });
     result.service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
@@ -367,6 +410,9 @@ export class GatewayService {
     const ac = new AbortController();
     ctx.res.onAbort(() => ac.abort());
     const models = await this.deps.snapshot.providers(agent.orgId).listModels(ac.signal);
-    ctx.json(200, { object: 'list', data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })) });
+    ctx.json(200, {
+      object: 'list',
+      data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })),
+    });
   };
 }

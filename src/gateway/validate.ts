@@ -1,5 +1,9 @@
 import { ServiceError } from '../core/errors.js';
-import type { AnthropicMessagesRequest, ChatCompletionRequest, EmbeddingRequest } from '../providers/wire/index.js';
+import type {
+  AnthropicMessagesRequest,
+  ChatCompletionRequest,
+  EmbeddingRequest,
+} from '../providers/wire/index.js';
 
 export const LIMITS = {
   maxMessages: 500,
@@ -23,7 +27,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 function checkModel(body: Record<string, unknown>): string {
   const model = body.model;
-  if (typeof model !== 'string' || model === '') bad('model is required and must be a non-empty string', 'model');
+  if (typeof model !== 'string' || model === '')
+    bad('model is required and must be a non-empty string', 'model');
   return model;
 }
 
@@ -45,7 +50,11 @@ function checkTools(tools: unknown, openaiShape: boolean): void {
   }
 }
 
-function checkOptional(body: Record<string, unknown>, field: string, type: 'boolean' | 'string' | 'number'): void {
+function checkOptional(
+  body: Record<string, unknown>,
+  field: string,
+  type: 'boolean' | 'string' | 'number',
+): void {
   const v = body[field];
   if (v !== undefined && v !== null && typeof v !== type) bad(`${field} must be a ${type}`, field);
 }
@@ -69,15 +78,24 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
     if (c !== undefined && c !== null && typeof c !== 'string' && !Array.isArray(c)) {
       bad('content must be a string or an array of content parts', `messages[${i}].content`);
     }
-    if ((c === undefined || c === null) && !(m.role === 'assistant')) bad('content is required', `messages[${i}].content`);
+    if ((c === undefined || c === null) && !(m.role === 'assistant'))
+      bad('content is required', `messages[${i}].content`);
     if (m.role === 'tool' && typeof m.tool_call_id !== 'string') {
       bad('a tool message needs tool_call_id', `messages[${i}].tool_call_id`);
     }
   }
   const t = value.temperature;
   if (t !== undefined && t !== null) {
-    if (typeof t !== 'number' || !Number.isFinite(t) || t < LIMITS.minTemperature || t > LIMITS.maxTemperature) {
-      bad(`temperature must be a number from ${LIMITS.minTemperature} to ${LIMITS.maxTemperature}`, 'temperature');
+    if (
+      typeof t !== 'number' ||
+      !Number.isFinite(t) ||
+      t < LIMITS.minTemperature ||
+      t > LIMITS.maxTemperature
+    ) {
+      bad(
+        `temperature must be a number from ${LIMITS.minTemperature} to ${LIMITS.maxTemperature}`,
+        'temperature',
+      );
     }
   }
   checkTools(value.tools, true);
@@ -90,7 +108,11 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
 
 /** Reasoning models reject a temperature; they keep the provider's own default. */
 export function takesDefaultTemperature(req: ChatCompletionRequest): boolean {
-  return (req.temperature === undefined || req.temperature === null) && req.reasoning_effort == null && !/^o\d/.test(req.model);
+  return (
+    (req.temperature === undefined || req.temperature === null) &&
+    req.reasoning_effort == null &&
+    !/^o\d/.test(req.model)
+  );
 }
 
 /** Spec 2.3: Anthropic Messages; max_tokens defaults to 4096. */
@@ -105,7 +127,8 @@ export function validateMessagesRequest(value: unknown): AnthropicMessagesReques
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as unknown;
     if (!isObject(m)) bad('each message must be an object', `messages[${i}]`);
-    if (m.role !== 'user' && m.role !== 'assistant') bad('role must be user or assistant', `messages[${i}].role`);
+    if (m.role !== 'user' && m.role !== 'assistant')
+      bad('role must be user or assistant', `messages[${i}].role`);
     if (typeof m.content !== 'string' && !Array.isArray(m.content)) {
       bad('content must be a string or an array of content blocks', `messages[${i}].content`);
     }
@@ -135,7 +158,8 @@ export function validateEmbeddingRequest(value: unknown): EmbeddingRequest {
   const ok =
     (typeof input === 'string' && input.length > 0) ||
     (Array.isArray(input) && input.length > 0 && input.length <= LIMITS.maxEmbeddingInputs);
-  if (!ok) bad(`input must be a non-empty string or an array of 1 to ${LIMITS.maxEmbeddingInputs} items`, 'input');
+  if (!ok)
+    bad(`input must be a non-empty string or an array of 1 to ${LIMITS.maxEmbeddingInputs} items`, 'input');
   const dims = value.dimensions;
   if (dims !== undefined && (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1)) {
     bad('dimensions must be a positive integer', 'dimensions');

@@ -1,6 +1,6 @@
 import { ServiceError } from '../core/errors.js';
-import type { Logger } from '../util/log.js';
 import { randomBase62 } from '../util/ids.js';
+import type { Logger } from '../util/log.js';
 import { Ctx } from './context.js';
 import type { Router } from './router.js';
 import type { HttpHandler } from './types.js';
@@ -37,7 +37,15 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     const requestId = requestIdFor(req.headers['x-request-id']);
     const match = router.find(req.method, req.path);
     if (match === undefined || 'allowed' in match) {
-      const ctx = new Ctx(req, res, requestId, match ? 'method_not_allowed' : 'not_found', {}, startedAt, finish);
+      const ctx = new Ctx(
+        req,
+        res,
+        requestId,
+        match ? 'method_not_allowed' : 'not_found',
+        {},
+        startedAt,
+        finish,
+      );
       ctx.fail(
         match
           ? new ServiceError('method_not_allowed', `${req.method} is not allowed on ${req.path}`, {

@@ -51,11 +51,16 @@ export class Ctx {
       throw new ServiceError('unsupported_media_type', 'the request body must be JSON (application/json)');
     }
     const body = this.req.body;
-    if (body.length === 0) throw new ServiceError('invalid_json', 'the request body is empty; a JSON object is expected');
+    if (body.length === 0)
+      throw new ServiceError('invalid_json', 'the request body is empty; a JSON object is expected');
     try {
       return JSON.parse(body.toString('utf8'));
     } catch (err) {
-      throw new ServiceError('invalid_json', `the request body is not valid JSON: ${(err as Error).message}`, { cause: err });
+      throw new ServiceError(
+        'invalid_json',
+        `the request body is not valid JSON: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
   }
 
@@ -114,7 +119,9 @@ export class Ctx {
 
   /** Answers with the error's status and contract body; a non-service error is a bug (500). */
   fail(err: unknown): void {
-    const e = isServiceError(err) ? err : new ServiceError('internal_error', 'internal error', { cause: err });
+    const e = isServiceError(err)
+      ? err
+      : new ServiceError('internal_error', 'internal error', { cause: err });
     if (!this.reason) this.reason = e.code;
     if (this.res.started) {
       // Headers are out: the stream owner decides how to end it. Nothing more can be said here.

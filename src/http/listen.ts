@@ -6,7 +6,11 @@ import { listenUws, loadUws } from './uws-adapter.js';
  * Starts the HTTP engine. uWS is preferred; node:http serves when it is asked for, or when the
  * native uWS binary cannot load on this machine. Both hand the same plain objects to `handler`.
  */
-export function listen(engine: 'uws' | 'node', opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
+export function listen(
+  engine: 'uws' | 'node',
+  opts: ListenOptions,
+  handler: HttpHandler,
+): Promise<HttpServer> {
   if (engine === 'uws') {
     const uws = loadUws();
     if (uws) return listenUws(uws, opts, handler);

@@ -125,7 +125,10 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     });
     req.on('end', () => {
       if (refused) return;
-      dispatch(chunks.length === 1 ? (chunks[0] as Buffer) : chunks.length === 0 ? EMPTY : Buffer.concat(chunks), undefined);
+      dispatch(
+        chunks.length === 1 ? (chunks[0] as Buffer) : chunks.length === 0 ? EMPTY : Buffer.concat(chunks),
+        undefined,
+      );
     });
     req.on('error', () => {
       /* the response's close handler reports the abort */

@@ -58,7 +58,7 @@ export class Router<H> {
     for (const p of list) {
       const params = match(p.segments, segments);
       if (!params) continue;
-      const handler = p.methods.get(method);
+      const handler = p.methods.get(method) ?? (method === 'HEAD' ? p.methods.get('GET') : undefined);
       if (handler) return { handler, params, route: p.route };
       allowed ??= [...p.methods.keys()];
     }

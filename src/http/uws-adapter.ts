@@ -48,6 +48,7 @@ class UwsResponse implements ServerResponse {
   constructor(
     private readonly res: Uws.HttpResponse,
     private readonly inFlight: InFlight,
+    private readonly head: boolean,
   ) {}
 
   markAborted(): void {
@@ -77,7 +78,10 @@ class UwsResponse implements ServerResponse {
     res.cork(() => {
       res.writeStatus(statusLine(status));
       for (const name in headers) res.writeHeader(name, headers[name] as string);
-      res.end(body, closeConnection);
+      // HEAD: headers only. (endWithoutBody with a reported length stalls the connection in this
+      // uWS build, so no Content-Length is sent for HEAD.)
+      if (this.head) res.endWithoutBody();
+      else res.end(body, closeConnection);
     });
     this.inFlight.leave();
   }
@@ -125,10 +129,10 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
 
   app.any('/*', (res, req) => {
     inFlight.enter();
-    const out = new UwsResponse(res, inFlight);
-    res.onAborted(() => out.markAborted());
     // Everything from `req` must be copied now: it is invalid after this callback returns.
     const method = req.getCaseSensitiveMethod().toUpperCase();
+    const out = new UwsResponse(res, inFlight, method === 'HEAD');
+    res.onAborted(() => out.markAborted());
     const path = req.getUrl();
     const query = req.getQuery() ?? '';
     const headers: Record<string, string> = {};

@@ -9,7 +9,8 @@ export function presentedCredential(headers: Readonly<Record<string, string>>): 
   const auth = headers.authorization;
   if (auth !== undefined) {
     const space = auth.indexOf(' ');
-    if (space > 0 && auth.slice(0, space).toLowerCase() === 'bearer') return auth.slice(space + 1).trim() || undefined;
+    if (space > 0 && auth.slice(0, space).toLowerCase() === 'bearer')
+      return auth.slice(space + 1).trim() || undefined;
   }
   const key = headers['x-api-key'];
   return key === undefined || key === '' ? undefined : key.trim();
@@ -18,9 +19,13 @@ export function presentedCredential(headers: Readonly<Record<string, string>>): 
 export function authenticate(ctx: Ctx, snapshot: Snapshot): Principal {
   const secret = presentedCredential(ctx.req.headers);
   if (secret === undefined) {
-    throw new ServiceError('unauthenticated', 'a credential is required: Authorization: Bearer <key> or X-API-Key: <key>', {
-      headers: { 'www-authenticate': 'Bearer' },
-    });
+    throw new ServiceError(
+      'unauthenticated',
+      'a credential is required: Authorization: Bearer <key> or X-API-Key: <key>',
+      {
+        headers: { 'www-authenticate': 'Bearer' },
+      },
+    );
   }
   const principal = snapshot.authenticate(secret);
   if (principal === undefined) {
@@ -35,7 +40,11 @@ export function authenticate(ctx: Ctx, snapshot: Snapshot): Principal {
 /** A human (PAT) with at least `min`. Agent keys hold no control-plane role. */
 export function requireRole(ctx: Ctx, snapshot: Snapshot, min: Role): Principal {
   const p = authenticate(ctx, snapshot);
-  if (p.kind !== 'user') throw new ServiceError('forbidden', 'agent keys cannot use the control plane; use a personal access token');
+  if (p.kind !== 'user')
+    throw new ServiceError(
+      'forbidden',
+      'agent keys cannot use the control plane; use a personal access token',
+    );
   if (!roleAtLeast(p.role, min)) throw new ServiceError('forbidden', `this needs the ${min} role or higher`);
   return p;
 }
@@ -44,10 +53,17 @@ export function requireRole(ctx: Ctx, snapshot: Snapshot, min: Role): Principal 
  * The org an org-scoped request acts on: the caller's own, or for a super_admin the one named by
  * `?org_id=` or `org_id` in the body. Anyone else naming another org is refused.
  */
-export function targetOrg(ctx: Ctx, p: Principal, bodyOrgId?: unknown, orgExists?: (id: string) => boolean): string {
+export function targetOrg(
+  ctx: Ctx,
+  p: Principal,
+  bodyOrgId?: unknown,
+  orgExists?: (id: string) => boolean,
+): string {
   const named = ctx.query.get('org_id') ?? (typeof bodyOrgId === 'string' ? bodyOrgId : undefined);
   if (named === undefined || named === '' || named === p.org_id) return p.org_id;
-  if (p.role !== 'super_admin') throw new ServiceError('forbidden', 'only a super_admin can act on another org', { param: 'org_id' });
-  if (orgExists && !orgExists(named)) throw new ServiceError('not_found', `org ${named} does not exist`, { param: 'org_id' });
+  if (p.role !== 'super_admin')
+    throw new ServiceError('forbidden', 'only a super_admin can act on another org', { param: 'org_id' });
+  if (orgExists && !orgExists(named))
+    throw new ServiceError('not_found', `org ${named} does not exist`, { param: 'org_id' });
   return named;
 }

@@ -46,7 +46,8 @@ export class IdentityRepo {
     const record: OrgRecord = { org_id: orgId, name, created_at: nowIso() };
     this.store.root.transactionSync(() => {
       for (const { value } of this.store.orgs.getRange()) {
-        if ((value as OrgRecord).name === name) throw new ServiceError('conflict', `an org named "${name}" exists`);
+        if ((value as OrgRecord).name === name)
+          throw new ServiceError('conflict', `an org named "${name}" exists`);
       }
       if (this.store.orgs.get(orgId) !== undefined) throw new ServiceError('conflict', `org ${orgId} exists`);
       this.store.orgs.putSync(orgId, record);
@@ -83,7 +84,12 @@ export class IdentityRepo {
     kind: CredentialRecord['kind'],
     orgId: string,
     subjectId: string,
-    opts: { name?: string | undefined; role?: Role | null; expiresDays?: number | undefined; secret?: string },
+    opts: {
+      name?: string | undefined;
+      role?: Role | null;
+      expiresDays?: number | undefined;
+      secret?: string;
+    },
   ): IssuedCredential {
     const secret = opts.secret ?? (kind === 'pat' ? newPat() : newAgentKey());
     const record: CredentialRecord = {
@@ -109,13 +115,21 @@ export class IdentityRepo {
 
   createPat(
     user: UserRecord,
-    opts: { name?: string | undefined; role?: Role | undefined; expiresDays?: number | undefined; secret?: string },
+    opts: {
+      name?: string | undefined;
+      role?: Role | undefined;
+      expiresDays?: number | undefined;
+      secret?: string;
+    },
   ): IssuedCredential {
     const role = opts.role === undefined ? user.role : minRole(user.role, opts.role);
     return this.issue('pat', user.org_id, user.user_id, { ...opts, role });
   }
 
-  createAgentKey(agent: AgentRecord, opts: { name?: string | undefined; expiresDays?: number | undefined }): IssuedCredential {
+  createAgentKey(
+    agent: AgentRecord,
+    opts: { name?: string | undefined; expiresDays?: number | undefined },
+  ): IssuedCredential {
     return this.issue('agent', agent.org_id, agent.agent_uuid, opts);
   }
 
@@ -198,7 +212,9 @@ export class IdentityRepo {
     };
     this.store.root.transactionSync(() => {
       if (this.store.agentNames.get([orgId, input.agent_id]) !== undefined) {
-        throw new ServiceError('conflict', `agent "${input.agent_id}" already exists in this org`, { param: 'agent_id' });
+        throw new ServiceError('conflict', `agent "${input.agent_id}" already exists in this org`, {
+          param: 'agent_id',
+        });
       }
       this.store.agents.putSync(record.agent_uuid, record);
       this.store.agentNames.putSync([orgId, input.agent_id], record.agent_uuid);

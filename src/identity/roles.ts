@@ -2,7 +2,14 @@
 export const ROLES = ['super_admin', 'admin', 'org_admin', 'developer', 'auditor', 'requester'] as const;
 export type Role = (typeof ROLES)[number];
 
-const RANK: Record<Role, number> = { super_admin: 6, admin: 5, org_admin: 4, developer: 3, auditor: 2, requester: 1 };
+const RANK: Record<Role, number> = {
+  super_admin: 6,
+  admin: 5,
+  org_admin: 4,
+  developer: 3,
+  auditor: 2,
+  requester: 1,
+};
 
 export function isRole(value: unknown): value is Role {
   return typeof value === 'string' && Object.hasOwn(RANK, value);

@@ -18,7 +18,11 @@ export const DEFAULT_MAX_TOKENS = 4096;
 export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
   const pool = pools.get(origin);
-  const headers = { 'content-type': 'application/json', 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION };
+  const headers = {
+    'content-type': 'application/json',
+    'x-api-key': apiKey,
+    'anthropic-version': ANTHROPIC_VERSION,
+  };
   const messagesPath = `${prefix}/v1/messages`;
 
   return {
@@ -33,7 +37,8 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
         body: JSON.stringify(request),
         signal: call.signal,
       });
-      if (!isMessage(res)) throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
+      if (!isMessage(res))
+        throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
       return anthropicResponseToOpenai(res, Math.floor(Date.now() / 1000));
     },
     async *chatStream(call: ChatCall) {
@@ -46,20 +51,27 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
         signal: call.signal,
       });
       const parser = new SseParser();
-      const convert = new AnthropicStreamToOpenai({ created: Math.floor(Date.now() / 1000), model: call.request.model });
+      const convert = new AnthropicStreamToOpenai({
+        created: Math.floor(Date.now() / 1000),
+        model: call.request.model,
+      });
       for await (const piece of text) {
         for (const event of parser.push(piece)) {
           let parsed: AnthropicStreamEvent;
           try {
             parsed = JSON.parse(event.data) as AnthropicStreamEvent;
           } catch (err) {
-            throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event', { cause: err });
+            throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event', {
+              cause: err,
+            });
           }
           try {
             yield* convert.push(parsed);
           } catch (err) {
             if (err instanceof WireStreamError) {
-              throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, { cause: err });
+              throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
+                cause: err,
+              });
             }
             throw err;
           }
@@ -68,7 +80,9 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       }
     },
     async embed() {
-      throw new ServiceError('invalid_request', 'provider anthropic does not offer embeddings', { param: 'model' });
+      throw new ServiceError('invalid_request', 'provider anthropic does not offer embeddings', {
+        param: 'model',
+      });
     },
     async listModels(signal: AbortSignal) {
       const res = (await requestJson('anthropic', pool, {

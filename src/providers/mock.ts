@@ -25,7 +25,11 @@ function textOf(message: OpenaiMessage | undefined): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
     return content
-      .map((p) => (typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : ''))
+      .map((p) =>
+        typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string'
+          ? (p as { text: string }).text
+          : '',
+      )
       .join('');
   }
   return '';
@@ -39,13 +43,24 @@ function promptTokens(request: ChatCompletionRequest): number {
 
 /** Arguments that satisfy a tool's JSON schema in the simplest way: one value per required field. */
 function exampleArguments(tool: OpenaiFunctionTool): Record<string, unknown> {
-  const schema = tool.function.parameters as { properties?: Record<string, { type?: unknown }>; required?: unknown } | undefined;
+  const schema = tool.function.parameters as
+    | { properties?: Record<string, { type?: unknown }>; required?: unknown }
+    | undefined;
   const out: Record<string, unknown> = {};
   const props = schema?.properties ?? {};
   const required = Array.isArray(schema?.required) ? (schema.required as string[]) : Object.keys(props);
   for (const name of required) {
     const type = props[name]?.type;
-    out[name] = type === 'number' || type === 'integer' ? 1 : type === 'boolean' ? true : type === 'array' ? [] : type === 'object' ? {} : 'example';
+    out[name] =
+      type === 'number' || type === 'integer'
+        ? 1
+        : type === 'boolean'
+          ? true
+          : type === 'array'
+            ? []
+            : type === 'object'
+              ? {}
+              : 'example';
   }
   return out;
 }
@@ -64,7 +79,8 @@ function answer(request: ChatCompletionRequest): MockAnswer {
   const last = request.messages[request.messages.length - 1];
   if (request.model === 'mock-tools') {
     const tool = request.tools?.[0];
-    if (last?.role === 'tool') return { content: `The tool returned: ${textOf(last)}`, toolCalls: undefined, finish: 'stop' };
+    if (last?.role === 'tool')
+      return { content: `The tool returned: ${textOf(last)}`, toolCalls: undefined, finish: 'stop' };
     if (tool && request.tool_choice !== 'none') {
       const call: OpenaiToolCall = {
         id: newId('call_', 24),
@@ -93,7 +109,9 @@ function usageFor(request: ChatCompletionRequest, a: MockAnswer): OpenaiUsage {
 
 function checkModel(model: string): void {
   if (!(MOCK_MODELS as readonly string[]).includes(model)) {
-    throw new ServiceError('model_not_found', `model ${model} is not offered by the mock provider`, { param: 'model' });
+    throw new ServiceError('model_not_found', `model ${model} is not offered by the mock provider`, {
+      param: 'model',
+    });
   }
 }
 
@@ -117,8 +135,16 @@ export function mockProvider(): Provider {
     async *chatStream(call: ChatCall): AsyncIterable<ChatCompletionChunk> {
       checkModel(call.request.model);
       const a = answer(call.request);
-      const base = { id: newId('chatcmpl-mock-', 20), object: 'chat.completion.chunk' as const, created: Math.floor(Date.now() / 1000), model: call.request.model };
-      yield { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] };
+      const base = {
+        id: newId('chatcmpl-mock-', 20),
+        object: 'chat.completion.chunk' as const,
+        created: Math.floor(Date.now() / 1000),
+        model: call.request.model,
+      };
+      yield {
+        ...base,
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+      };
       if (a.content) {
         for (const piece of a.content.match(/\S+\s*|\s+/g) ?? []) {
           yield { ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] };
@@ -128,24 +154,52 @@ export function mockProvider(): Provider {
         yield {
           ...base,
           choices: [
-            { index: 0, delta: { tool_calls: [{ index, id: tc.id, type: 'function', function: { name: tc.function.name, arguments: '' } }] }, finish_reason: null },
+            {
+              index: 0,
+              delta: {
+                tool_calls: [
+                  { index, id: tc.id, type: 'function', function: { name: tc.function.name, arguments: '' } },
+                ],
+              },
+              finish_reason: null,
+            },
           ],
         };
-        yield { ...base, choices: [{ index: 0, delta: { tool_calls: [{ index, function: { arguments: tc.function.arguments } }] }, finish_reason: null }] };
+        yield {
+          ...base,
+          choices: [
+            {
+              index: 0,
+              delta: { tool_calls: [{ index, function: { arguments: tc.function.arguments } }] },
+              finish_reason: null,
+            },
+          ],
+        };
       }
       yield { ...base, choices: [{ index: 0, delta: {}, finish_reason: a.finish }] };
       yield { ...base, choices: [], usage: usageFor(call.request, a) };
     },
     async embed(request: EmbeddingRequest): Promise<EmbeddingResponse> {
       checkModel(request.model);
-      const inputs = typeof request.input === 'string' ? [request.input] : (request.input as unknown[]).map((x) => (typeof x === 'string' ? x : JSON.stringify(x)));
-      const dims = typeof request.dimensions === 'number' && request.dimensions > 0 ? Math.min(request.dimensions, 3072) : 16;
+      const inputs =
+        typeof request.input === 'string'
+          ? [request.input]
+          : (request.input as unknown[]).map((x) => (typeof x === 'string' ? x : JSON.stringify(x)));
+      const dims =
+        typeof request.dimensions === 'number' && request.dimensions > 0
+          ? Math.min(request.dimensions, 3072)
+          : 16;
       let total = 0;
       const data = inputs.map((text, index) => {
         total += tokens(text);
         return { object: 'embedding' as const, index, embedding: deterministicVector(text, dims) };
       });
-      return { object: 'list', data, model: request.model, usage: { prompt_tokens: total, total_tokens: total } };
+      return {
+        object: 'list',
+        data,
+        model: request.model,
+        usage: { prompt_tokens: total, total_tokens: total },
+      };
     },
     async listModels() {
       return [...MOCK_MODELS];

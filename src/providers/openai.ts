@@ -21,14 +21,30 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
     name: 'openai',
     async chat(call: ChatCall) {
       const body = call.rawBody ?? JSON.stringify(call.request);
-      const res = await requestJson('openai', pool, { path: chatPath, method: 'POST', headers, body, signal: call.signal });
-      if (!isChatCompletion(res)) throw new ServiceError('upstream_error', 'provider openai sent an unexpected answer');
+      const res = await requestJson('openai', pool, {
+        path: chatPath,
+        method: 'POST',
+        headers,
+        body,
+        signal: call.signal,
+      });
+      if (!isChatCompletion(res))
+        throw new ServiceError('upstream_error', 'provider openai sent an unexpected answer');
       return res;
     },
     async *chatStream(call: ChatCall) {
       // Ask for usage so the audit trail records tokens for streams too.
-      const request = { ...call.request, stream: true, stream_options: { ...call.request.stream_options, include_usage: true } };
-      const text = await requestStream('openai', pool, { path: chatPath, headers, body: JSON.stringify(request), signal: call.signal });
+      const request = {
+        ...call.request,
+        stream: true,
+        stream_options: { ...call.request.stream_options, include_usage: true },
+      };
+      const text = await requestStream('openai', pool, {
+        path: chatPath,
+        headers,
+        body: JSON.stringify(request),
+        signal: call.signal,
+      });
       const parser = new SseParser();
       for await (const piece of text) {
         for (const event of parser.push(piece)) {
@@ -37,10 +53,16 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
           try {
             chunk = JSON.parse(event.data) as ChatCompletionChunk;
           } catch (err) {
-            throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', { cause: err });
+            throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', {
+              cause: err,
+            });
           }
           const error = (chunk as { error?: { message?: string } }).error;
-          if (error) throw new ServiceError('upstream_error', `provider openai stream failed: ${error.message ?? 'error'}`);
+          if (error)
+            throw new ServiceError(
+              'upstream_error',
+              `provider openai stream failed: ${error.message ?? 'error'}`,
+            );
           yield chunk;
         }
       }
@@ -56,7 +78,12 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       return res as EmbeddingResponse;
     },
     async listModels(signal: AbortSignal) {
-      const res = (await requestJson('openai', pool, { path: `${prefix}/models`, method: 'GET', headers: getHeaders, signal })) as {
+      const res = (await requestJson('openai', pool, {
+        path: `${prefix}/models`,
+        method: 'GET',
+        headers: getHeaders,
+        signal,
+      })) as {
         data?: { id?: unknown }[];
       };
       return (res.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');

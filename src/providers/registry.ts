@@ -28,9 +28,13 @@ export class OrgProviders {
 
   resolve(model: string): Provider {
     for (const r of this.routes) if (r.matches(model)) return r.provider;
-    throw new ServiceError('model_not_found', `model ${model} is not offered by any provider configured for this org`, {
-      param: 'model',
-    });
+    throw new ServiceError(
+      'model_not_found',
+      `model ${model} is not offered by any provider configured for this org`,
+      {
+        param: 'model',
+      },
+    );
   }
 
   /** The org's models: named ones as configured, glob ones as the upstream lists them. */

@@ -1,4 +1,10 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, EmbeddingRequest, EmbeddingResponse } from './wire/index.js';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionRequest,
+  EmbeddingRequest,
+  EmbeddingResponse,
+} from './wire/index.js';
 
 export const PROVIDER_NAMES = ['openai', 'anthropic', 'mock'] as const;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];

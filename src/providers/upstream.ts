@@ -1,4 +1,4 @@
-import { Pool, type Dispatcher } from 'undici';
+import { type Dispatcher, Pool } from 'undici';
 import { ServiceError } from '../core/errors.js';
 
 export interface UpstreamOptions {
@@ -49,7 +49,9 @@ export function transportError(provider: string, err: unknown): ServiceError {
   if (err instanceof ServiceError) return err;
   const code = (err as { code?: string } | null)?.code;
   if (code !== undefined && TIMEOUT_CODES.has(code)) {
-    return new ServiceError('upstream_timeout', `provider ${provider} did not answer in time`, { cause: err });
+    return new ServiceError('upstream_timeout', `provider ${provider} did not answer in time`, {
+      cause: err,
+    });
   }
   if (code === 'UND_ERR_ABORTED' || (err as Error | null)?.name === 'AbortError') {
     return new ServiceError('upstream_error', `call to provider ${provider} was aborted`, { cause: err });
@@ -69,7 +71,12 @@ export async function statusError(provider: string, res: Dispatcher.ResponseData
     try {
       const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
       const e = parsed.error;
-      message = typeof e === 'string' ? e : typeof e?.message === 'string' ? e.message : String(parsed.message ?? text);
+      message =
+        typeof e === 'string'
+          ? e
+          : typeof e?.message === 'string'
+            ? e.message
+            : String(parsed.message ?? text);
     } catch {
       message = text;
     }
@@ -85,10 +92,16 @@ export async function statusError(provider: string, res: Dispatcher.ResponseData
     });
   }
   if (status === 400 || status === 404 || status === 413 || status === 422) {
-    return new ServiceError('invalid_request', `provider ${provider} rejected the request (${status})${detail}`);
+    return new ServiceError(
+      'invalid_request',
+      `provider ${provider} rejected the request (${status})${detail}`,
+    );
   }
   if (status === 401 || status === 403) {
-    return new ServiceError('upstream_error', `provider ${provider} refused govgate's credentials (${status})`);
+    return new ServiceError(
+      'upstream_error',
+      `provider ${provider} refused govgate's credentials (${status})`,
+    );
   }
   return new ServiceError('upstream_error', `provider ${provider} failed (${status})${detail}`);
 }
@@ -97,11 +110,23 @@ export async function statusError(provider: string, res: Dispatcher.ResponseData
 export async function requestJson(
   provider: string,
   pool: Pool,
-  opts: { path: string; method: 'GET' | 'POST'; headers: Record<string, string>; body?: string | Buffer; signal: AbortSignal },
+  opts: {
+    path: string;
+    method: 'GET' | 'POST';
+    headers: Record<string, string>;
+    body?: string | Buffer;
+    signal: AbortSignal;
+  },
 ): Promise<unknown> {
   let res: Dispatcher.ResponseData;
   try {
-    res = await pool.request({ path: opts.path, method: opts.method, headers: opts.headers, body: opts.body ?? null, signal: opts.signal });
+    res = await pool.request({
+      path: opts.path,
+      method: opts.method,
+      headers: opts.headers,
+      body: opts.body ?? null,
+      signal: opts.signal,
+    });
   } catch (err) {
     throw transportError(provider, err);
   }
@@ -109,7 +134,9 @@ export async function requestJson(
   try {
     return await res.body.json();
   } catch (err) {
-    throw new ServiceError('upstream_error', `provider ${provider} sent an unreadable answer`, { cause: err });
+    throw new ServiceError('upstream_error', `provider ${provider} sent an unreadable answer`, {
+      cause: err,
+    });
   }
 }
 
@@ -121,17 +148,23 @@ export async function requestStream(
 ): Promise<AsyncIterable<string>> {
   let res: Dispatcher.ResponseData;
   try {
-    res = await pool.request({ path: opts.path, method: 'POST', headers: opts.headers, body: opts.body, signal: opts.signal });
+    res = await pool.request({
+      path: opts.path,
+      method: 'POST',
+      headers: opts.headers,
+      body: opts.body,
+      signal: opts.signal,
+    });
   } catch (err) {
     throw transportError(provider, err);
   }
   if (res.statusCode < 200 || res.statusCode >= 300) throw await statusError(provider, res);
-  res.body.setEncoding('utf8');
   const body = res.body;
   return {
     async *[Symbol.asyncIterator]() {
+      const decoder = new TextDecoder();
       try {
-        for await (const chunk of body) yield chunk as string;
+        for await (const chunk of body) yield decoder.decode(chunk as Uint8Array, { stream: true });
       } catch (err) {
         throw transportError(provider, err);
       }

@@ -1,4 +1,5 @@
 import type { RootDatabase } from 'lmdb';
+import { ServiceError } from '../core/errors.js';
 
 /**
  * Groups the writes queued during one event-loop turn into one synchronous LMDB transaction.
@@ -9,6 +10,7 @@ export class BatchWriter {
   private queue: (() => void)[] = [];
   private waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   private scheduled = false;
+  private closed = false;
 
   constructor(
     private readonly root: RootDatabase,
@@ -17,6 +19,7 @@ export class BatchWriter {
 
   /** Queues `write` (synchronous LMDB calls such as putSync) for the next commit. */
   enqueue(write: () => void): Promise<void> {
+    if (this.closed) return Promise.reject(new ServiceError('unavailable', 'the store is closed'));
     this.queue.push(write);
     if (!this.scheduled) {
       this.scheduled = true;
@@ -25,8 +28,15 @@ export class BatchWriter {
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
+  /** Commits what is queued and refuses further writes (touching a closed LMDB env crashes). */
+  close(): void {
+    this.flush();
+    this.closed = true;
+  }
+
   readonly flush = (): void => {
     this.scheduled = false;
+    if (this.closed) return;
     const queue = this.queue;
     const waiters = this.waiters;
     if (queue.length === 0) return;

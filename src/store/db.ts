@@ -37,18 +37,32 @@ export interface StoreOptions {
 export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const syncMs = opts.syncIntervalMs ?? 100;
-  const root = open({ path: join(dataDir, 'govgate.lmdb'), compression: false, noSync: syncMs > 0, maxDbs: 32 });
+  const root = open({
+    path: join(dataDir, 'govgate.lmdb'),
+    compression: false,
+    noSync: syncMs > 0,
+    maxDbs: 32,
+  });
   const db = (name: string): AnyDb => root.openDB({ name });
   let dirty = false;
   const writer = new BatchWriter(root, () => {
     dirty = true;
   });
   let timer: NodeJS.Timeout | undefined;
+  // An fsync runs on an LMDB worker thread; closing the env under it crashes the process, so
+  // at most one runs at a time and close() waits for it.
+  let syncing: Promise<void> | undefined;
+  const syncNow = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      (root as unknown as { sync(cb: (err?: unknown) => void): void }).sync(() => resolve());
+    });
   if (syncMs > 0) {
     timer = setInterval(() => {
-      if (!dirty) return;
+      if (!dirty || syncing) return;
       dirty = false;
-      (root as unknown as { sync(cb: (err?: unknown) => void): void }).sync(() => {});
+      syncing = syncNow().finally(() => {
+        syncing = undefined;
+      });
     }, syncMs);
     timer.unref();
   }
@@ -69,7 +83,8 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     writer,
     async close() {
       if (timer) clearInterval(timer);
-      writer.flush();
+      writer.close();
+      await syncing;
       await root.close();
     },
   };

@@ -15,7 +15,12 @@ export class LmdbEventLog implements AuditSink, AuditReader {
     let head = this.heads.get(orgId);
     if (head === undefined) {
       head = 0;
-      for (const key of this.store.events.getKeys({ start: [orgId, Number.MAX_SAFE_INTEGER], end: [orgId], reverse: true, limit: 1 })) {
+      for (const key of this.store.events.getKeys({
+        start: [orgId, Number.MAX_SAFE_INTEGER],
+        end: [orgId],
+        reverse: true,
+        limit: 1,
+      })) {
         head = (key as [string, number])[1];
       }
     }
@@ -54,7 +59,8 @@ export class LmdbEventLog implements AuditSink, AuditReader {
       .enqueue(() => {
         events.putSync([event.org_id, seq], event);
         eventIds.putSync(event.id, [event.org_id, seq]);
-        if (event.pipeline_id !== null) pipelineIndex.putSync([event.org_id, event.pipeline_id, seq], event.id);
+        if (event.pipeline_id !== null)
+          pipelineIndex.putSync([event.org_id, event.pipeline_id, seq], event.id);
       })
       .then(() => ref);
   }

@@ -29,18 +29,31 @@ export class IdempotencyStore {
   ) {}
 
   /** A stored response to replay, or undefined after reserving the key for this call. */
-  begin(orgId: string, agentUuid: string, key: string, bodyHash: string, now = Date.now()): StoredResponse | undefined {
+  begin(
+    orgId: string,
+    agentUuid: string,
+    key: string,
+    bodyHash: string,
+    now = Date.now(),
+  ): StoredResponse | undefined {
     const id = `${orgId}\0${agentUuid}\0${key}`;
     if (this.running.has(id)) {
-      throw new ServiceError('idempotency_in_progress', 'a request with this Idempotency-Key is still running');
+      throw new ServiceError(
+        'idempotency_in_progress',
+        'a request with this Idempotency-Key is still running',
+      );
     }
     const k: Key = [orgId, agentUuid, key];
     const rec = this.store.idempotency.get(k) as StoredRecord | undefined;
     if (rec !== undefined && rec.created_ms + this.ttlMs > now) {
       if (rec.body_hash !== bodyHash) {
-        throw new ServiceError('idempotency_mismatch', 'this Idempotency-Key was used with a different request body', {
-          param: 'Idempotency-Key',
-        });
+        throw new ServiceError(
+          'idempotency_mismatch',
+          'this Idempotency-Key was used with a different request body',
+          {
+            param: 'Idempotency-Key',
+          },
+        );
       }
       return rec;
     }
@@ -48,11 +61,21 @@ export class IdempotencyStore {
     return undefined;
   }
 
-  complete(orgId: string, agentUuid: string, key: string, bodyHash: string, response: StoredResponse | undefined): void {
+  complete(
+    orgId: string,
+    agentUuid: string,
+    key: string,
+    bodyHash: string,
+    response: StoredResponse | undefined,
+  ): void {
     this.running.delete(`${orgId}\0${agentUuid}\0${key}`);
     if (response === undefined) return;
     const rec: StoredRecord = { ...response, body_hash: bodyHash, created_ms: Date.now() };
-    void this.store.writer.enqueue(() => this.store.idempotency.putSync([orgId, agentUuid, key] as Key, rec));
+    this.store.writer
+      .enqueue(() => this.store.idempotency.putSync([orgId, agentUuid, key] as Key, rec))
+      .catch(() => {
+        /* store closing: the replay record is lost, the call itself was answered */
+      });
   }
 
   /** Deletes expired records; returns how many. */

@@ -27,7 +27,11 @@ export class SettingsRepo {
   }
 
   /** Replaces the org's provider list; vault slots no longer referenced are deleted. */
-  setProviders(orgId: string, entries: readonly ProviderSettings[], secrets: ReadonlyMap<string, string>): void {
+  setProviders(
+    orgId: string,
+    entries: readonly ProviderSettings[],
+    secrets: ReadonlyMap<string, string>,
+  ): void {
     const before = this.providers(orgId);
     this.store.root.transactionSync(() => {
       for (const [ref, secret] of secrets) this.sealSecret(orgId, ref, secret);

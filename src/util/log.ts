@@ -9,7 +9,10 @@ export interface Logger {
 }
 
 /** JSON lines on stderr; stdout stays free for what the CLI prints to people. */
-export function createLogger(level: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
+export function createLogger(
+  level: LogLevel,
+  write: (line: string) => void = (l) => process.stderr.write(l),
+): Logger {
   const min = LEVELS[level];
   const emit = (lvl: Exclude<LogLevel, 'silent'>, msg: string, fields?: Record<string, unknown>): void => {
     if (LEVELS[lvl] < min) return;

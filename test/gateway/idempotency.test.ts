@@ -1,0 +1,87 @@
+import OpenAI from 'openai';
+import t from 'tap';
+import { startMockUpstream } from '../helpers/mock-upstream.js';
+import { startService, useMockUpstream } from '../helpers/service.js';
+
+t.test('Idempotency-Key replays the stored response without a second upstream call', async (t) => {
+  const upstream = await startMockUpstream();
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+  t.teardown(async () => {
+    await svc.close();
+    await upstream.close();
+  });
+  await useMockUpstream(svc, svc.pat, upstream.url);
+  const client = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+  const body = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'charge once' }] };
+
+  upstream.requests.length = 0;
+  const first = await client.chat.completions
+    .create(body, { headers: { 'Idempotency-Key': 'k-1' } })
+    .withResponse();
+  const second = await client.chat.completions
+    .create(body, { headers: { 'Idempotency-Key': 'k-1' } })
+    .withResponse();
+  t.equal(upstream.requests.length, 1, 'the upstream saw one call');
+  t.same(second.data, first.data, 'same body replayed, envelope included');
+  t.equal(second.response.headers.get('idempotent-replayed'), 'true');
+  t.equal(first.response.headers.get('idempotent-replayed'), null);
+
+  const other = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'k-1' },
+    body: { ...body, messages: [{ role: 'user', content: 'different' }] },
+  });
+  t.equal(other.status, 409);
+  t.equal(other.body.error.code, 'idempotency_mismatch');
+
+  // Keys are per agent: another agent using the same key gets its own call.
+  const agent2 = await svc.call('/api/agents/onboard', { token: svc.pat, body: { agent_id: 'second' } });
+  const c2 = new OpenAI({ apiKey: agent2.body.api_key.api_key, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+  await c2.chat.completions.create(body, { headers: { 'Idempotency-Key': 'k-1' } });
+  t.equal(upstream.requests.length, 2);
+
+  // A failed call is not kept: the same key can be retried.
+  upstream.behaviour = { kind: 'status', status: 500 };
+  const failed = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'k-2' },
+    body,
+  });
+  t.equal(failed.status, 502);
+  upstream.behaviour = { kind: 'normal' };
+  const retried = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'k-2' },
+    body,
+  });
+  t.equal(retried.status, 200);
+
+  // Concurrent use of one key: the second is refused while the first runs.
+  upstream.behaviour = { kind: 'delay', ms: 300 };
+  const [a, b] = await Promise.all([
+    svc.call('/v1/chat/completions', { token: svc.agentKey, headers: { 'idempotency-key': 'k-3' }, body }),
+    new Promise((r) => setTimeout(r, 50)).then(() =>
+      svc.call('/v1/chat/completions', { token: svc.agentKey, headers: { 'idempotency-key': 'k-3' }, body }),
+    ),
+  ]);
+  upstream.behaviour = { kind: 'normal' };
+  t.equal(a.status, 200);
+  t.equal(b.status, 409);
+  t.equal(b.body.error.code, 'idempotency_in_progress');
+
+  // Streams are replayed too, byte for byte.
+  const streamBody = JSON.stringify({ ...body, stream: true });
+  const headers = {
+    authorization: `Bearer ${svc.agentKey}`,
+    'content-type': 'application/json',
+    'idempotency-key': 'k-s',
+  };
+  const before = upstream.requests.length;
+  const s1 = await (
+    await fetch(`${svc.url}/v1/chat/completions`, { method: 'POST', headers, body: streamBody })
+  ).text();
+  const r2 = await fetch(`${svc.url}/v1/chat/completions`, { method: 'POST', headers, body: streamBody });
+  t.equal(await r2.text(), s1);
+  t.match(r2.headers.get('content-type'), /text\/event-stream/);
+  t.equal(upstream.requests.length, before + 1);
+});

@@ -1,0 +1,181 @@
+import OpenAI from 'openai';
+import t from 'tap';
+import { type MockUpstream, startMockUpstream } from '../helpers/mock-upstream.js';
+import { ENGINES, startService, type TestService, useMockUpstream } from '../helpers/service.js';
+
+const TOOL = {
+  type: 'function' as const,
+  function: {
+    name: 'get_weather',
+    description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+
+for (const engine of ENGINES) {
+  t.test(`official openai client through govgate (${engine})`, async (t) => {
+    const upstream: MockUpstream = await startMockUpstream();
+    const svc: TestService = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+    t.teardown(async () => {
+      await svc.close();
+      await upstream.close();
+    });
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    const client = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+
+    t.test(
+      'chat completion reaches the openai upstream with the provider key, not the agent key',
+      async (t) => {
+        upstream.requests.length = 0;
+        const res = await client.chat.completions.create({
+          model: 'gpt-test',
+          messages: [{ role: 'user', content: 'hello there' }],
+        });
+        t.equal(res.choices[0]?.message.content, 'upstream-openai: hello there');
+        t.equal(res.usage?.total_tokens, 18);
+        const service = (res as unknown as { service: Record<string, unknown> }).service;
+        t.equal(service.blocked, false);
+        t.match(service.session_id, /^ses_/);
+        t.match(service.task_id, /^tsk_/);
+        t.match(service.audit_url, new RegExp(`^${svc.url}/api/audit/pipeline/pl_`));
+        const seen = upstream.requests.at(-1);
+        t.equal(seen?.path, '/v1/chat/completions');
+        t.equal(seen?.headers.authorization, 'Bearer sk-test-openai-0001');
+        t.equal((seen?.body as { temperature?: number }).temperature, 0.7, 'default temperature applied');
+        const audit = await svc.call(new URL(service.audit_url as string).pathname, { token: svc.pat });
+        t.equal(audit.status, 200);
+        t.equal(audit.body.data[0].event_type, 'llm_call');
+        t.equal(audit.body.data[0].provider, 'openai');
+        t.equal(audit.body.data[0].agent_id, 'default-agent');
+      },
+    );
+
+    t.test('explicit temperature and unknown fields pass through unchanged', async (t) => {
+      upstream.requests.length = 0;
+      await client.chat.completions.create({
+        model: 'gpt-test',
+        messages: [{ role: 'user', content: 'x' }],
+        temperature: 0.2,
+        seed: 7,
+        ...({ vendor_extra: { a: 1 } } as any),
+      });
+      const body = upstream.requests.at(-1)?.body as Record<string, unknown>;
+      t.equal(body.temperature, 0.2);
+      t.equal(body.seed, 7);
+      t.same(body.vendor_extra, { a: 1 });
+    });
+
+    t.test('streaming ends with the envelope chunk and [DONE]', async (t) => {
+      const stream = await client.chat.completions.create({
+        model: 'gpt-test',
+        stream: true,
+        messages: [{ role: 'user', content: 'stream me' }],
+      });
+      let text = '';
+      let last: Record<string, unknown> | undefined;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta.content ?? '';
+        last = chunk as unknown as Record<string, unknown>;
+      }
+      t.equal(text, 'upstream-openai: stream me');
+      t.equal((last?.service as { blocked: boolean }).blocked, false);
+      t.same(last?.choices, []);
+    });
+
+    t.test('raw SSE ends with data: [DONE]', async (t) => {
+      const res = await fetch(`${svc.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'gpt-test',
+          stream: true,
+          messages: [{ role: 'user', content: 'raw' }],
+        }),
+      });
+      t.match(res.headers.get('content-type'), /text\/event-stream/);
+      const body = await res.text();
+      t.ok(body.endsWith('data: [DONE]\n\n'));
+      t.ok(res.headers.get('x-request-id'));
+    });
+
+    t.test('tools and tool calls, non-streaming and streaming', async (t) => {
+      const res = await client.chat.completions.create({
+        model: 'gpt-test',
+        tools: [TOOL],
+        messages: [{ role: 'user', content: 'weather?' }],
+      });
+      const call = res.choices[0]?.message.tool_calls?.[0];
+      t.equal(res.choices[0]?.finish_reason, 'tool_calls');
+      t.equal(call?.type === 'function' ? call.function.name : '', 'get_weather');
+      t.same(JSON.parse(call?.type === 'function' ? call.function.arguments : '{}'), { city: 'Paris' });
+      const stream = client.chat.completions.stream({
+        model: 'gpt-test',
+        tools: [TOOL],
+        messages: [{ role: 'user', content: 'weather?' }],
+      });
+      const final = await stream.finalChatCompletion();
+      const streamed = final.choices[0]?.message.tool_calls?.[0];
+      t.equal(streamed?.type === 'function' ? streamed.function.arguments : '', '{"city":"Paris"}');
+    });
+
+    t.test('mock-tools offline: tool call then answer from the tool result', async (t) => {
+      const first = await client.chat.completions.create({
+        model: 'mock-tools',
+        tools: [TOOL],
+        messages: [{ role: 'user', content: 'weather?' }],
+      });
+      const call = first.choices[0]?.message.tool_calls?.[0];
+      t.ok(call);
+      const second = await client.chat.completions.create({
+        model: 'mock-tools',
+        tools: [TOOL],
+        messages: [
+          { role: 'user', content: 'weather?' },
+          { role: 'assistant', content: null, tool_calls: first.choices[0]?.message.tool_calls },
+          { role: 'tool', tool_call_id: call?.id ?? '', content: 'sunny, 21C' },
+        ],
+      });
+      t.equal(second.choices[0]?.message.content, 'The tool returned: sunny, 21C');
+    });
+
+    t.test('embeddings', async (t) => {
+      const res = await client.embeddings.create({
+        model: 'text-embedding-test',
+        input: ['a', 'b'],
+        encoding_format: 'float',
+      });
+      t.equal(res.data.length, 2);
+      t.same(res.data[0]?.embedding, [0.1, 0.2, 0.3]);
+      t.equal(upstream.requests.at(-1)?.path, '/v1/embeddings');
+      const mock = await client.embeddings.create({
+        model: 'mock-echo',
+        input: 'same text',
+        encoding_format: 'float',
+      });
+      const again = await client.embeddings.create({
+        model: 'mock-echo',
+        input: 'same text',
+        encoding_format: 'float',
+      });
+      t.same(mock.data[0]?.embedding, again.data[0]?.embedding, 'mock embeddings are deterministic');
+    });
+
+    t.test('models are filtered to the org providers', async (t) => {
+      const models = [];
+      for await (const m of client.models.list()) models.push(m.id);
+      t.ok(models.includes('gpt-test'), 'openai glob match listed');
+      t.ok(models.includes('o9-test'));
+      t.notOk(models.includes('dall-e-x'), 'upstream model outside the configured globs is hidden');
+      t.ok(models.includes('claude-test-1'), 'anthropic models listed');
+      t.ok(models.includes('mock-echo'));
+    });
+
+    t.test('a model no provider offers is a 400 model_not_found', async (t) => {
+      const err = await client.chat.completions
+        .create({ model: 'llama-x', messages: [{ role: 'user', content: 'x' }] })
+        .catch((e: unknown) => e);
+      t.ok(err instanceof OpenAI.BadRequestError);
+      t.equal((err as InstanceType<typeof OpenAI.APIError>).code, 'model_not_found');
+    });
+  });
+}

@@ -1,0 +1,93 @@
+import t from 'tap';
+import { startMockUpstream } from '../helpers/mock-upstream.js';
+import { ENGINES, startService, useMockUpstream } from '../helpers/service.js';
+
+for (const engine of ENGINES) {
+  t.test(`upstream failures map to the contract (${engine})`, async (t) => {
+    const upstream = await startMockUpstream();
+    const svc = await startService({
+      engine,
+      env: { SERVICE_EGRESS_ALLOW: upstream.hostPort, SERVICE_UPSTREAM_TIMEOUT_MS: '400' },
+    });
+    t.teardown(async () => {
+      upstream.behaviour = { kind: 'normal' };
+      await svc.close();
+      await upstream.close();
+    });
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    const body = { model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] };
+    const call = (b: unknown = body) => svc.call('/v1/chat/completions', { token: svc.agentKey, body: b });
+
+    upstream.behaviour = { kind: 'status', status: 500 };
+    let res = await call();
+    t.equal(res.status, 502);
+    t.equal(res.body.error.code, 'upstream_error');
+
+    upstream.behaviour = { kind: 'status', status: 401 };
+    res = await call();
+    t.equal(res.status, 502, 'a provider credential problem is not the agent’s to fix');
+    t.notMatch(JSON.stringify(res.body), /sk-test-openai/, 'the provider key is never echoed');
+
+    upstream.behaviour = { kind: 'status', status: 400, body: { error: { message: 'bad param foo' } } };
+    res = await call();
+    t.equal(res.status, 400);
+    t.match(res.body.error.message, /bad param foo/);
+
+    upstream.behaviour = { kind: 'status', status: 429 };
+    res = await call();
+    t.equal(res.status, 429);
+    t.equal(res.body.error.code, 'rate_limited');
+    t.ok(res.headers.get('retry-after'));
+
+    upstream.behaviour = { kind: 'hang' };
+    res = await call();
+    t.equal(res.status, 504);
+    t.equal(res.body.error.code, 'upstream_timeout');
+    res = await call({ ...body, stream: true });
+    t.equal(res.status, 504, 'a stream that never starts is a plain 504');
+
+    // Unreachable provider: point openai at a closed port.
+    upstream.behaviour = { kind: 'normal' };
+    const dead = await svc.call('/api/settings/providers', {
+      method: 'PUT',
+      token: svc.pat,
+      body: { providers: [{ name: 'openai', api_key: 'sk-x-1234', base_url: 'http://127.0.0.1:9/v1' }] },
+    });
+    t.equal(dead.status, 400, 'loopback is refused by the SSRF guard unless allowed');
+    t.match(dead.body.error.message, /forbidden address/);
+
+    // The failed calls are audited too.
+    const events = await svc.call(new URL((await call()).body.service.audit_url).pathname, {
+      token: svc.pat,
+    });
+    t.equal(events.status, 200);
+  });
+
+  t.test(`a client disconnect aborts the upstream call (${engine})`, async (t) => {
+    const upstream = await startMockUpstream();
+    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+    t.teardown(async () => {
+      upstream.behaviour = { kind: 'normal' };
+      await svc.close();
+      await upstream.close();
+    });
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    upstream.behaviour = { kind: 'hang' };
+    const ac = new AbortController();
+    const pending = fetch(`${svc.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'slow' }] }),
+    }).catch(() => 'aborted');
+    // Wait until the upstream has the request, then hang up.
+    for (let i = 0; i < 100 && upstream.requests.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    t.equal(upstream.requests.length, 1);
+    ac.abort();
+    t.equal(await pending, 'aborted');
+    for (let i = 0; i < 100 && upstream.aborted.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream request');
+  });
+}

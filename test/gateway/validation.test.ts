@@ -1,0 +1,361 @@
+import { connect } from 'node:net';
+import type { Test } from 'tap';
+import t from 'tap';
+import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
+import { ENGINES, startService, type TestService } from '../helpers/service.js';
+
+type Res = Awaited<ReturnType<TestService['call']>>;
+
+const MAX_BODY = 5 * 1024 * 1024;
+const ERROR_KEYS = new Set(['type', 'code', 'message', 'request_id', 'param']);
+const MSG = { role: 'user', content: 'hello' } as const;
+
+function messages(n: number): { role: string; content: string }[] {
+  return Array.from({ length: n }, (_, i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: `m${i}`,
+  }));
+}
+
+function tools(n: number): unknown[] {
+  return Array.from({ length: n }, (_, i) => ({
+    type: 'function',
+    function: { name: `tool_${i}`, description: 'a tool', parameters: { type: 'object', properties: {} } },
+  }));
+}
+
+/** Exactly `{type: 'error', error: {type, code, message, request_id, param?}}`, matching the catalog. */
+function assertError(t: Test, res: Res, code: ErrorCode, param?: string): void {
+  const entry = ERROR_CATALOG[code];
+  t.equal(res.status, entry.status, `status ${entry.status} (${code}): ${JSON.stringify(res.body)}`);
+  t.match(res.headers.get('content-type'), /^application\/json/);
+  t.same(Object.keys(res.body ?? {}).sort(), ['error', 'type'], 'top level is exactly {type, error}');
+  t.equal(res.body?.type, 'error');
+  const e = (res.body?.error ?? {}) as Record<string, unknown>;
+  const keys = Object.keys(e);
+  t.ok(
+    keys.every((k) => ERROR_KEYS.has(k)),
+    `only contract fields in error: ${keys.join(',')}`,
+  );
+  for (const k of ['type', 'code', 'message', 'request_id'])
+    t.equal(typeof e[k], 'string', `error.${k} is a string`);
+  if ('param' in e) t.equal(typeof e.param, 'string', 'error.param is a string when present');
+  t.equal(e.code, code);
+  t.equal(e.type, entry.type);
+  t.ok((e.message as string).length > 0, 'a message');
+  const rid = res.headers.get('x-request-id');
+  t.ok(rid, 'X-Request-Id header');
+  t.equal(e.request_id, rid, 'error.request_id equals X-Request-Id');
+  if (param !== undefined) t.equal(e.param, param, `param ${param}`);
+}
+
+/**
+ * Sends raw HTTP/1.1 bytes on one connection and resolves with everything read once `done` says the
+ * answer is complete (the test's own timeout guards a hang).
+ */
+function rawExchange(url: string, request: string, done: (received: string) => boolean): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    let received = '';
+    const socket = connect(Number(port), hostname, () => socket.write(request));
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      received += chunk;
+      if (done(received)) {
+        socket.destroy();
+        resolve(received);
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(received));
+  });
+}
+
+function assertOk(t: Test, res: Res, what: string): void {
+  t.equal(res.status, 200, `${what}: ${res.status === 200 ? 'ok' : JSON.stringify(res.body)}`);
+  t.ok(res.headers.get('x-request-id'), `${what}: X-Request-Id on success`);
+}
+
+for (const engine of ENGINES) {
+  t.test(`request validation over HTTP (${engine})`, async (t) => {
+    const svc = await startService({ engine });
+    t.teardown(() => svc.close());
+    const chat = (body: unknown, headers: Record<string, string> = {}): Promise<Res> =>
+      svc.call('/v1/chat/completions', { token: svc.agentKey, body, headers });
+    const base = { model: 'mock-echo', messages: [MSG] };
+
+    t.test('messages: 0 and 501 are refused, 1 and 500 pass', async (t) => {
+      assertError(t, await chat({ model: 'mock-echo', messages: [] }), 'invalid_request', 'messages');
+      assertError(
+        t,
+        await chat({ model: 'mock-echo', messages: messages(501) }),
+        'invalid_request',
+        'messages',
+      );
+      assertError(t, await chat({ model: 'mock-echo' }), 'invalid_request', 'messages');
+      assertError(t, await chat({ model: 'mock-echo', messages: 'hello' }), 'invalid_request', 'messages');
+      const max = await chat({
+        model: 'mock-echo',
+        messages: messages(499).concat([{ role: 'user', content: 'last' }]),
+      });
+      assertOk(t, max, '500 messages');
+      t.equal(max.body.choices[0].message.content.includes('last'), true, 'the mock saw the last message');
+      assertOk(t, await chat(base), '1 message');
+    });
+
+    t.test('tools: 201 is refused, 200 passes', async (t) => {
+      assertError(t, await chat({ ...base, tools: tools(201) }), 'invalid_request', 'tools');
+      assertOk(t, await chat({ ...base, tools: tools(200) }), '200 tools');
+      assertError(t, await chat({ ...base, tools: { type: 'function' } }), 'invalid_request', 'tools');
+      assertError(
+        t,
+        await chat({ ...base, tools: [{ type: 'function', function: {} }] }),
+        'invalid_request',
+        'tools[0].function.name',
+      );
+    });
+
+    t.test('temperature: -0.1 and 2.01 are refused, 0 and 2 pass', async (t) => {
+      for (const temperature of [-0.1, 2.01, 3, '1']) {
+        assertError(t, await chat({ ...base, temperature }), 'invalid_request', 'temperature');
+      }
+      for (const temperature of [0, 2, 1.5])
+        assertOk(t, await chat({ ...base, temperature }), `temperature ${temperature}`);
+    });
+
+    t.test('a bad role names messages[i].role', async (t) => {
+      const bad = await chat({ model: 'mock-echo', messages: [MSG, { role: 'wizard', content: 'x' }] });
+      assertError(t, bad, 'invalid_request', 'messages[1].role');
+      const missing = await chat({ model: 'mock-echo', messages: [{ content: 'x' }] });
+      assertError(t, missing, 'invalid_request', 'messages[0].role');
+      assertError(
+        t,
+        await chat({ model: 'mock-echo', messages: ['hello'] }),
+        'invalid_request',
+        'messages[0]',
+      );
+    });
+
+    t.test('unknown fields are ignored', async (t) => {
+      const res = await chat({ ...base, frobnicate: { depth: 3 }, vendor_extra: 'yes', x_list: [1, 2] });
+      assertOk(t, res, 'unknown fields');
+      t.equal(res.body.object, 'chat.completion');
+    });
+
+    t.test('a missing or empty model is 400', async (t) => {
+      assertError(t, await chat({ messages: [MSG] }), 'invalid_request', 'model');
+      assertError(t, await chat({ model: '', messages: [MSG] }), 'invalid_request', 'model');
+      assertError(t, await chat({ model: 42, messages: [MSG] }), 'invalid_request', 'model');
+    });
+
+    t.test('/v1/messages: 0 messages is 400, 1 passes', async (t) => {
+      const call = (body: unknown): Promise<Res> => svc.call('/v1/messages', { token: svc.agentKey, body });
+      assertError(
+        t,
+        await call({ model: 'mock-echo', max_tokens: 10, messages: [] }),
+        'invalid_request',
+        'messages',
+      );
+      assertError(
+        t,
+        await call({ model: 'mock-echo', messages: messages(501) }),
+        'invalid_request',
+        'messages',
+      );
+      assertError(t, await call({ messages: [MSG] }), 'invalid_request', 'model');
+      assertError(
+        t,
+        await call({ model: 'mock-echo', messages: [{ role: 'system', content: 'x' }] }),
+        'invalid_request',
+        'messages[0].role',
+      );
+      const ok = await call({ model: 'mock-echo', messages: [MSG], unknown_field: true });
+      assertOk(t, ok, '/v1/messages');
+      t.equal(ok.body.type, 'message');
+    });
+
+    t.test('a body over 5 MiB is 413 payload_too_large', async (t) => {
+      const big = 'x'.repeat(MAX_BODY + 10);
+      const res = await svc.call('/v1/chat/completions', { token: svc.agentKey, body: big });
+      assertError(t, res, 'payload_too_large');
+      assertOk(t, await chat(base), 'the service still answers afterwards');
+    });
+
+    t.test('a chunked body over 5 MiB (no Content-Length) is 413 too', async (t) => {
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      let sent = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (sent >= MAX_BODY + 10) {
+            controller.close();
+            return;
+          }
+          const n = Math.min(chunk.length, MAX_BODY + 10 - sent);
+          controller.enqueue(chunk.subarray(0, n));
+          sent += n;
+        },
+      });
+      const res = await fetch(`${svc.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+        body,
+        duplex: 'half',
+      } as RequestInit & { duplex: 'half' });
+      const parsed = (await res.json()) as Res['body'];
+      assertError(t, { status: res.status, headers: res.headers, body: parsed }, 'payload_too_large');
+      assertOk(t, await chat(base), 'the service still answers afterwards');
+    });
+
+    t.test('a body of exactly 5 MiB is accepted', async (t) => {
+      const json = JSON.stringify(base);
+      const padded = json.slice(0, -1) + ' '.repeat(MAX_BODY - Buffer.byteLength(json)) + json.slice(-1);
+      t.equal(Buffer.byteLength(padded), MAX_BODY);
+      assertOk(t, await chat(padded), 'exactly 5 MiB');
+    });
+
+    t.test('malformed JSON is 400 invalid_json; an empty body too', async (t) => {
+      assertError(t, await chat('{"model": "mock-echo", "messages": ['), 'invalid_json');
+      assertError(t, await chat('not json at all'), 'invalid_json');
+      const empty = await svc.call('/v1/chat/completions', {
+        method: 'POST',
+        token: svc.agentKey,
+        headers: { 'content-type': 'application/json' },
+      });
+      assertError(t, empty, 'invalid_json');
+      assertError(t, await chat('[1, 2]'), 'invalid_request');
+    });
+
+    t.test('a non-JSON media type is 415', async (t) => {
+      const xml = await chat('<chat><model>mock-echo</model></chat>', { 'content-type': 'application/xml' });
+      assertError(t, xml, 'unsupported_media_type');
+      const json = await chat(JSON.stringify(base), { 'content-type': 'application/xml' });
+      assertError(t, json, 'unsupported_media_type');
+      assertOk(
+        t,
+        await chat(JSON.stringify(base), { 'content-type': 'application/json; charset=utf-8' }),
+        'JSON with charset',
+      );
+      assertOk(
+        t,
+        await chat(JSON.stringify(base), { 'content-type': 'text/plain' }),
+        'text/plain read as JSON',
+      );
+    });
+
+    t.test('unknown path is 404, a wrong method 405 with Allow', async (t) => {
+      assertError(t, await svc.call('/v1/nope', { token: svc.agentKey }), 'not_found');
+      assertError(t, await svc.call('/v1/nope', { token: svc.agentKey, body: base }), 'not_found');
+      assertError(t, await svc.call('/nowhere'), 'not_found');
+      const get = await svc.call('/v1/chat/completions', { token: svc.agentKey });
+      assertError(t, get, 'method_not_allowed');
+      t.match(get.headers.get('allow'), /\bPOST\b/, 'Allow lists POST');
+      const del = await svc.call('/v1/messages', { method: 'DELETE', token: svc.agentKey });
+      assertError(t, del, 'method_not_allowed');
+      t.match(del.headers.get('allow'), /\bPOST\b/);
+      const postModels = await svc.call('/v1/models', { token: svc.agentKey, body: {} });
+      assertError(t, postModels, 'method_not_allowed');
+      t.match(postModels.headers.get('allow'), /\bGET\b/);
+    });
+
+    t.test('HEAD is answered like GET, without a body', async (t) => {
+      // Pipelined on one connection: a body after the HEAD answer would be read as the next response.
+      const raw = await rawExchange(
+        svc.url,
+        'HEAD /health HTTP/1.1\r\nHost: test\r\n\r\nGET /api/health/live HTTP/1.1\r\nHost: test\r\n\r\n',
+        (received) => received.endsWith('{"status":"ok"}'),
+      );
+      const headEnd = raw.indexOf('\r\n\r\n');
+      t.match(raw.slice(0, headEnd), /^HTTP\/1\.1 200 /, 'HEAD /health is 200');
+      t.match(raw.slice(0, headEnd), /x-request-id: /i);
+      t.equal(
+        raw.slice(headEnd + 4, headEnd + 4 + 9),
+        'HTTP/1.1 ',
+        'the next response follows the HEAD headers directly (no body sent for HEAD)',
+      );
+      const agent = await svc.call('/api/me', { token: svc.agentKey });
+      const head = await fetch(`${svc.url}/api/agents/${agent.body.id}`, {
+        method: 'HEAD',
+        headers: { authorization: `Bearer ${svc.pat}` },
+      });
+      t.equal(head.status, 200, 'HEAD on a route with a :param is answered by its GET handler');
+      const headModels = await fetch(`${svc.url}/v1/models`, {
+        method: 'HEAD',
+        headers: { authorization: `Bearer ${svc.agentKey}` },
+      });
+      t.equal(headModels.status, 200, 'HEAD on a static route');
+    });
+
+    t.test('X-Request-Id: a caller value is echoed, otherwise one is made', async (t) => {
+      const ok = await chat(base, { 'x-request-id': 'abc-123' });
+      assertOk(t, ok, 'with X-Request-Id');
+      t.equal(ok.headers.get('x-request-id'), 'abc-123');
+      const err = await chat({ model: 'mock-echo', messages: [] }, { 'x-request-id': 'abc-123' });
+      assertError(t, err, 'invalid_request', 'messages');
+      t.equal(err.body.error.request_id, 'abc-123');
+      const a = await chat(base);
+      const b = await chat(base);
+      t.ok(a.headers.get('x-request-id'));
+      t.not(a.headers.get('x-request-id'), b.headers.get('x-request-id'), 'generated ids differ');
+      const insane = await chat(base, { 'x-request-id': 'has spaces and !' });
+      t.not(insane.headers.get('x-request-id'), 'has spaces and !', 'an unsafe caller id is replaced');
+      t.ok(insane.headers.get('x-request-id'));
+      for (const path of ['/health', '/api/health/live', '/api/config', '/v1/models']) {
+        const res = await svc.call(path, {
+          token: svc.agentKey,
+          headers: { 'x-request-id': `rid-${path.length}` },
+        });
+        t.equal(res.status, 200, path);
+        t.equal(res.headers.get('x-request-id'), `rid-${path.length}`, `${path} echoes X-Request-Id`);
+      }
+      const emb = await svc.call('/v1/embeddings', {
+        token: svc.agentKey,
+        body: { model: 'mock-echo', input: 'x' },
+      });
+      assertOk(t, emb, 'embeddings');
+      const msg = await svc.call('/v1/messages', {
+        token: svc.agentKey,
+        body: { model: 'mock-echo', messages: [MSG] },
+      });
+      assertOk(t, msg, 'messages');
+    });
+
+    t.test('X-Session-Id: invalid is 400, valid is echoed in service.session_id', async (t) => {
+      for (const bad of ['has space', 'x'.repeat(129), 'semi;colon', 'slash/inside']) {
+        assertError(t, await chat(base, { 'x-session-id': bad }), 'invalid_request', 'X-Session-Id');
+      }
+      const ok = await chat(base, { 'x-session-id': 'my-session' });
+      assertOk(t, ok, 'X-Session-Id');
+      t.equal(ok.body.service.session_id, 'my-session');
+      const msg = await svc.call('/v1/messages', {
+        token: svc.agentKey,
+        headers: { 'x-session-id': 'my-session' },
+        body: { model: 'mock-echo', messages: [MSG] },
+      });
+      assertOk(t, msg, '/v1/messages with X-Session-Id');
+      t.equal(msg.body.service.session_id, 'my-session');
+      const none = await chat(base);
+      t.match(none.body.service.session_id, /^ses_/, 'a session id is made when none is given');
+    });
+
+    t.test('X-Service-Flags: key=value pairs pass, garbage is invalid_flags', async (t) => {
+      assertOk(t, await chat(base, { 'x-service-flags': 'mode=enforce, pii=mask' }), 'flags');
+      assertOk(t, await chat(base, { 'x-service-flags': 'mode=observe' }), 'one flag');
+      for (const bad of ['garbage', 'mode=', '=enforce', 'mode=enforce, junk']) {
+        assertError(t, await chat(base, { 'x-service-flags': bad }), 'invalid_flags', 'X-Service-Flags');
+      }
+      const msg = await svc.call('/v1/messages', {
+        token: svc.agentKey,
+        headers: { 'x-service-flags': 'garbage' },
+        body: { model: 'mock-echo', messages: [MSG] },
+      });
+      assertError(t, msg, 'invalid_flags', 'X-Service-Flags');
+    });
+
+    t.test('auth failures and model_not_found have the contract shape too', async (t) => {
+      const anon = await svc.call('/v1/chat/completions', { body: base });
+      assertError(t, anon, 'unauthenticated');
+      assertError(t, await chat({ model: 'no-such-model', messages: [MSG] }), 'model_not_found', 'model');
+      assertError(t, await chat(base, { 'x-agent-id': 'someone-else' }), 'forbidden');
+    });
+  });
+}

@@ -1,0 +1,290 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface RecordedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingMessage['headers'];
+  readonly body: unknown;
+  readonly raw: string;
+}
+
+export interface MockUpstream {
+  readonly url: string;
+  readonly hostPort: string;
+  readonly requests: RecordedRequest[];
+  /** Next requests get this behaviour instead of a normal answer. */
+  behaviour:
+    | { kind: 'normal' }
+    | { kind: 'status'; status: number; body?: unknown }
+    | { kind: 'hang' }
+    | { kind: 'delay'; ms: number };
+  /** Requests whose client closed the connection before an answer. */
+  readonly aborted: string[];
+  close(): Promise<void>;
+}
+
+function lastUserText(messages: unknown): string {
+  if (!Array.isArray(messages)) return '';
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i] as { role?: string; content?: unknown };
+    if (m.role !== 'user') continue;
+    if (typeof m.content === 'string') return m.content;
+    if (Array.isArray(m.content)) {
+      return m.content.map((p: { text?: string }) => p.text ?? '').join('');
+    }
+  }
+  return '';
+}
+
+function openaiAnswer(body: Record<string, unknown>): Record<string, unknown> {
+  const tools = body.tools as { function: { name: string } }[] | undefined;
+  const message: Record<string, unknown> = {
+    role: 'assistant',
+    content: `upstream-openai: ${lastUserText(body.messages)}`,
+  };
+  let finish = 'stop';
+  if (tools && tools.length > 0 && body.tool_choice !== 'none') {
+    message.content = null;
+    message.tool_calls = [
+      {
+        id: 'call_up_1',
+        type: 'function',
+        function: { name: tools[0]?.function.name, arguments: '{"city":"Paris"}' },
+      },
+    ];
+    finish = 'tool_calls';
+  }
+  return {
+    id: 'chatcmpl-up-1',
+    object: 'chat.completion',
+    created: 1_700_000_000,
+    model: body.model,
+    choices: [{ index: 0, message, finish_reason: finish }],
+    usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
+  };
+}
+
+function openaiStream(res: ServerResponse, body: Record<string, unknown>): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const answer = openaiAnswer(body);
+  const choice = (
+    answer.choices as { message: { content: string | null; tool_calls?: unknown[] }; finish_reason: string }[]
+  )[0];
+  const base = {
+    id: 'chatcmpl-up-s',
+    object: 'chat.completion.chunk',
+    created: 1_700_000_000,
+    model: body.model,
+  };
+  const send = (o: unknown): boolean => res.write(`data: ${JSON.stringify(o)}\n\n`);
+  send({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });
+  if (choice?.message.content) {
+    for (const piece of choice.message.content.match(/.{1,5}/gs) ?? [])
+      send({ ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] });
+  }
+  if (choice?.message.tool_calls) {
+    send({
+      ...base,
+      choices: [
+        {
+          index: 0,
+          delta: {
+            tool_calls: [
+              {
+                index: 0,
+                id: 'call_up_1',
+                type: 'function',
+                function: {
+                  name: (body.tools as { function: { name: string } }[])[0]?.function.name,
+                  arguments: '',
+                },
+              },
+            ],
+          },
+          finish_reason: null,
+        },
+      ],
+    });
+    send({
+      ...base,
+      choices: [
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] },
+          finish_reason: null,
+        },
+      ],
+    });
+    send({
+      ...base,
+      choices: [
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] },
+          finish_reason: null,
+        },
+      ],
+    });
+  }
+  send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: choice?.finish_reason }] });
+  if ((body.stream_options as { include_usage?: boolean } | undefined)?.include_usage) {
+    send({ ...base, choices: [], usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 } });
+  }
+  res.end('data: [DONE]\n\n');
+}
+
+function anthropicAnswer(body: Record<string, unknown>): Record<string, unknown> {
+  const tools = body.tools as { name: string }[] | undefined;
+  const system = typeof body.system === 'string' ? body.system : Array.isArray(body.system) ? 'blocks' : '';
+  const content: unknown[] = [
+    {
+      type: 'text',
+      text: `upstream-anthropic${system ? ` [system:${system}]` : ''}: ${lastUserText(body.messages)}`,
+    },
+  ];
+  let stop = 'end_turn';
+  if (tools && tools.length > 0 && (body.tool_choice as { type?: string } | undefined)?.type !== 'none') {
+    content.push({ type: 'tool_use', id: 'toolu_up_1', name: tools[0]?.name, input: { city: 'Paris' } });
+    stop = 'tool_use';
+  }
+  return {
+    id: 'msg_up_1',
+    type: 'message',
+    role: 'assistant',
+    model: body.model,
+    content,
+    stop_reason: stop,
+    stop_sequence: null,
+    usage: { input_tokens: 13, output_tokens: 9 },
+  };
+}
+
+function anthropicStream(res: ServerResponse, body: Record<string, unknown>): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const answer = anthropicAnswer(body) as {
+    content: { type: string; text?: string; id?: string; name?: string }[];
+    stop_reason: string;
+  };
+  const ev = (type: string, data: Record<string, unknown>): boolean =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  ev('message_start', {
+    message: {
+      id: 'msg_up_s',
+      type: 'message',
+      role: 'assistant',
+      model: body.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: 13, output_tokens: 1 },
+    },
+  });
+  answer.content.forEach((block, index) => {
+    if (block.type === 'text') {
+      ev('content_block_start', { index, content_block: { type: 'text', text: '' } });
+      for (const piece of (block.text ?? '').match(/.{1,6}/gs) ?? [])
+        ev('content_block_delta', { index, delta: { type: 'text_delta', text: piece } });
+    } else {
+      ev('content_block_start', {
+        index,
+        content_block: { type: 'tool_use', id: block.id, name: block.name, input: {} },
+      });
+      ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: '{"city":' } });
+      ev('content_block_delta', { index, delta: { type: 'input_json_delta', partial_json: '"Paris"}' } });
+    }
+    ev('content_block_stop', { index });
+  });
+  ev('message_delta', {
+    delta: { stop_reason: answer.stop_reason, stop_sequence: null },
+    usage: { output_tokens: 9 },
+  });
+  ev('message_stop', {});
+  res.end();
+}
+
+/** A recording upstream that speaks both the OpenAI (/v1/…) and Anthropic (/v1/messages) APIs. */
+export async function startMockUpstream(): Promise<MockUpstream> {
+  const requests: RecordedRequest[] = [];
+  const aborted: string[] = [];
+  const state: MockUpstream = {
+    url: '',
+    hostPort: '',
+    requests,
+    aborted,
+    behaviour: { kind: 'normal' },
+    close: async () => {},
+  };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      let body: Record<string, unknown> = {};
+      try {
+        body = raw ? (JSON.parse(raw) as Record<string, unknown>) : {};
+      } catch {
+        /* recorded raw */
+      }
+      const path = req.url ?? '/';
+      requests.push({ method: req.method ?? 'GET', path, headers: req.headers, body, raw });
+      res.on('close', () => {
+        if (!res.writableFinished) aborted.push(path);
+      });
+      const b = state.behaviour;
+      if (b.kind === 'hang') return;
+      if (b.kind === 'status') {
+        res.writeHead(b.status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(b.body ?? { error: { message: `mock failure ${b.status}` } }));
+        return;
+      }
+      const answer = (): void => {
+        if (path === '/v1/chat/completions') {
+          if (body.stream) openaiStream(res, body);
+          else json(res, openaiAnswer(body));
+        } else if (path === '/v1/messages') {
+          if (body.stream) anthropicStream(res, body);
+          else json(res, anthropicAnswer(body));
+        } else if (path === '/v1/embeddings') {
+          const inputs = Array.isArray(body.input) ? body.input : [body.input];
+          json(res, {
+            object: 'list',
+            data: inputs.map((_, index) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
+            model: body.model,
+            usage: { prompt_tokens: 3, total_tokens: 3 },
+          });
+        } else if (path === '/v1/models') {
+          const anthropic = req.headers['anthropic-version'] !== undefined;
+          json(res, {
+            object: 'list',
+            data: (anthropic ? ['claude-test-1', 'claude-test-2'] : ['gpt-test', 'o9-test', 'dall-e-x']).map(
+              (id) => ({ id, object: 'model' }),
+            ),
+          });
+        } else {
+          res.writeHead(404);
+          res.end();
+        }
+      };
+      if (b.kind === 'delay') setTimeout(answer, b.ms);
+      else answer();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  Object.assign(state, {
+    url: `http://127.0.0.1:${port}`,
+    hostPort: `127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  });
+  return state;
+}
+
+function json(res: ServerResponse, body: unknown): void {
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}

@@ -1,0 +1,128 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '../../src/config/index.js';
+import { type RunningService, startAllInOne } from '../../src/server.js';
+import { randomBase62 } from '../../src/util/ids.js';
+import { createLogger } from '../../src/util/log.js';
+
+export type Engine = 'uws' | 'node';
+export const ENGINES: readonly Engine[] = ['uws', 'node'];
+
+export interface TestService {
+  readonly service: RunningService;
+  readonly url: string;
+  /** The bootstrap super_admin PAT of org `default`. */
+  readonly pat: string;
+  /** The first-start agent key of org `default`. */
+  readonly agentKey: string;
+  readonly dataDir: string;
+  call(
+    path: string,
+    init?: { method?: string; token?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<{ status: number; headers: Headers; body: any }>;
+  close(keepData?: boolean): Promise<void>;
+}
+
+/** Starts the all-in-one service on 127.0.0.1:0 with a fresh data dir (or a given one). */
+export async function startService(
+  opts: { engine?: Engine; env?: Record<string, string>; dataDir?: string } = {},
+): Promise<TestService> {
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'govgate-test-'));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const config = loadConfig({
+    SERVICE_HOST: '127.0.0.1',
+    SERVICE_PORT: '0',
+    SERVICE_DATA_DIR: join(dataDir, 'data'),
+    SERVICE_KEYS_DIR: join(dataDir, 'keys'),
+    SERVICE_BOOTSTRAP_TOKEN: pat,
+    SERVICE_HTTP_SERVER: opts.engine ?? 'uws',
+    SERVICE_LOG_LEVEL: 'error',
+    ...opts.env,
+  });
+  const service = await startAllInOne(config, createLogger('error'));
+  const url = service.baseUrl;
+  const created = service.bootstrap.created;
+  const call: TestService['call'] = async (path, init = {}) => {
+    const headers: Record<string, string> = { ...init.headers };
+    if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
+    let body: string | undefined;
+    if (init.body !== undefined) {
+      body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(`${url}${path}`, {
+      method: init.method ?? (body === undefined ? 'GET' : 'POST'),
+      headers,
+      body,
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* not JSON */
+    }
+    return { status: res.status, headers: res.headers, body: parsed as any };
+  };
+  return {
+    service,
+    url,
+    pat: created?.token ?? opts.env?.SERVICE_BOOTSTRAP_TOKEN ?? pat,
+    agentKey: created?.agentKey ?? '',
+    dataDir,
+    call,
+    async close(keepData = false) {
+      await service.close(2000);
+      if (!keepData) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Creates an org with its own super-scoped admin PAT and one agent; returns their secrets. */
+export async function createOrg(
+  svc: TestService,
+  name: string,
+): Promise<{ orgId: string; adminPat: string; agentKey: string; agentUuid: string }> {
+  const org = await svc.call('/api/orgs', { token: svc.pat, body: { name } });
+  const orgId = org.body.org_id as string;
+  const user = await svc.call('/api/users', {
+    token: svc.pat,
+    body: { email: `admin@${name}.test`, role: 'admin', org_id: orgId },
+  });
+  const tok = await svc.call('/api/tokens', {
+    token: svc.pat,
+    body: { name: 'admin', user_id: user.body.user_id },
+  });
+  const agent = await svc.call('/api/agents/onboard', {
+    token: tok.body.token,
+    body: { agent_id: `${name}-agent` },
+  });
+  return {
+    orgId,
+    adminPat: tok.body.token,
+    agentKey: agent.body.api_key.api_key,
+    agentUuid: agent.body.agent_uuid,
+  };
+}
+
+/** Points an org at the mock upstream for both openai (gpt-*, text-embedding-*) and anthropic (claude-*). */
+export async function useMockUpstream(svc: TestService, token: string, upstreamUrl: string): Promise<void> {
+  const res = await svc.call('/api/settings/providers', {
+    method: 'PUT',
+    token,
+    body: {
+      providers: [
+        {
+          name: 'openai',
+          api_key: 'sk-test-openai-0001',
+          base_url: `${upstreamUrl}/v1`,
+          models: ['gpt-*', 'o9-*', 'text-embedding-*'],
+        },
+        { name: 'anthropic', api_key: 'sk-ant-test-0002', base_url: upstreamUrl, models: ['claude-*'] },
+        { name: 'mock' },
+      ],
+    },
+  });
+  if (res.status !== 200) throw new Error(`provider setup failed: ${JSON.stringify(res.body)}`);
+}
