@@ -7,12 +7,17 @@ export const ERROR_CATALOG = {
   invalid_request: { status: 400, type: 'invalid_request_error' },
   invalid_json: { status: 400, type: 'invalid_request_error' },
   invalid_flags: { status: 400, type: 'invalid_request_error' },
+  invalid_policy: { status: 400, type: 'invalid_request_error' },
   model_not_found: { status: 400, type: 'invalid_request_error' },
   unauthenticated: { status: 401, type: 'authentication_error' },
   forbidden: { status: 403, type: 'permission_error' },
+  webauthn_required: { status: 403, type: 'permission_error' },
+  mandate_invalid: { status: 403, type: 'permission_error' },
   not_found: { status: 404, type: 'not_found_error' },
+  tool_not_found: { status: 404, type: 'not_found_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
   conflict: { status: 409, type: 'conflict_error' },
+  approval_not_pending: { status: 409, type: 'conflict_error' },
   idempotency_in_progress: { status: 409, type: 'conflict_error' },
   idempotency_mismatch: { status: 409, type: 'conflict_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
@@ -32,11 +37,18 @@ export class ServiceError extends Error {
   readonly status: number;
   readonly param: string | undefined;
   readonly headers: Readonly<Record<string, string>> | undefined;
+  /** Every problem found, when there are several (invalid policies, strict bodies). */
+  readonly problems: readonly { path: string; message: string }[] | undefined;
 
   constructor(
     code: ErrorCode,
     message: string,
-    opts: { param?: string; cause?: unknown; headers?: Record<string, string> } = {},
+    opts: {
+      param?: string;
+      cause?: unknown;
+      headers?: Record<string, string>;
+      problems?: readonly { path: string; message: string }[];
+    } = {},
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'ServiceError';
@@ -44,21 +56,36 @@ export class ServiceError extends Error {
     this.status = ERROR_CATALOG[code].status;
     this.param = opts.param;
     this.headers = opts.headers;
+    this.problems = opts.problems;
   }
 }
 
 export interface ErrorBody {
   type: 'error';
-  error: { type: string; code: ErrorCode; message: string; param?: string; request_id: string };
+  error: {
+    type: string;
+    code: ErrorCode;
+    message: string;
+    param?: string;
+    request_id: string;
+    problems?: readonly { path: string; message: string }[];
+  };
 }
 
 /**
  * The body of an error response. The top-level `type: "error"` makes the same body readable by
  * Anthropic-style clients, which look for it; OpenAI-style clients read `error`.
  */
-export function errorBody(code: ErrorCode, message: string, requestId: string, param?: string): ErrorBody {
+export function errorBody(
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+  param?: string,
+  problems?: readonly { path: string; message: string }[],
+): ErrorBody {
   const error: ErrorBody['error'] = { type: ERROR_CATALOG[code].type, code, message, request_id: requestId };
   if (param !== undefined) error.param = param;
+  if (problems !== undefined) error.problems = problems;
   return { type: 'error', error };
 }
 

@@ -128,6 +128,6 @@ export class Ctx {
       if (!this.res.aborted) this.endStream();
       return;
     }
-    this.json(e.status, errorBody(e.code, e.message, this.requestId, e.param), e.headers);
+    this.json(e.status, errorBody(e.code, e.message, this.requestId, e.param, e.problems), e.headers);
   }
 }

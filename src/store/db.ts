@@ -20,6 +20,13 @@ export interface Store {
   readonly pipelineIndex: AnyDb;
   readonly idempotency: AnyDb;
   readonly meta: AnyDb;
+  readonly policies: AnyDb;
+  readonly policyVersions: AnyDb;
+  readonly policyAssignments: AnyDb;
+  readonly approvals: AnyDb;
+  readonly approvalIndex: AnyDb;
+  readonly revokedMandates: AnyDb;
+  readonly tools: AnyDb;
   readonly writer: BatchWriter;
   close(): Promise<void>;
 }
@@ -80,6 +87,13 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     pipelineIndex: db('pipeline_index'),
     idempotency: db('idempotency'),
     meta: db('meta'),
+    policies: db('policies'),
+    policyVersions: db('policy_versions'),
+    policyAssignments: db('policy_assignments'),
+    approvals: db('approvals'),
+    approvalIndex: db('approval_index'),
+    revokedMandates: db('revoked_mandates'),
+    tools: db('tools'),
     writer,
     async close() {
       if (timer) clearInterval(timer);
