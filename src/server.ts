@@ -1,9 +1,18 @@
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { registerPlatform } from './control/platform.js';
+import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
+import { ServiceError } from './core/errors.js';
+import { MandateKeys } from './crypto/mandate-keys.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
 import { GatewayService } from './gateway/service.js';
+import { Governor } from './govern/governor.js';
+import { registerMandateRoutes } from './govern/mandate-routes.js';
+import { MandateService } from './govern/mandates.js';
+import { registerGovernRoutes } from './govern/routes.js';
+import { ToolRegistry } from './govern/tools.js';
+import type { ApprovalDesk } from './govern/types.js';
 import { createHttpHandler, type RouteHandler } from './http/app.js';
 import { listen } from './http/listen.js';
 import { Router } from './http/router.js';
@@ -15,6 +24,7 @@ import { LocalSnapshot } from './snapshot/local.js';
 import { openStore } from './store/db.js';
 import { LmdbEventLog } from './store/event-log.js';
 import { IdempotencyStore } from './store/idempotency.js';
+import { PolicyRepo } from './store/policies.js';
 import { SettingsRepo } from './store/settings.js';
 import type { Logger } from './util/log.js';
 import { VERSION } from './version.js';
@@ -38,12 +48,16 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     timeoutMs: config.upstreamTimeoutMs,
     connections: config.upstreamConnections,
   });
-  const snapshot = new LocalSnapshot(identity, settings, pools);
+  const policies = new PolicyRepo(store);
+  const snapshot = new LocalSnapshot(identity, settings, pools, policies);
   const metrics = new Metrics();
   const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
   const boot = await bootstrap(config, store, identity, settings, events);
   idempotency.sweep();
-  const sweeper = setInterval(() => idempotency.sweep(), 3_600_000);
+  const sweeper = setInterval(() => {
+    idempotency.sweep();
+    void mandates.sweep();
+  }, 3_600_000);
   sweeper.unref();
 
   let closing = false;
@@ -56,11 +70,25 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   };
 
   const router = new Router<RouteHandler>();
+  const mandateKeys = MandateKeys.load(config.keysDir, config.audit.keyPassword);
+  const mandates = new MandateService(mandateKeys, store, () => base.value);
+  const tools = new ToolRegistry(store, settings, config.egressAllow);
+  const approvalDesk: ApprovalDesk = {
+    request: async () => {
+      throw new ServiceError('unavailable', 'approvals are not available yet');
+    },
+    preApprove: async () => {
+      throw new ServiceError('unavailable', 'approvals are not available yet');
+    },
+  };
+  const governor = new Governor(snapshot, { consume: () => undefined });
   const gateway = new GatewayService({
     snapshot,
     audit: events,
     metrics,
     idempotency,
+    governor,
+    requestApproval: (input) => approvalDesk.request(input),
     get baseUrl() {
       return base.value;
     },
@@ -69,6 +97,18 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   router.add('POST', '/v1/messages', gateway.messages);
   router.add('POST', '/v1/embeddings', gateway.embeddings);
   router.add('GET', '/v1/models', gateway.models);
+  const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
+  registerGovernRoutes(router, {
+    snapshot,
+    governor,
+    audit: events,
+    mandates,
+    approvals: approvalDesk,
+    tools,
+    orgExists,
+  });
+  registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
+  registerPolicies(router, { snapshot, identity, policies, audit: events });
   registerProvisioning(router, {
     snapshot,
     identity,

@@ -1,5 +1,15 @@
-import type { AuditSink } from '../audit/types.js';
+import type { AuditInput, AuditSink } from '../audit/types.js';
+import type { Finding } from '../core/detect/index.js';
 import { isServiceError, ServiceError } from '../core/errors.js';
+import {
+  guardText,
+  messageTexts,
+  type OutputGuard,
+  outputGuard,
+  redactMessages,
+} from '../core/guardrails/index.js';
+import type { Governor, GovernResult } from '../govern/governor.js';
+import { decisionRecord, detectionRecord } from '../govern/governor.js';
 import type { Ctx } from '../http/context.js';
 import type { Metrics } from '../metrics/index.js';
 import type { Provider } from '../providers/types.js';
@@ -12,9 +22,12 @@ import {
 } from '../providers/wire/index.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { IdempotencyStore, StoredResponse } from '../store/idempotency.js';
-import { newId, sha256Hex } from '../util/ids.js';
+import { sha256Hex } from '../util/ids.js';
 import { type ActingAgent, actingAgent } from './acting-agent.js';
-import { envelope } from './envelope.js';
+import { type ApprovalRef, blockedChunks, blockedCompletion, blockMessage } from './blocked.js';
+import { type CallIds, callIds } from './call-ids.js';
+import { envelope, type ServiceEnvelope } from './envelope.js';
+import { OutputStreamGovernor } from './output-stream.js';
 import { anthropicFrontEnd, type FrontEnd, openaiFrontEnd } from './renderers.js';
 import {
   LIMITS,
@@ -24,61 +37,32 @@ import {
   validateMessagesRequest,
 } from './validate.js';
 
+/** Creates a pending approval for a call the policy wants a human to approve. */
+export type ApprovalRequester = (input: {
+  org_id: string;
+  agent_id: string;
+  agent_uuid: string;
+  fingerprint: string;
+  tier: 'standard' | 'signed';
+  summary: string;
+  matched_rule: string | null;
+  pipeline_id: string;
+  behavior_type: string;
+  tool: string | null;
+}) => Promise<ApprovalRef>;
+
 export interface GatewayDeps {
   readonly snapshot: Snapshot;
   readonly audit: AuditSink;
   readonly metrics: Metrics;
   readonly idempotency: IdempotencyStore;
+  readonly governor: Governor;
+  readonly requestApproval: ApprovalRequester;
   /** Base of `service.audit_url`. */
   readonly baseUrl: string;
 }
 
-/** Per-call identifiers: the session pins across calls, task and pipeline are this call's. */
-interface CallIds {
-  readonly sessionId: string;
-  readonly taskId: string;
-  readonly pipelineId: string;
-}
-
-const SESSION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const TEMPERATURE_PREFIX = Buffer.from(`{"temperature":${LIMITS.defaultTemperature},`);
-
-function callIds(ctx: Ctx): CallIds {
-  const given = ctx.header('x-session-id');
-  if (given !== undefined && !SESSION_ID_RE.test(given)) {
-    throw new ServiceError('invalid_request', 'X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]', {
-      param: 'X-Session-Id',
-    });
-  }
-  const task = ctx.header('x-task-id');
-  return {
-    sessionId: given ?? newId('ses_'),
-    taskId: task !== undefined && SESSION_ID_RE.test(task) ? task : newId('tsk_'),
-    pipelineId: newId('pl_'),
-  };
-}
-
-/**
- * X-Service-Flags: comma-separated `key=value` pairs. Parsed and recorded; the policy engine
- * decides what each flag does.
- */
-export function parseFlagsHeader(raw: string | undefined): Record<string, string> | null {
-  if (raw === undefined || raw.trim() === '') return null;
-  const out: Record<string, string> = {};
-  for (const part of raw.split(',')) {
-    const item = part.trim();
-    if (item === '') continue;
-    const eq = item.indexOf('=');
-    const key = eq > 0 ? item.slice(0, eq).trim() : '';
-    if (!/^[a-z_]{1,32}$/.test(key) || eq === item.length - 1) {
-      throw new ServiceError('invalid_flags', `X-Service-Flags: "${item}" is not key=value`, {
-        param: 'X-Service-Flags',
-      });
-    }
-    out[key] = item.slice(eq + 1).trim();
-  }
-  return out;
-}
 
 /** The caller's exact bytes with the default temperature spliced in (no re-serialisation). */
 function withDefaultTemperature(body: Buffer): Buffer {
@@ -87,15 +71,36 @@ function withDefaultTemperature(body: Buffer): Buffer {
   return Buffer.concat([TEMPERATURE_PREFIX, body.subarray(i + 1)]);
 }
 
-function usageOf(
-  u: OpenaiUsage | null | undefined,
-): { prompt_tokens: number; completion_tokens: number; total_tokens: number } | null {
+function usageOf(u: OpenaiUsage | null | undefined): AuditInput['usage'] {
   if (!u) return null;
   return {
     prompt_tokens: u.prompt_tokens ?? 0,
     completion_tokens: u.completion_tokens ?? 0,
     total_tokens: u.total_tokens ?? 0,
   };
+}
+
+function asServiceError(err: unknown): ServiceError {
+  return isServiceError(err)
+    ? err
+    : new ServiceError('upstream_error', 'provider call failed', { cause: err });
+}
+
+/** What every audit event of one chat call shares. */
+interface CallRecord {
+  readonly base: Omit<AuditInput, 'event_type'>;
+  readonly details: Record<string, unknown>;
+  readonly gov: GovernResult;
+  readonly service: ServiceEnvelope;
+  readonly ids: CallIds;
+}
+
+function piiValues(texts: GovernResult['scan']['texts']): { type: string; value: string }[] {
+  const out: { type: string; value: string }[] = [];
+  for (const t of texts)
+    for (const f of t.findings)
+      if (f.category === 'pii') out.push({ type: f.type, value: t.text.slice(f.start, f.end) });
+  return out;
 }
 
 export class GatewayService {
@@ -135,7 +140,6 @@ export class GatewayService {
     rawBody: Buffer | undefined,
     endUser: string | null,
   ): Promise<void> {
-    const flags = parseFlagsHeader(ctx.header('x-service-flags'));
     const ids = callIds(ctx);
     const idemKey = ctx.header('idempotency-key');
     let bodyHash = '';
@@ -155,81 +159,276 @@ export class GatewayService {
     let kept: StoredResponse | undefined;
     try {
       const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
-      const base = {
-        org_id: agent.orgId,
-        agent_id: agent.agentId,
-        session_id: ids.sessionId,
-        task_id: ids.taskId,
-        pipeline_id: ids.pipelineId,
-        behavior_type: 'LLM_CALL',
-        provider: provider.name,
-        model: request.model,
-      };
-      const details = {
-        endpoint: fe.endpoint,
-        format: fe.format,
-        stream: request.stream === true,
-        flags,
-        acting_admin: agent.actingAdmin,
-        idempotency_key: idemKey ?? null,
-      };
-      const personal = endUser === null ? undefined : { end_user: endUser };
-      const service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
-      const ac = new AbortController();
-      ctx.res.onAbort(() => ac.abort());
       const t0 = performance.now();
-      if (request.stream === true) {
-        kept = await this.stream(ctx, fe, provider, request, ac.signal, service, base, details, personal, t0);
+      const gov = this.deps.governor.decide(agent, {
+        type: 'LLM_CALL',
+        model: request.model,
+        provider: provider.name,
+        texts: messageTexts(request.messages),
+        flagsHeader: ctx.header('x-service-flags'),
+        payload: { tools: request.tools?.map((t) => t.function.name) ?? [], stream: request.stream === true },
+      });
+      this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
+      const decision = gov.decision;
+      const record: CallRecord = {
+        base: {
+          org_id: agent.orgId,
+          agent_id: agent.agentId,
+          session_id: ids.sessionId,
+          task_id: ids.taskId,
+          pipeline_id: ids.pipelineId,
+          behavior_type: 'LLM_CALL',
+          provider: provider.name,
+          model: request.model,
+          rule_id: decision.rule_id,
+          detections:
+            gov.scan.counts.pii +
+              gov.scan.counts.secret +
+              gov.scan.counts.injection +
+              gov.scan.counts.unicode >
+            0
+              ? { input: detectionRecord(gov.scan) }
+              : null,
+          personal: {
+            ...(endUser === null ? {} : { end_user: endUser }),
+            ...(gov.scan.counts.pii > 0 ? { detected_values: piiValues(gov.scan.texts) } : {}),
+          },
+        },
+        details: {
+          endpoint: fe.endpoint,
+          format: fe.format,
+          stream: request.stream === true,
+          acting_admin: agent.actingAdmin,
+          idempotency_key: idemKey ?? null,
+          decision: decisionRecord(gov),
+        },
+        gov,
+        service: envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false),
+        ids,
+      };
+      if (decision.outcome !== 'allow') {
+        await this.answerBlocked(ctx, fe, agent, request, record);
         return;
       }
-      let completion: ChatCompletion;
-      try {
-        completion = await provider.chat({
-          request,
-          rawBody: fe.format === 'openai' && provider.name === 'openai' ? rawBody : undefined,
-          signal: ac.signal,
-        });
-      } catch (err) {
-        const upstreamS = (performance.now() - t0) / 1000;
-        this.deps.metrics.upstreamCall(provider.name, 'error', upstreamS);
-        const e = isServiceError(err)
-          ? err
-          : new ServiceError('upstream_error', 'provider call failed', { cause: err });
-        await this.deps.audit.append({
-          ...base,
-          event_type: 'llm_call',
-          outcome: 'error',
-          reason: e.message,
-          details: { ...details, status: e.status, error_code: e.code, upstream_ms: upstreamS * 1000 },
-          personal,
-        });
-        throw e;
+      if (decision.redact.length > 0 && redactMessages(request.messages, gov.scan, decision.redact) > 0)
+        rawBody = undefined;
+      const guard = outputGuard(gov.policy, gov.flags);
+      const ac = new AbortController();
+      ctx.res.onAbort(() => ac.abort());
+      if (request.stream === true) {
+        kept = await this.stream(ctx, fe, provider, request, ac.signal, record, guard);
+        return;
       }
-      const upstreamS = (performance.now() - t0) / 1000;
-      this.deps.metrics.upstreamCall(provider.name, 'ok', upstreamS);
-      const t1 = performance.now();
-      await this.deps.audit.append({
-        ...base,
-        event_type: 'llm_call',
-        outcome: 'allow',
-        usage: usageOf(completion.usage),
-        details: {
-          ...details,
-          status: 200,
-          finish_reason: completion.choices[0]?.finish_reason ?? null,
-          tool_calls: completion.choices[0]?.message.tool_calls?.map((t) => t.function.name) ?? [],
-          upstream_ms: upstreamS * 1000,
-        },
-        personal,
-      });
-      this.deps.metrics.phase('audit', (performance.now() - t1) / 1000);
-      const body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
-      ctx.sendRaw(200, 'application/json', body);
-      kept = { status: 200, content_type: 'application/json', body, pipeline_id: ids.pipelineId };
+      kept = await this.complete(ctx, fe, provider, request, rawBody, ac.signal, record, guard);
     } finally {
       if (idemKey !== undefined)
         this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
     }
+  }
+
+  /** PII seen on the way in or out: the spec's pii_detected event, with the action taken. */
+  private piiEvent(
+    record: CallRecord,
+    stage: 'input' | 'output',
+    types: readonly string[],
+    action: string,
+  ): AuditInput {
+    return {
+      org_id: record.base.org_id,
+      event_type: 'pii_detected',
+      agent_id: record.base.agent_id ?? null,
+      session_id: record.base.session_id ?? null,
+      task_id: record.base.task_id ?? null,
+      pipeline_id: record.base.pipeline_id ?? null,
+      behavior_type: 'LLM_CALL',
+      provider: record.base.provider ?? null,
+      model: record.base.model ?? null,
+      outcome: action,
+      details: { stage, entity_types: types, action },
+    };
+  }
+
+  private async appendCall(
+    record: CallRecord,
+    event: Partial<AuditInput>,
+    inputPiiAction: string,
+    outputPii?: { types: string[]; action: string },
+  ): Promise<void> {
+    const events: Promise<unknown>[] = [
+      this.deps.audit.append({
+        ...record.base,
+        event_type: 'llm_call',
+        ...event,
+        details: { ...record.details, ...event.details },
+      }),
+    ];
+    if (record.gov.scan.summary.pii.length > 0)
+      events.push(
+        this.deps.audit.append(this.piiEvent(record, 'input', record.gov.scan.summary.pii, inputPiiAction)),
+      );
+    if (outputPii && outputPii.types.length > 0)
+      events.push(this.deps.audit.append(this.piiEvent(record, 'output', outputPii.types, outputPii.action)));
+    await Promise.all(events);
+  }
+
+  private async answerBlocked(
+    ctx: Ctx,
+    fe: FrontEnd,
+    agent: ActingAgent,
+    request: ChatCompletionRequest,
+    record: CallRecord,
+  ): Promise<void> {
+    const decision = record.gov.decision;
+    ctx.reason = decision.outcome === 'needs_approval' ? 'needs_approval' : 'policy_block';
+    let approval: ApprovalRef | undefined;
+    if (decision.outcome === 'needs_approval') {
+      approval = await this.deps.requestApproval({
+        org_id: agent.orgId,
+        agent_id: agent.agentId,
+        agent_uuid: agent.agentUuid,
+        fingerprint: record.gov.fingerprint,
+        tier: decision.tier ?? 'standard',
+        summary: `LLM call to ${request.model}: ${decision.reason}`,
+        matched_rule: decision.rule_id,
+        pipeline_id: record.ids.pipelineId,
+        behavior_type: 'LLM_CALL',
+        tool: null,
+      });
+    }
+    const text = blockMessage(decision, approval);
+    const service: ServiceEnvelope = {
+      ...record.service,
+      blocked: true,
+      outcome: decision.outcome,
+      reason: decision.reason,
+      rule_id: decision.rule_id,
+    };
+    if (approval) service.approval = approval;
+    await this.appendCall(
+      record,
+      {
+        outcome: decision.outcome,
+        reason: decision.reason,
+        details: { status: 200, blocked: true, approval_id: approval?.request_id ?? null },
+      },
+      'blocked',
+    );
+    if (request.stream === true) {
+      const renderer = fe.streamRenderer(request.model, false);
+      ctx.startStream(200, 'text/event-stream; charset=utf-8');
+      let out = '';
+      for (const c of blockedChunks(request.model, text)) out += renderer.chunk(c);
+      ctx.endStream(out + renderer.finish(service));
+      return;
+    }
+    ctx.json(200, fe.renderCompletion(blockedCompletion(request.model, text), service, request.model));
+  }
+
+  private async complete(
+    ctx: Ctx,
+    fe: FrontEnd,
+    provider: Provider,
+    request: ChatCompletionRequest,
+    rawBody: Buffer | undefined,
+    signal: AbortSignal,
+    record: CallRecord,
+    guard: OutputGuard,
+  ): Promise<StoredResponse | undefined> {
+    const t0 = performance.now();
+    let completion: ChatCompletion;
+    try {
+      completion = await provider.chat({
+        request,
+        rawBody: fe.format === 'openai' && provider.name === 'openai' ? rawBody : undefined,
+        signal,
+      });
+    } catch (err) {
+      const upstreamS = (performance.now() - t0) / 1000;
+      this.deps.metrics.upstreamCall(provider.name, 'error', upstreamS);
+      const e = asServiceError(err);
+      await this.appendCall(
+        record,
+        {
+          outcome: 'error',
+          reason: e.message,
+          details: { status: e.status, error_code: e.code, upstream_ms: upstreamS * 1000 },
+        },
+        'allowed',
+      );
+      throw e;
+    }
+    const upstreamS = (performance.now() - t0) / 1000;
+    this.deps.metrics.upstreamCall(provider.name, 'ok', upstreamS);
+    const t1 = performance.now();
+    const message = completion.choices[0]?.message;
+    let service = record.service;
+    let outcome = 'allow';
+    let reason: string | null = null;
+    const outputTypes = new Set<string>();
+    let outputAction = 'allowed';
+    if (guard.active && message) {
+      const blocked = this.guardMessage(guard, message, outputTypes);
+      outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
+      if (blocked) {
+        outcome = 'block';
+        reason = `model output contained ${blocked.category} (${blocked.type})`;
+        const text = blockMessage({
+          outcome: 'block',
+          reason,
+          rule_id: `detector:${blocked.category === 'secret' ? 'secrets' : blocked.category}`,
+        });
+        completion = { ...blockedCompletion(request.model, text), usage: completion.usage ?? null };
+        service = { ...service, blocked: true, outcome: 'block', reason, stage: 'output' };
+        ctx.reason = 'output_block';
+      }
+    }
+    await this.appendCall(
+      record,
+      {
+        outcome,
+        reason,
+        usage: usageOf(completion.usage),
+        details: {
+          status: 200,
+          finish_reason: completion.choices[0]?.finish_reason ?? null,
+          tool_calls: message?.tool_calls?.map((t) => t.function.name) ?? [],
+          upstream_ms: upstreamS * 1000,
+          output_detections: [...outputTypes],
+        },
+      },
+      record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
+      { types: [...outputTypes].filter((t) => !t.startsWith('secret:')), action: outputAction },
+    );
+    this.deps.metrics.phase('audit', (performance.now() - t1) / 1000);
+    const body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
+    ctx.sendRaw(200, 'application/json', body);
+    return outcome === 'allow'
+      ? { status: 200, content_type: 'application/json', body, pipeline_id: record.ids.pipelineId }
+      : undefined;
+  }
+
+  /** Scans a whole answer in place (content and tool arguments); returns the blocking finding, if any. */
+  private guardMessage(
+    guard: OutputGuard,
+    message: NonNullable<ChatCompletion['choices'][number]['message']>,
+    types: Set<string>,
+  ): Finding | undefined {
+    const note = (findings: readonly Finding[]): void => {
+      for (const f of findings) if (f.category === 'pii') types.add(f.type);
+    };
+    if (typeof message.content === 'string' && message.content.length > 0) {
+      const r = guardText(guard, message.content);
+      note(r.findings);
+      if (r.kind === 'block') return r.finding;
+      message.content = r.text;
+    }
+    for (const tc of message.tool_calls ?? []) {
+      const r = guardText(guard, tc.function.arguments);
+      note(r.findings);
+      if (r.kind === 'block') return r.finding;
+      tc.function.arguments = r.text;
+    }
+    return undefined;
   }
 
   /** Streams the answer. Headers wait for the first chunk, so an early failure is a plain error. */
@@ -239,16 +438,15 @@ export class GatewayService {
     provider: Provider,
     request: ChatCompletionRequest,
     signal: AbortSignal,
-    service: ReturnType<typeof envelope>,
-    base: Record<string, unknown> & { org_id: string },
-    details: Record<string, unknown>,
-    personal: Record<string, unknown> | undefined,
-    t0: number,
+    record: CallRecord,
+    guard: OutputGuard,
   ): Promise<StoredResponse | undefined> {
+    const t0 = performance.now();
     const wantsUsage = request.stream_options?.include_usage === true;
     const renderer = fe.streamRenderer(request.model, wantsUsage);
     const iterator = provider.chatStream({ request, signal })[Symbol.asyncIterator]();
     const metrics = this.deps.metrics;
+    const governor = guard.active ? new OutputStreamGovernor(guard) : undefined;
     let transcript = '';
     let usage: OpenaiUsage | null | undefined;
     let finish: string | null = null;
@@ -265,73 +463,95 @@ export class GatewayService {
       first = await iterator.next();
     } catch (err) {
       metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
-      const e = isServiceError(err)
-        ? err
-        : new ServiceError('upstream_error', 'provider call failed', { cause: err });
-      await this.deps.audit.append({
-        ...base,
-        event_type: 'llm_call',
-        outcome: 'error',
-        reason: e.message,
-        details: { ...details, status: e.status, error_code: e.code },
-        personal,
-      });
+      const e = asServiceError(err);
+      await this.appendCall(
+        record,
+        { outcome: 'error', reason: e.message, details: { status: e.status, error_code: e.code } },
+        'allowed',
+      );
       throw e;
     }
-    const contentType = 'text/event-stream; charset=utf-8';
-    ctx.startStream(200, contentType, { connection: 'keep-alive' });
+    ctx.startStream(200, 'text/event-stream; charset=utf-8', { connection: 'keep-alive' });
     metrics.openStreams.inc();
     let failure: ServiceError | undefined;
+    const emit = (chunks: readonly ChatCompletionChunk[]): boolean => {
+      for (const c of chunks) {
+        const text = renderer.chunk(c);
+        if (text === '') continue;
+        transcript += text;
+        if (!ctx.res.write(text)) return false;
+      }
+      return true;
+    };
     try {
       let step = first;
       while (!step.done) {
         observe(step.value);
-        const text = renderer.chunk(step.value);
-        if (text !== '') {
-          transcript += text;
-          if (!ctx.res.write(text)) break;
-        }
+        if (!emit(governor ? governor.push(step.value) : [step.value])) break;
+        if (governor?.blocked) break;
         step = await iterator.next();
       }
+      if (governor && !governor.blocked && !ctx.res.aborted) emit(governor.end());
     } catch (err) {
-      failure = isServiceError(err)
-        ? err
-        : new ServiceError('upstream_error', 'provider stream failed', { cause: err });
+      failure = asServiceError(err);
     } finally {
       metrics.openStreams.dec();
+      if (governor?.blocked) void iterator.return?.();
     }
     const upstreamS = (performance.now() - t0) / 1000;
     metrics.upstreamCall(provider.name, failure ? 'error' : 'ok', upstreamS);
     const aborted = ctx.res.aborted;
-    await this.deps.audit.append({
-      ...base,
-      event_type: 'llm_call',
-      outcome: failure ? 'error' : 'allow',
-      reason: failure?.message ?? (aborted ? 'client disconnected' : null),
-      usage: usageOf(usage),
-      details: {
-        ...details,
-        status: 200,
-        finish_reason: finish,
-        tool_calls: toolCalls,
-        upstream_ms: upstreamS * 1000,
-        client_disconnected: aborted,
-        error_code: failure?.code ?? null,
+    const blocked = governor?.blocked;
+    const reason = blocked
+      ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
+      : null;
+    await this.appendCall(
+      record,
+      {
+        outcome: failure ? 'error' : blocked ? 'block' : 'allow',
+        reason: failure?.message ?? reason ?? (aborted ? 'client disconnected' : null),
+        usage: usageOf(usage),
+        details: {
+          status: 200,
+          finish_reason: finish,
+          tool_calls: toolCalls,
+          upstream_ms: upstreamS * 1000,
+          client_disconnected: aborted,
+          error_code: failure?.code ?? null,
+          blocked_stage: blocked ? `output_${blocked.where}` : null,
+        },
       },
-      personal,
-    });
+      record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
+      blocked?.finding.category === 'pii' ? { types: [blocked.finding.type], action: 'blocked' } : undefined,
+    );
     if (aborted) return undefined;
     if (failure) {
       ctx.endStream(renderer.error(failure, ctx.requestId));
       return undefined;
     }
-    const tail = renderer.finish(service);
+    if (blocked && reason) {
+      ctx.reason = 'output_block';
+      const text = blockMessage({
+        outcome: 'block',
+        reason,
+        rule_id: `detector:${blocked.finding.category === 'secret' ? 'secrets' : blocked.finding.category}`,
+      });
+      const chunks = blockedChunks(request.model, text).slice(1);
+      let out = '';
+      for (const c of chunks) out += renderer.chunk(c);
+      ctx.endStream(
+        out +
+          renderer.finish({ ...record.service, blocked: true, outcome: 'block', reason, stage: 'output' }),
+      );
+      return undefined;
+    }
+    const tail = renderer.finish(record.service);
     ctx.endStream(tail);
     return {
       status: 200,
-      content_type: contentType,
+      content_type: 'text/event-stream; charset=utf-8',
       body: transcript + tail,
-      pipeline_id: service.audit_url.slice(service.audit_url.lastIndexOf('/') + 1),
+      pipeline_id: record.ids.pipelineId,
     };
   }
 
@@ -355,13 +575,21 @@ export class GatewayService {
   readonly embeddings = async (ctx: Ctx): Promise<void> => {
     const agent = actingAgent(ctx, this.deps.snapshot);
     const request = validateEmbeddingRequest(ctx.jsonBody());
-    parseFlagsHeader(ctx.header('x-service-flags'));
     const ids = callIds(ctx);
     const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
-    const ac = new AbortController();
-    ctx.res.onAbort(() => ac.abort());
-    const t0 = performance.now();
-    const base = {
+    const inputs =
+      typeof request.input === 'string'
+        ? [request.input]
+        : (request.input as unknown[]).filter((x): x is string => typeof x === 'string');
+    const gov = this.deps.governor.decide(agent, {
+      type: 'EMBEDDING_CALL',
+      model: request.model,
+      provider: provider.name,
+      texts: inputs.map((text, i) => ({ message: i, part: -1, text })),
+      flagsHeader: ctx.header('x-service-flags'),
+    });
+    const decision = gov.decision;
+    const base: AuditInput = {
       org_id: agent.orgId,
       event_type: 'embedding_call',
       agent_id: agent.agentId,
@@ -371,26 +599,63 @@ export class GatewayService {
       behavior_type: 'EMBEDDING_CALL',
       provider: provider.name,
       model: request.model,
-      personal: typeof request.user === 'string' ? { end_user: request.user } : undefined,
+      rule_id: decision.rule_id,
+      detections:
+        gov.scan.summary.pii.length + gov.scan.summary.secrets.length > 0
+          ? { input: detectionRecord(gov.scan) }
+          : null,
+      personal: typeof request.user === 'string' ? { end_user: request.user } : {},
     };
+    const service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
+    if (decision.outcome !== 'allow') {
+      // An embedding has no assistant message: the blocked answer is an empty list with the envelope.
+      ctx.reason = 'policy_block';
+      await this.deps.audit.append({
+        ...base,
+        outcome: decision.outcome,
+        reason: decision.reason,
+        details: { status: 200, blocked: true, decision: decisionRecord(gov) },
+      });
+      ctx.json(200, {
+        object: 'list',
+        data: [],
+        model: request.model,
+        usage: { prompt_tokens: 0, total_tokens: 0 },
+        service: {
+          ...service,
+          blocked: true,
+          outcome: decision.outcome,
+          reason: blockMessage(decision),
+          rule_id: decision.rule_id,
+        },
+      });
+      return;
+    }
+    if (decision.redact.length > 0) {
+      const msgs = inputs.map((content) => ({ role: 'user', content }));
+      if (redactMessages(msgs, gov.scan, decision.redact) > 0) {
+        const redacted = msgs.map((m) => m.content);
+        request.input = typeof request.input === 'string' ? (redacted[0] ?? '') : redacted;
+      }
+    }
+    const ac = new AbortController();
+    ctx.res.onAbort(() => ac.abort());
+    const t0 = performance.now();
     let result: Awaited<ReturnType<Provider['embed']>>;
     try {
       result = await provider.embed(request, ac.signal);
     } catch (err) {
       this.deps.metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
-      const e = isServiceError(err)
-        ? err
-        : new ServiceError('upstream_error', 'provider call failed', { cause: err });
+      const e = asServiceError(err);
       await this.deps.audit.append({
         ...base,
         outcome: 'error',
         reason: e.message,
-        details: { status: e.status, error_code: e.code },
+        details: { status: e.status, error_code: e.code, decision: decisionRecord(gov) },
       });
       throw e;
     }
     this.deps.metrics.upstreamCall(provider.name, 'ok', (performance.now() - t0) / 1000);
-    const inputs = Array.isArray(request.input) ? request.input.length : 1;
     await this.deps.audit.append({
       ...base,
       outcome: 'allow',
@@ -399,9 +664,9 @@ export class GatewayService {
         completion_tokens: 0,
         total_tokens: result.usage?.total_tokens ?? 0,
       },
-      details: { status: 200, inputs },
+      details: { status: 200, inputs: inputs.length, decision: decisionRecord(gov) },
     });
-    result.service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
+    result.service = service;
     ctx.json(200, result);
   };
 

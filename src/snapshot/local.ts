@@ -1,9 +1,14 @@
+import { DEFAULT_POLICY } from '../core/policy/index.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type { AgentRecord, Principal } from '../identity/types.js';
 import { buildOrgProviders, type OrgProviders } from '../providers/registry.js';
 import type { UpstreamPools } from '../providers/upstream.js';
 import type { SettingsRepo } from '../store/settings.js';
-import type { Snapshot } from './types.js';
+import type { EffectivePolicy, PolicySource, Snapshot } from './types.js';
+
+const NO_POLICIES: PolicySource = {
+  effective: () => ({ policy: DEFAULT_POLICY, policy_id: null, version_no: null }),
+};
 
 const MAX_CACHED_CREDENTIALS = 10_000;
 
@@ -21,7 +26,12 @@ export class LocalSnapshot implements Snapshot {
     private readonly identity: IdentityRepo,
     private readonly settings: SettingsRepo,
     private readonly pools: UpstreamPools,
+    private readonly policies: PolicySource = NO_POLICIES,
   ) {}
+
+  policy(orgId: string, agentUuid: string): EffectivePolicy {
+    return this.policies.effective(orgId, agentUuid);
+  }
 
   authenticate(secret: string): Principal | undefined {
     const generation = this.identity.generation;

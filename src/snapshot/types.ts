@@ -1,3 +1,4 @@
+import type { CompiledPolicy } from '../core/policy/index.js';
 import type { AgentRecord, Principal } from '../identity/types.js';
 import type { OrgProviders } from '../providers/registry.js';
 
@@ -11,4 +12,17 @@ export interface Snapshot {
   authenticate(secret: string): Principal | undefined;
   agentByName(orgId: string, agentId: string): AgentRecord | undefined;
   providers(orgId: string): OrgProviders;
+  /** The policy in force for an agent: its own assignment, else its org's, else the default. */
+  policy(orgId: string, agentUuid: string): EffectivePolicy;
+}
+
+export interface EffectivePolicy {
+  readonly policy: CompiledPolicy;
+  readonly policy_id: string | null;
+  readonly version_no: number | null;
+}
+
+/** Where published policies come from (the policy store in all-in-one). */
+export interface PolicySource {
+  effective(orgId: string, agentUuid: string): EffectivePolicy;
 }

@@ -7,7 +7,7 @@ import { ENGINES, startService, type TestService } from '../helpers/service.js';
 type Res = Awaited<ReturnType<TestService['call']>>;
 
 const MAX_BODY = 5 * 1024 * 1024;
-const ERROR_KEYS = new Set(['type', 'code', 'message', 'request_id', 'param']);
+const ERROR_KEYS = new Set(['type', 'code', 'message', 'request_id', 'param', 'problems']);
 const MSG = { role: 'user', content: 'hello' } as const;
 
 function messages(n: number): { role: string; content: string }[] {
@@ -24,7 +24,7 @@ function tools(n: number): unknown[] {
   }));
 }
 
-/** Exactly `{type: 'error', error: {type, code, message, request_id, param?}}`, matching the catalog. */
+/** Exactly `{type: 'error', error: {type, code, message, request_id, param?, problems?}}`, matching the catalog. */
 function assertError(t: Test, res: Res, code: ErrorCode, param?: string): void {
   const entry = ERROR_CATALOG[code];
   t.equal(res.status, entry.status, `status ${entry.status} (${code}): ${JSON.stringify(res.body)}`);

@@ -1,0 +1,118 @@
+import { hash } from 'node:crypto';
+import { isHash } from './bytes.js';
+import type { Personal } from './commitment.js';
+import { ChainError } from './errors.js';
+import { canonicalize, type JsonValue, sortedKeys, writeString } from './jcs.js';
+
+/** `prev_hash` of the first event of a chain: 64 ASCII zeros. */
+export const GENESIS = '0'.repeat(64);
+
+/** Where a control-plane event came from: the sidecar log entry it was ingested from. */
+export interface EventOrigin {
+  sidecar_id: string;
+  index: number;
+  hash: string;
+}
+
+/** One line of an org chain (format v2). `seq` is the 1-based line number. */
+export interface ChainEvent {
+  id: string;
+  org_id: string;
+  seq: number;
+  ts: string;
+  event_type: string;
+  agent_id: string | null;
+  session_id: string | null;
+  task_id: string | null;
+  pipeline_id: string | null;
+  behavior_type: string | null;
+  outcome: string | null;
+  reason: string | null;
+  rule_id: string | null;
+  provider: string | null;
+  model: string | null;
+  usage: { [key: string]: number } | null;
+  cost: number | null;
+  detections: JsonValue[] | null;
+  details: { [key: string]: JsonValue } | null;
+  personal: Personal | null;
+  origin: EventOrigin | null;
+  _chain_version: 2;
+  prev_hash: string;
+  hash: string;
+  /** The seal covering this event; added after sealing, outside the hash. */
+  seal?: { seq: number };
+}
+
+/** An event before it is linked: everything the writer decides. */
+export type EventDraft = Omit<ChainEvent, '_chain_version' | 'prev_hash' | 'hash' | 'seal'>;
+
+/** A v1 event: no `_chain_version`, one global chain across orgs, same hash rule. */
+export interface LegacyEvent {
+  id: string;
+  prev_hash: string;
+  hash: string;
+  seq?: number;
+  _chain_version?: undefined;
+  [key: string]: unknown;
+}
+
+/**
+ * The canonical text of an event: RFC 8785 JSON of the event without `hash` and `seal`, with each
+ * `personal` entry replaced by its commitment string `c` (so `personal` becomes `{field: c}`).
+ * Works on untrusted shapes too (the verifier feeds it stored data); throws `ChainError` only
+ * for values JCS refuses.
+ */
+export function canonicalEventString(event: object): string {
+  const rec = event as Record<string, unknown>;
+  const keys = sortedKeys(Object.keys(rec));
+  let out = '{';
+  for (const key of keys) {
+    if (key === 'hash' || key === 'seal') continue; // not covered by the hash
+    const v = rec[key];
+    if (v === undefined) continue;
+    if (out.length > 1) out += ',';
+    out += `${writeString(key)}:${key === 'personal' ? canonicalize(commitmentsOf(v)) : canonicalize(v)}`;
+  }
+  return `${out}}`;
+}
+
+/** `canonicalEventString` as UTF-8 bytes. */
+export function canonicalEventBytes(event: object): Uint8Array {
+  return new Uint8Array(Buffer.from(canonicalEventString(event), 'utf8'));
+}
+
+function commitmentsOf(personal: unknown): unknown {
+  if (typeof personal !== 'object' || personal === null || Array.isArray(personal)) return personal;
+  const rec = personal as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(rec)) {
+    const f = rec[key];
+    out[key] = typeof f === 'object' && f !== null ? (f as { c?: unknown }).c : f;
+  }
+  return out;
+}
+
+/**
+ * The event hash, hex SHA-256 over: the 64 ASCII hex characters of `prevHash` (lowercase, as
+ * stored), immediately followed by the UTF-8 bytes of `canonicalEventString(event)`. No
+ * separator is needed: the prefix has a fixed length. `prevHash` is normally `event.prev_hash`.
+ */
+export function hashEvent(prevHash: string, event: object): string {
+  if (!isHash(prevHash))
+    throw new ChainError('invalid_hash', 'prev_hash must be 64 lowercase hex characters');
+  return hashEventUnchecked(prevHash, event);
+}
+
+/** `hashEvent` without validating `prevHash` (for the verifier, which reads untrusted data). */
+export function hashEventUnchecked(prevHash: string, event: object): string {
+  // One-shot crypto.hash is markedly cheaper than createHash for inputs this small.
+  return hash('sha256', prevHash + canonicalEventString(event), 'hex');
+}
+
+/** Links a draft after `prevHash`: sets `_chain_version`, `prev_hash` and `hash`. */
+export function linkEvent(prevHash: string, draft: EventDraft): ChainEvent {
+  const linked = { ...draft, _chain_version: 2 as const, prev_hash: prevHash, hash: '' };
+  linked.hash = hashEvent(prevHash, linked);
+  return linked;
+}

@@ -1,0 +1,120 @@
+// Compiles the injection pattern table: sticky regexes per pattern, a case-insensitive pre-test per
+// trigger, one prefix-factored trigger regex, and the hidden-comment checks.
+
+import { AI, DEFS } from './injection-patterns.js';
+import type { InjectionType } from './types.js';
+
+export interface InjectionPattern {
+  readonly id: number;
+  readonly type: InjectionType;
+  readonly weight: number;
+  /** Sticky; matched at the trigger's offset. */
+  readonly re: RegExp;
+}
+
+// Hidden HTML comments that address the model: `<!-- … -->` (up to COMMENT_MAX characters) whose
+// body names an AI and gives it an order, or tells the reader to ignore instructions. Checked in
+// code (see injection.ts) so that each character is read by at most one comment check.
+export const COMMENT_MAX = 1000;
+export const COMMENT_AI = new RegExp(`\\b${AI}s?\\b`, 'i');
+export const COMMENT_ORDER = new RegExp(
+  "\\b(?:ignore|disregard|instead|must|do\\s+not|don'?t|never|secretly|without\\s+telling|reveal|send|" +
+    'forward)\\b',
+  'i',
+);
+export const COMMENT_IGNORE = /\b(?:ignore|disregard)\b/i;
+export const COMMENT_RULES = /\b(?:instructions|rules|prompt)\b/i;
+const COMMENT_TYPE: InjectionType = 'indirect';
+const COMMENT_WEIGHT = 0.75;
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+interface TrieNode {
+  end: boolean;
+  next: Map<string, TrieNode>;
+}
+
+/**
+ * A regex source matching exactly `words`, factored by common prefixes (`ab|ac` → `a(?:b|c)`): the
+ * engine then tests each first character once instead of once per word.
+ */
+export function trieSource(words: readonly string[]): string {
+  const root: TrieNode = { end: false, next: new Map() };
+  for (const w of words) {
+    let node = root;
+    for (const ch of w) {
+      let child = node.next.get(ch);
+      if (child === undefined) {
+        child = { end: false, next: new Map() };
+        node.next.set(ch, child);
+      }
+      node = child;
+    }
+    node.end = true;
+  }
+  const emit = (node: TrieNode): string => {
+    const alts = [...node.next].map(([ch, child]) => escapeRegExp(ch) + emit(child));
+    if (alts.length === 0) return '';
+    const body = alts.length === 1 && !node.end ? alts[0]! : `(?:${alts.join('|')})`;
+    return node.end ? `${body}?` : body;
+  };
+  return emit(root);
+}
+
+/**
+ * The patterns of one trigger, and (for several) their case-insensitive union as a cheap pre-test.
+ * `comment` marks the `<!--` trigger, whose single pattern is checked in code.
+ */
+export interface TriggerEntry {
+  readonly any: RegExp | null;
+  readonly patterns: readonly InjectionPattern[];
+  readonly comment: boolean;
+}
+
+function build(): { patterns: InjectionPattern[]; byTrigger: Map<string, TriggerEntry>; trigger: RegExp } {
+  const patterns: InjectionPattern[] = [];
+  const lists = new Map<string, InjectionPattern[]>();
+  DEFS.forEach((d, id) => {
+    const triggers = d.triggers.split(' ');
+    const head = triggers.map(escapeRegExp).join('|');
+    const re = new RegExp(`(?:${head})${d.tail}`, d.caseSensitive ? 'y' : 'iy');
+    const p: InjectionPattern = { id, type: d.type, weight: d.weight, re };
+    patterns.push(p);
+    for (const t of triggers) {
+      const key = t.toLowerCase();
+      const list = lists.get(key);
+      if (list === undefined) lists.set(key, [p]);
+      else list.push(p);
+    }
+  });
+  const byTrigger = new Map<string, TriggerEntry>();
+  for (const [key, list] of lists) {
+    const any = list.length === 1 ? null : new RegExp(list.map((p) => `(?:${p.re.source})`).join('|'), 'iy');
+    byTrigger.set(key, { any, patterns: list, comment: false });
+  }
+  const comment: InjectionPattern = {
+    id: patterns.length,
+    type: COMMENT_TYPE,
+    weight: COMMENT_WEIGHT,
+    re: /<!--/y,
+  };
+  patterns.push(comment);
+  lists.set('<!--', [comment]);
+  byTrigger.set('<!--', { any: null, patterns: [comment], comment: true });
+  const keys = [...lists.keys()];
+  const words = keys.filter((k) => /^[a-z]/.test(k));
+  const marks = keys.filter((k) => !/^[a-z]/.test(k));
+  const trigger = new RegExp(`\\b${trieSource(words)}\\b|${trieSource(marks)}`, 'gi');
+  return { patterns, byTrigger, trigger };
+}
+
+const built = build();
+
+/** Every pattern, indexed by `id`. */
+export const INJECTION_PATTERNS: readonly InjectionPattern[] = built.patterns;
+/** Patterns by lowercased trigger. */
+export const PATTERNS_BY_TRIGGER: ReadonlyMap<string, TriggerEntry> = built.byTrigger;
+/** Global, case-insensitive: finds every trigger occurrence in one pass. */
+export const TRIGGER: RegExp = built.trigger;

@@ -1,0 +1,91 @@
+// Prompt-injection scan: one pass finds trigger words and markers, the patterns registered for a
+// trigger are tried (sticky) at its offset, and each category's score combines the weights of the
+// distinct patterns that matched as 1 − Π(1 − wᵢ).
+
+import {
+  COMMENT_AI,
+  COMMENT_IGNORE,
+  COMMENT_MAX,
+  COMMENT_ORDER,
+  COMMENT_RULES,
+  INJECTION_PATTERNS,
+  PATTERNS_BY_TRIGGER,
+  TRIGGER,
+} from './injection-table.js';
+import type { Finding, InjectionScores } from './types.js';
+
+export function emptyInjectionScores(): InjectionScores {
+  return { direct: 0, indirect: 0, jailbreak: 0, role_hijack: 0, context_manipulation: 0 };
+}
+
+/** Appends injection findings (score = pattern weight) to `out` and returns the category scores. */
+export function scanInjection(text: string, out: Finding[]): InjectionScores {
+  const scores = emptyInjectionScores();
+  let seen: Uint8Array | undefined;
+  let commentEnd = -1;
+  const trigger = TRIGGER;
+  trigger.lastIndex = 0;
+  for (let m = trigger.exec(text); m !== null; m = trigger.exec(text)) {
+    const entry = PATTERNS_BY_TRIGGER.get(m[0].toLowerCase());
+    if (entry === undefined) continue;
+    const at = m.index;
+    if (entry.comment) {
+      if (at < commentEnd) continue;
+      commentEnd = commentBodyEnd(text, at);
+      if (!commentAddressesModel) continue;
+      const p = entry.patterns[0]!;
+      out.push({ category: 'injection', type: p.type, start: at, end: commentEnd, score: p.weight });
+      seen ??= new Uint8Array(INJECTION_PATTERNS.length);
+      seen[p.id] = 1;
+      continue;
+    }
+    if (entry.any !== null) {
+      entry.any.lastIndex = at;
+      if (!entry.any.test(text)) continue;
+    }
+    const list = entry.patterns;
+    for (let k = 0; k < list.length; k++) {
+      const p = list[k]!;
+      p.re.lastIndex = at;
+      if (!p.re.test(text)) continue;
+      out.push({ category: 'injection', type: p.type, start: at, end: p.re.lastIndex, score: p.weight });
+      seen ??= new Uint8Array(INJECTION_PATTERNS.length);
+      seen[p.id] = 1;
+    }
+    if (trigger.lastIndex === at) trigger.lastIndex = at + 1;
+  }
+  if (seen === undefined) return scores;
+  const keep = emptyInjectionScores();
+  for (const t of Object.keys(keep) as (keyof InjectionScores)[]) keep[t] = 1;
+  for (let id = 0; id < seen.length; id++) {
+    if (seen[id] === 0) continue;
+    const p = INJECTION_PATTERNS[id]!;
+    keep[p.type] *= 1 - p.weight;
+  }
+  for (const t of Object.keys(keep) as (keyof InjectionScores)[]) scores[t] = round3(1 - keep[t]);
+  return scores;
+}
+
+// Set by commentBodyEnd(): whether the comment it read addresses the model.
+let commentAddressesModel = false;
+
+/**
+ * Reads the HTML comment opening at `at` (up to COMMENT_MAX characters of body) and returns where it
+ * ends; sets `commentAddressesModel`. Nested `<!--` before that end are not read again.
+ */
+function commentBodyEnd(text: string, at: number): number {
+  const bodyStart = at + 4;
+  const limit = Math.min(text.length, bodyStart + COMMENT_MAX);
+  const window = text.slice(bodyStart, limit + 3);
+  const close = window.indexOf('-->');
+  const closed = close !== -1;
+  const body = closed ? window.slice(0, close) : window.slice(0, limit - bodyStart);
+  commentAddressesModel =
+    (COMMENT_AI.test(body) && COMMENT_ORDER.test(body)) ||
+    (COMMENT_IGNORE.test(body) && COMMENT_RULES.test(body));
+  return closed ? bodyStart + close + 3 : limit;
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

@@ -1,0 +1,22 @@
+// PII scan: e-mail from each '@', numeric types in one pass over digit runs, IPv6 from colon groups,
+// dates of birth from their context words. Each sub-scan is skipped when its trigger cannot occur.
+
+import { scanDob } from './pii-dob.js';
+import { scanEmails } from './pii-email.js';
+import { scanIpv6 } from './pii-ipv6.js';
+import { PII_BIT } from './pii-mask.js';
+import { scanNumericPii } from './pii-numeric.js';
+import type { Finding } from './types.js';
+
+const NUMERIC = PII_BIT.phone | PII_BIT.card | PII_BIT.iban | PII_BIT.ssn | PII_BIT.ipv4;
+const ANY_DIGIT = /\d/;
+
+/** Appends PII findings of the types in `mask` (see pii-mask.ts) to `out`, unsorted. */
+export function scanPii(text: string, mask: number, out: Finding[]): void {
+  if (mask === 0 || text.length === 0) return;
+  if ((mask & PII_BIT.email) !== 0 && text.indexOf('@') !== -1) scanEmails(text, mask, out);
+  if (!ANY_DIGIT.test(text)) return;
+  if ((mask & NUMERIC) !== 0) scanNumericPii(text, mask, out);
+  if ((mask & PII_BIT.ipv6) !== 0 && text.indexOf(':') !== -1) scanIpv6(text, mask, out);
+  if ((mask & PII_BIT.dob) !== 0) scanDob(text, mask, out);
+}

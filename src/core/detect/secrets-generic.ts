@@ -1,0 +1,182 @@
+// Secrets assigned to a secret-looking name: `api_key = "…"`, `"token": "…"`, `PASSWORD=…`,
+// `Authorization: Bearer …`, `Password=…;` inside ADO/JDBC connection strings and Azure
+// `AccountKey=…`. A hit on a name fragment is expanded to the whole identifier; the value must follow
+// an assignment operator and pass length, character-class, entropy and placeholder checks.
+
+import { isAsciiAlnum, isDigit, isLower, isUpper } from './chars.js';
+import type { SpanCursor } from './span-cursor.js';
+import type { Finding, SecretType } from './types.js';
+import { shannonEntropy } from './validators.js';
+
+/** Minimum Shannon entropy (bits/char) of a generic secret value of at least MIN_SECRET_LENGTH. */
+export const SECRET_ENTROPY_THRESHOLD = 3.5;
+/** The same for values made only of hex digits (an alphabet of 16 caps entropy at 4 bits/char). */
+export const HEX_SECRET_ENTROPY_THRESHOLD = 3.0;
+export const MIN_SECRET_LENGTH = 16;
+const PASSWORD_ENTROPY_THRESHOLD = 2.5;
+const MIN_PASSWORD_LENGTH = 8;
+const MIN_CONN_PASSWORD_LENGTH = 4;
+const CONTEXT_WINDOW = 256;
+
+const NAME_HIT = /secret|pass(?:w|phrase)|pwd|token|key|credential|auth|bearer/gi;
+const ASSIGN = new RegExp(
+  // optional closing quote, operator (group 1), optional auth scheme, then one value form (groups 2-5)
+  '["\']?[ \\t]*(:=|=>|==?|:)[ \\t]*(?:(?:Bearer|Basic|Token)[ \\t]+)?' +
+    '(?:"([^"\\s\\\\]{1,512})"|\'([^\'\\s\\\\]{1,512})\'|`([^`\\s\\\\]{1,512})`|' +
+    '([^\\s"\'`,;&()[\\]{}<>]{1,512}))',
+  'y',
+);
+
+// Matched against the identifier lowercased with `_`, `-` and `.` removed.
+const SECRET_NAME = new RegExp(
+  [
+    'secret|passw|passphrase|pwd|token|apikey|accesskey|privatekey|signingkey|encryptionkey',
+    'masterkey|authkey|clientkey|servicekey|accountkey|sharedaccesskey|saskey|licensekey',
+    'subscriptionkey|credential|authorization|bearer',
+  ].join('|'),
+);
+// Names that mention a secret but hold something else: counts, ids, URLs, references, hashes…
+const NOT_SECRET_NAME = new RegExp(
+  [
+    'public|publishable|tokeniz|',
+    '(?:max|num|total|page|next|prev|input|output|prompt|completion|cache|sort|primary|foreign|partition',
+    '|idempotency|row|lookup|csrf)(?:token|key)|',
+    '(?:token|key|secret|password|passwd|pwd|credential|credentials)(?:url|uri|path|file|dir|name|id|ids',
+    '|type|env|var|ref|arn|label|placeholder|field|header|count|limit|length|len|ttl|expiry|expires',
+    '|expiresat|expiresin|policy|hint|prompt|pattern|regex|min|max|size|index|version|hash|manager|store',
+    '|provider|source|location|rotation|kind|format|usage|budget|endpoint|prefix|schema|reset|confirm',
+    '|confirmation|strength|required|visible|input)$',
+  ].join(''),
+);
+const PASSWORD_NAME = /passw|passphrase|pwd/;
+const CONN_CONTEXT = new RegExp(
+  '(?:server|data source|host|hostname|address|uid|user id|username|database|initial catalog|accountname|' +
+    'endpoint|defaultendpointsprotocol)\\s*=',
+  'i',
+);
+
+const PLACEHOLDER = new RegExp(
+  'your|placeholder|changeme|change_me|replace|redacted|dummy|xxxx|\\*\\*\\*|[-_.]example|example[-_.]|' +
+    'insert|here$|^<|\\$\\{|\\{\\{|%\\(|^\\$[A-Za-z_]',
+  'i',
+);
+const IDENT_CHAIN = /^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$/;
+const IDENT_NO_DIGIT = /^[A-Za-z_$-]+$/;
+const HEX = /^[0-9a-fA-F]+$/;
+const BASE64_40 = /^[A-Za-z0-9/+]{40}$/;
+const BASE64ISH = /^[A-Za-z0-9/+=_-]{20,}$/;
+
+function isIdentChar(c: number): boolean {
+  return isAsciiAlnum(c) || c === 95 || c === 45 || c === 46;
+}
+
+/**
+ * Appends assignment secrets to `out`, skipping values that overlap a secret the specific scanners
+ * (which run first) already found (`found`).
+ */
+export function scanAssignedSecrets(text: string, out: Finding[], found: SpanCursor): void {
+  const n = text.length;
+  NAME_HIT.lastIndex = 0;
+  for (let m = NAME_HIT.exec(text); m !== null; m = NAME_HIT.exec(text)) {
+    let s = m.index;
+    while (s > 0 && isIdentChar(text.charCodeAt(s - 1))) s--;
+    let e = m.index + m[0].length;
+    while (e < n && isIdentChar(text.charCodeAt(e))) e++;
+    NAME_HIT.lastIndex = e;
+    if (!assignmentFollows(text, e)) continue;
+    ASSIGN.lastIndex = e;
+    const a = ASSIGN.exec(text);
+    if (a === null) continue;
+    const quoted = a[5] === undefined;
+    const value = a[2] ?? a[3] ?? a[4] ?? a[5]!;
+    let vEnd = a.index + a[0].length - (quoted ? 1 : 0);
+    const vStart = vEnd - value.length;
+    if (!quoted && (text.charCodeAt(vEnd) === 40 || text.charCodeAt(vEnd) === 91)) continue; // call or index
+    const type = classify(text, s, e, value, quoted, a[1] === '=');
+    if (type === null) continue;
+    // `Password=…;` runs to the next `;` (it may hold characters the unquoted value class stops at).
+    if (!quoted && (type === 'connection_string' || type === 'azure_key') && text.charCodeAt(s - 1) !== 38) {
+      vEnd = valueEndInPairs(text, vEnd);
+    }
+    if (found.overlaps(vStart, vEnd)) continue;
+    out.push({ category: 'secret', type, start: vStart, end: vEnd });
+    NAME_HIT.lastIndex = vEnd;
+  }
+}
+
+function classify(
+  text: string,
+  s: number,
+  e: number,
+  value: string,
+  quoted: boolean,
+  plainEquals: boolean,
+): SecretType | null {
+  const name = text.slice(s, e).toLowerCase().replace(/[-_.]/g, '');
+  if (!SECRET_NAME.test(name) || NOT_SECRET_NAME.test(name)) return null;
+  if (PLACEHOLDER.test(value) || value.includes('://') || value.includes('{') || value.includes('}')) {
+    return null;
+  }
+  const c0 = value.charCodeAt(0);
+  if (c0 === 47 || (c0 === 46 && value.charCodeAt(1) === 47) || c0 === 126) return null; // paths
+  // Unquoted references (`settings.API_TOKEN`, `userPassword`) rather than literal values.
+  if (!quoted && IDENT_NO_DIGIT.test(value.replace(/\./g, ''))) return null;
+  if (!quoted && IDENT_CHAIN.test(value) && !/\d/.test(value)) return null;
+  if (name === 'accountkey' || name === 'sharedaccesskey' || name.includes('azure')) {
+    if (BASE64ISH.test(value) && strongEnough(value, MIN_SECRET_LENGTH, SECRET_ENTROPY_THRESHOLD)) {
+      return 'azure_key';
+    }
+    return null;
+  }
+  if (PASSWORD_NAME.test(name)) {
+    if (plainEquals && connectionContext(text, s) && value.length >= MIN_CONN_PASSWORD_LENGTH)
+      return 'connection_string';
+    return strongEnough(value, MIN_PASSWORD_LENGTH, PASSWORD_ENTROPY_THRESHOLD) ? 'generic_secret' : null;
+  }
+  if (name.includes('aws') && name.includes('secret') && BASE64_40.test(value)) return 'aws_secret_key';
+  return strongEnough(value, MIN_SECRET_LENGTH, SECRET_ENTROPY_THRESHOLD) ? 'generic_secret' : null;
+}
+
+/** Cheap pre-check for ASSIGN: an optional closing quote, spaces or tabs, then `:` or `=`. */
+function assignmentFollows(text: string, i: number): boolean {
+  let c = text.charCodeAt(i);
+  if (c === 34 || c === 39) c = text.charCodeAt(++i);
+  while (c === 32 || c === 9) c = text.charCodeAt(++i);
+  return c === 58 || c === 61;
+}
+
+function valueEndInPairs(text: string, i: number): number {
+  const n = text.length;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === 59 || c === 34 || c === 39 || c === 96 || c <= 32) break; // ; " ' ` whitespace
+    i++;
+  }
+  return i;
+}
+
+/** Inside a key=value connection string (`Server=…;Password=…`) or a URL query (`?…&password=…`). */
+function connectionContext(text: string, s: number): boolean {
+  const p = text.charCodeAt(s - 1);
+  if (p === 59 || p === 38 || p === 63) return true; // ; & ?
+  const window = text.slice(Math.max(0, s - CONTEXT_WINDOW), s);
+  return CONN_CONTEXT.test(window.slice(window.lastIndexOf('\n') + 1));
+}
+
+/** Length, a digit or mixed case, and entropy at or above the threshold. */
+function strongEnough(value: string, minLength: number, minEntropy: number): boolean {
+  if (value.length < minLength) return false;
+  let digit = false;
+  let upper = false;
+  let lower = false;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (isDigit(c)) digit = true;
+    else if (isUpper(c)) upper = true;
+    else if (isLower(c)) lower = true;
+  }
+  if (!digit && !(upper && lower)) return false;
+  const threshold =
+    minEntropy === SECRET_ENTROPY_THRESHOLD && HEX.test(value) ? HEX_SECRET_ENTROPY_THRESHOLD : minEntropy;
+  return shannonEntropy(value) >= threshold;
+}

@@ -1,0 +1,11 @@
+export {
+  type ContentScan,
+  messageTexts,
+  redactMessages,
+  type ScannedText,
+  scanTexts,
+  stringsIn,
+} from './content.js';
+export { actionFingerprint, argsDigest, type FingerprintInput } from './fingerprint.js';
+export { type FindingAction, type OutputGuard, outputGuard, REDACTABLE } from './output.js';
+export { type GuardStep, guardText, StreamGuard } from './stream-guard.js';

@@ -1,0 +1,27 @@
+import { ServiceError } from '../core/errors.js';
+import type { Ctx } from '../http/context.js';
+import { newId } from '../util/ids.js';
+
+/** Per-call identifiers: the session pins across calls, task and pipeline are this call's. */
+export interface CallIds {
+  readonly sessionId: string;
+  readonly taskId: string;
+  readonly pipelineId: string;
+}
+
+const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function callIds(ctx: Ctx, bodySessionId?: unknown): CallIds {
+  const given = ctx.header('x-session-id') ?? (typeof bodySessionId === 'string' ? bodySessionId : undefined);
+  if (given !== undefined && !ID_RE.test(given)) {
+    throw new ServiceError('invalid_request', 'X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]', {
+      param: 'X-Session-Id',
+    });
+  }
+  const task = ctx.header('x-task-id');
+  return {
+    sessionId: given ?? newId('ses_'),
+    taskId: task !== undefined && ID_RE.test(task) ? task : newId('tsk_'),
+    pipelineId: newId('pl_'),
+  };
+}

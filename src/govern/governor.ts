@@ -1,0 +1,174 @@
+import type { DetectOptions } from '../core/detect/index.js';
+import { ServiceError } from '../core/errors.js';
+import { actionFingerprint, type ContentScan, scanTexts } from '../core/guardrails/index.js';
+import {
+  type BehaviorType,
+  type CompiledPolicy,
+  type Decision,
+  type EffectiveFlags,
+  evaluate,
+  mergeFlags,
+  parseFlags,
+  policyFlags,
+} from '../core/policy/index.js';
+import type { EffectivePolicy, Snapshot } from '../snapshot/types.js';
+
+export interface GovernAgent {
+  readonly orgId: string;
+  readonly agentId: string;
+  readonly agentUuid: string;
+}
+
+export interface GovernInput {
+  readonly type: BehaviorType;
+  readonly tool?: string | null;
+  readonly server?: string | null;
+  readonly model?: string | null;
+  readonly provider?: string | null;
+  readonly args?: unknown;
+  readonly payload?: unknown;
+  /** Content to scan (prompt messages, tool arguments' strings…). */
+  readonly texts: readonly { message: number; part: number; text: string }[];
+  readonly flagsHeader: string | undefined;
+}
+
+/** Approval bookkeeping the governor needs; the approval store implements it. */
+export interface ApprovalGate {
+  /** Consumes an approved, unexpired approval of this fingerprint (once), if there is one. */
+  consume(
+    orgId: string,
+    agentUuid: string,
+    fingerprint: string,
+  ): { id: string; decided_by: string | null } | undefined;
+}
+
+export interface GovernResult {
+  readonly decision: Decision;
+  readonly scan: ContentScan;
+  readonly policy: CompiledPolicy;
+  readonly policyRef: EffectivePolicy;
+  readonly flags: EffectiveFlags;
+  readonly ignoredFlags: readonly { flag: string; reason: string }[];
+  readonly rawFlags: string | null;
+  readonly fingerprint: string;
+  /** Set when a needs_approval decision was turned into allow by a granted approval. */
+  readonly consumedApproval: string | null;
+}
+
+function detectOptions(policy: CompiledPolicy, flags: EffectiveFlags): DetectOptions {
+  const lockdown = flags.mode === 'lockdown';
+  const d = policy.detectors;
+  return {
+    pii: lockdown || flags.pii !== 'off',
+    secrets: lockdown || flags.secrets !== 'off',
+    injection: lockdown || d.injection.action !== 'off',
+    unicode: lockdown || d.unicode.action !== 'off',
+  };
+}
+
+/**
+ * One decision: the agent's policy, the flags merged under its locks, one detection pass over
+ * the content, the policy evaluated, and a granted approval consumed when the policy asks for one.
+ * Synchronous and I/O-free apart from the snapshot and approval lookups.
+ */
+export class Governor {
+  constructor(
+    private readonly snapshot: Snapshot,
+    private readonly approvals: ApprovalGate,
+  ) {}
+
+  decide(agent: GovernAgent, input: GovernInput): GovernResult {
+    const policyRef = this.snapshot.policy(agent.orgId, agent.agentUuid);
+    const policy = policyRef.policy;
+    let flags = policyFlags(policy);
+    let ignoredFlags: readonly { flag: string; reason: string }[] = [];
+    const raw = input.flagsHeader?.trim() ? input.flagsHeader.trim() : null;
+    if (raw !== null) {
+      const parsed = parseFlags(raw);
+      if (!parsed.ok) {
+        throw new ServiceError(
+          'invalid_flags',
+          `X-Service-Flags: ${parsed.problems.map((p) => p.message).join('; ')}`,
+          {
+            param: 'X-Service-Flags',
+            problems: parsed.problems,
+          },
+        );
+      }
+      const merged = mergeFlags(policy, parsed.flags);
+      flags = merged.flags;
+      ignoredFlags = merged.ignored;
+    }
+    const scan = scanTexts(input.texts, detectOptions(policy, flags));
+    const tool = input.tool ?? null;
+    let decision = evaluate(
+      policy,
+      {
+        type: input.type,
+        agent_id: agent.agentId,
+        ...(tool !== null ? { tool } : {}),
+        ...(input.server ? { server: input.server } : {}),
+        ...(input.model ? { model: input.model } : {}),
+        ...(input.provider ? { provider: input.provider } : {}),
+        ...(input.args !== undefined ? { args: input.args } : {}),
+        ...(input.payload !== undefined ? { payload: input.payload } : {}),
+        detections: scan.summary,
+      },
+      flags,
+    );
+    const fingerprint = actionFingerprint({
+      org_id: agent.orgId,
+      agent_id: agent.agentId,
+      type: input.type,
+      tool,
+      args: input.args ?? null,
+    });
+    let consumedApproval: string | null = null;
+    if (decision.outcome === 'needs_approval') {
+      const granted = this.approvals.consume(agent.orgId, agent.agentUuid, fingerprint);
+      if (granted) {
+        consumedApproval = granted.id;
+        decision = {
+          ...decision,
+          outcome: 'allow',
+          reason: `approved (${granted.id}${granted.decided_by ? ` by ${granted.decided_by}` : ''}): ${decision.reason}`,
+        };
+      }
+    }
+    return {
+      decision,
+      scan,
+      policy,
+      policyRef,
+      flags,
+      ignoredFlags,
+      rawFlags: raw,
+      fingerprint,
+      consumedApproval,
+    };
+  }
+}
+
+/** The decision as recorded in the audit trail (what replay needs). */
+export function decisionRecord(r: GovernResult): Record<string, unknown> {
+  return {
+    mode: r.decision.mode,
+    effect: r.decision.effect,
+    outcome: r.decision.outcome,
+    rule_id: r.decision.rule_id,
+    matched: r.decision.matched,
+    would_outcome: r.decision.would_outcome ?? null,
+    redact: r.decision.redact,
+    alert: r.decision.alert,
+    tier: r.decision.tier ?? null,
+    policy_id: r.policyRef.policy_id,
+    policy_version: r.policyRef.version_no,
+    flags: r.rawFlags,
+    flags_ignored: r.ignoredFlags,
+    approval_consumed: r.consumedApproval,
+  };
+}
+
+export function detectionRecord(scan: ContentScan): Record<string, unknown> {
+  return { ...scan.summary, counts: scan.counts };
+}

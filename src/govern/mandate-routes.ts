@@ -1,0 +1,106 @@
+import type { JWK } from 'jose';
+import type { AuditSink } from '../audit/types.js';
+import { strictBody } from '../control/body.js';
+import { ServiceError } from '../core/errors.js';
+import type { MandateKeys } from '../crypto/mandate-keys.js';
+import type { RouteHandler } from '../http/app.js';
+import type { Router } from '../http/router.js';
+import { requireRole, targetOrg } from '../identity/guard.js';
+import type { Snapshot } from '../snapshot/types.js';
+import { MANDATE_JTI_RE, MAX_MANDATE_CHARS, type MandateService } from './mandates.js';
+
+export interface MandateRouteDeps {
+  readonly snapshot: Snapshot;
+  readonly mandates: MandateService;
+  readonly keys: MandateKeys;
+  readonly audit: AuditSink;
+  /** Other public keys the JWKS publishes beside the mandate keys (e.g. audit signing keys). */
+  readonly extraJwks?: () => readonly JWK[];
+}
+
+const JWKS_HEADERS = { 'cache-control': 'public, max-age=300' };
+// Revocations must reach verifiers quickly: they may keep the list but must revalidate it.
+const REVOKED_HEADERS = { 'cache-control': 'no-cache' };
+
+/**
+ * The mandate endpoints: the public key set and revocation list offline verifiers need, token
+ * verification, and revocation.
+ *
+ * Revocation takes `{jti}` or `{token}`. With a token, its signature proves its org: another
+ * org's mandate is 404 (a super_admin may revoke any). With a bare jti the org cannot be known
+ * (mandates are not recorded when issued, to keep the allow path write-free), so the revocation
+ * is recorded for the caller's org (a super_admin's `org_id`); a jti already revoked by another
+ * org is 404. Revoking a jti twice is idempotent and keeps the first record.
+ */
+export function registerMandateRoutes(router: Router<RouteHandler>, deps: MandateRouteDeps): void {
+  const { snapshot, mandates, keys, audit } = deps;
+
+  router.add('GET', '/.well-known/jwks.json', (ctx) => {
+    const set = keys.jwks();
+    if (deps.extraJwks) set.keys.push(...deps.extraJwks());
+    ctx.json(200, set, JWKS_HEADERS);
+  });
+
+  router.add('POST', '/v1/tokens/verify', async (ctx) => {
+    const body = ctx.jsonObject();
+    const token = body.token;
+    if (typeof token !== 'string' || token === '')
+      throw new ServiceError('invalid_request', 'token is required and must be a string', { param: 'token' });
+    const result = await mandates.verify(token);
+    ctx.json(200, result);
+  });
+
+  router.add('GET', '/v1/mandates/revoked', (ctx) => {
+    ctx.json(200, mandates.revoked(), REVOKED_HEADERS);
+  });
+
+  router.add('POST', '/api/mandates/revoke', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'admin');
+    const body = strictBody<{ jti?: string; token?: string; reason?: string; org_id?: string }>(
+      ctx.jsonObject(),
+      {
+        jti: { type: 'string', pattern: MANDATE_JTI_RE },
+        token: { type: 'string', maxLength: MAX_MANDATE_CHARS },
+        reason: { type: 'string', maxLength: 1000 },
+        org_id: { type: 'string' },
+      },
+    );
+    if ((body.jti === undefined) === (body.token === undefined))
+      throw new ServiceError('invalid_request', 'give exactly one of jti or token', { param: 'jti' });
+    let jti: string;
+    let orgId: string;
+    if (body.token !== undefined) {
+      const claims = await mandates.inspect(body.token);
+      if (claims === undefined)
+        throw new ServiceError('invalid_request', 'token is not a mandate issued by this service', {
+          param: 'token',
+        });
+      if (p.role !== 'super_admin' && claims.org !== p.org_id)
+        throw new ServiceError('not_found', `mandate ${claims.jti} not found`);
+      jti = claims.jti;
+      orgId = claims.org;
+    } else {
+      jti = body.jti as string;
+      orgId = targetOrg(ctx, p, body.org_id);
+    }
+    const existing = mandates.revocation(jti);
+    if (existing !== undefined && existing.org_id !== orgId && p.role !== 'super_admin')
+      throw new ServiceError('not_found', `mandate ${jti} not found`);
+    const { record, created } = await mandates.revoke(jti, orgId, p.id, body.reason);
+    if (created) {
+      await audit.append({
+        org_id: record.org_id,
+        event_type: 'admin.mandate_revoked',
+        outcome: 'allow',
+        details: {
+          actor: p.id,
+          actor_kind: p.kind,
+          jti,
+          by: body.token !== undefined ? 'token' : 'jti',
+          ...(body.reason !== undefined ? { reason: body.reason } : {}),
+        },
+      });
+    }
+    ctx.json(200, { jti, revoked: true, revoked_at: record.revoked_at });
+  });
+}

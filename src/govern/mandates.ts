@@ -1,0 +1,302 @@
+import { sign } from 'node:crypto';
+import { compactVerify, createLocalJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import type { MandateKeys } from '../crypto/mandate-keys.js';
+import type { Store } from '../store/db.js';
+import { randomBase62 } from '../util/ids.js';
+
+/** A mandate's lifetime: `exp = iat + 60` (DESIGN C). */
+export const MANDATE_TTL_S = 60;
+/** Clock skew accepted on `iat` and `exp`. */
+export const MANDATE_CLOCK_TOLERANCE_S = 5;
+/**
+ * How long a revocation stays listed. Any mandate still live when it was revoked expires within
+ * TTL + tolerance of that moment; the rest of the hour is a margin for slow, skewed verifiers.
+ */
+export const REVOCATION_RETENTION_MS = 3_600_000;
+/** Longer strings are not mandates (a mandate is ~600 characters). */
+export const MAX_MANDATE_CHARS = 8192;
+export const MANDATE_JTI_RE = /^mdt_[A-Za-z0-9]{16,64}$/;
+const JTI_LENGTH = 22;
+
+export interface MandateCapability {
+  readonly type: string;
+  readonly tool: string | null;
+  readonly args_sha256: string;
+}
+
+/** What the govern path supplies; the service adds iss, jti, iat and exp. */
+export interface MandateRequest {
+  /** The agent id. */
+  readonly sub: string;
+  /** The org id. */
+  readonly org: string;
+  readonly behavior_id: string;
+  readonly pipeline_id: string;
+  readonly cap: MandateCapability;
+}
+
+export interface MandateClaims extends MandateRequest {
+  readonly iss: string;
+  readonly jti: string;
+  readonly iat: number;
+  readonly exp: number;
+}
+
+export interface IssuedMandate {
+  readonly token: string;
+  readonly jti: string;
+  /** Seconds since the epoch. */
+  readonly exp: number;
+}
+
+/** Why a token is not a valid mandate (the `error` of `/v1/tokens/verify`). */
+export type MandateError =
+  | 'malformed'
+  | 'algorithm_not_allowed'
+  | 'unknown_key'
+  | 'signature_invalid'
+  | 'issuer_mismatch'
+  | 'expired'
+  | 'not_yet_valid'
+  | 'claims_invalid'
+  | 'revoked';
+
+export type MandateVerification =
+  | { readonly valid: true; readonly claims: MandateClaims }
+  | { readonly valid: false; readonly error: MandateError };
+
+/** One row of `Store.revokedMandates`, keyed by `[jti]`. */
+export interface RevokedMandate {
+  readonly jti: string;
+  readonly org_id: string;
+  readonly revoked_at: string;
+  readonly revoked_by: string;
+  readonly reason: string | null;
+}
+
+export interface RevokedList {
+  readonly revoked: { jti: string; revoked_at: string }[];
+  /** When this list was produced: it is complete as of this moment. */
+  readonly updated_at: string;
+}
+
+const fail = (error: MandateError): MandateVerification => ({ valid: false, error });
+
+function isCapability(value: unknown): value is MandateCapability {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const c = value as Record<string, unknown>;
+  return (
+    typeof c.type === 'string' &&
+    (c.tool === null || typeof c.tool === 'string') &&
+    typeof c.args_sha256 === 'string'
+  );
+}
+
+/** The payload as mandate claims, or undefined when a claim is missing or of the wrong type. */
+function asClaims(p: JWTPayload): MandateClaims | undefined {
+  const r = p as Record<string, unknown>;
+  if (
+    typeof p.iss !== 'string' ||
+    typeof p.sub !== 'string' ||
+    typeof r.org !== 'string' ||
+    typeof p.jti !== 'string' ||
+    typeof p.iat !== 'number' ||
+    typeof p.exp !== 'number' ||
+    typeof r.behavior_id !== 'string' ||
+    typeof r.pipeline_id !== 'string' ||
+    !isCapability(r.cap) ||
+    p.exp - p.iat > MANDATE_TTL_S
+  ) {
+    return undefined;
+  }
+  return p as unknown as MandateClaims;
+}
+
+function errorOf(err: unknown): MandateError {
+  const e = err as { code?: unknown; claim?: unknown };
+  switch (e?.code) {
+    case 'ERR_JWT_EXPIRED':
+      return 'expired';
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      if (e.claim === 'iss') return 'issuer_mismatch';
+      if (e.claim === 'iat' || e.claim === 'nbf') return 'not_yet_valid';
+      return 'claims_invalid';
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return 'signature_invalid';
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return 'unknown_key';
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case 'ERR_JOSE_NOT_SUPPORTED':
+      return 'algorithm_not_allowed';
+    default:
+      return 'malformed';
+  }
+}
+
+/**
+ * Issues, verifies and revokes mandates: EdDSA JWTs naming the one capability a govern allow
+ * grants. Signing is node:crypto over a cached header (about twice as fast as jose's async
+ * WebCrypto path, and on every allow); verification is jose against the local key set.
+ */
+export class MandateService {
+  private readonly issuerOf: () => string;
+  private headerKid = '';
+  private headerB64 = '';
+  private jwkSetGen = -1;
+  private jwkSet: ReturnType<typeof createLocalJWKSet> | undefined;
+
+  constructor(
+    private readonly keys: MandateKeys,
+    private readonly store: Store,
+    /** The service's base URL (`iss`); a function when it is only known after listen. */
+    issuer: string | (() => string),
+  ) {
+    this.issuerOf = typeof issuer === 'string' ? () => issuer : issuer;
+  }
+
+  /** Signs a mandate valid from `now` (ms) for MANDATE_TTL_S seconds. */
+  async issue(request: MandateRequest, now: number = Date.now()): Promise<IssuedMandate> {
+    return this.issueNow(request, now);
+  }
+
+  private issueNow(request: MandateRequest, now: number): IssuedMandate {
+    const key = this.keys.active;
+    if (key.kid !== this.headerKid) {
+      this.headerKid = key.kid;
+      this.headerB64 = Buffer.from(JSON.stringify({ alg: 'EdDSA', kid: key.kid, typ: 'JWT' })).toString(
+        'base64url',
+      );
+    }
+    const iat = Math.floor(now / 1000);
+    const exp = iat + MANDATE_TTL_S;
+    const jti = `mdt_${randomBase62(JTI_LENGTH)}`;
+    const cap = request.cap;
+    const claims: MandateClaims = {
+      iss: this.issuerOf(),
+      sub: request.sub,
+      org: request.org,
+      jti,
+      iat,
+      exp,
+      behavior_id: request.behavior_id,
+      pipeline_id: request.pipeline_id,
+      cap: { type: cap.type, tool: cap.tool, args_sha256: cap.args_sha256 },
+    };
+    const input = `${this.headerB64}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+    const signature = sign(null, Buffer.from(input), key.privateKey).toString('base64url');
+    return { token: `${input}.${signature}`, jti, exp };
+  }
+
+  private keySet(): ReturnType<typeof createLocalJWKSet> {
+    const gen = this.keys.generation;
+    if (this.jwkSet === undefined || this.jwkSetGen !== gen) {
+      this.jwkSet = createLocalJWKSet(this.keys.jwks());
+      this.jwkSetGen = gen;
+    }
+    return this.jwkSet;
+  }
+
+  /** Checks signature (local key set), issuer, `iat`/`exp` (±5 s), claim shapes and revocation. */
+  async verify(token: string, now: number = Date.now()): Promise<MandateVerification> {
+    if (typeof token !== 'string' || token.length === 0 || token.length > MAX_MANDATE_CHARS)
+      return fail('malformed');
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, this.keySet(), {
+        algorithms: ['EdDSA'],
+        typ: 'JWT',
+        issuer: this.issuerOf(),
+        clockTolerance: MANDATE_CLOCK_TOLERANCE_S,
+        maxTokenAge: MANDATE_TTL_S,
+        currentDate: new Date(now),
+        requiredClaims: ['sub', 'jti', 'iat', 'exp'],
+      }));
+    } catch (err) {
+      return fail(errorOf(err));
+    }
+    const claims = asClaims(payload);
+    if (claims === undefined) return fail('claims_invalid');
+    if (this.revocation(claims.jti) !== undefined) return fail('revoked');
+    return { valid: true, claims };
+  }
+
+  /**
+   * The claims of a token this service signed (signature, issuer and claim shapes checked), whatever
+   * its age or revocation state; undefined otherwise. For revocation by token.
+   */
+  async inspect(token: string): Promise<MandateClaims | undefined> {
+    if (typeof token !== 'string' || token.length === 0 || token.length > MAX_MANDATE_CHARS) return undefined;
+    try {
+      const { payload } = await compactVerify(token, this.keySet(), { algorithms: ['EdDSA'] });
+      const parsed: unknown = JSON.parse(Buffer.from(payload).toString('utf8'));
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
+      const claims = asClaims(parsed as JWTPayload);
+      return claims?.iss === this.issuerOf() ? claims : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  revocation(jti: string): RevokedMandate | undefined {
+    return this.store.revokedMandates.get([jti]) as RevokedMandate | undefined;
+  }
+
+  /**
+   * Revokes `jti` for `orgId`. Idempotent: a jti revoked before keeps its first record, which is
+   * returned with `created: false`. Resolves once the revocation is committed.
+   */
+  async revoke(
+    jti: string,
+    orgId: string,
+    by: string,
+    reason?: string,
+    now: number = Date.now(),
+  ): Promise<{ record: RevokedMandate; created: boolean }> {
+    const db = this.store.revokedMandates;
+    let record: RevokedMandate = {
+      jti,
+      org_id: orgId,
+      revoked_at: new Date(now).toISOString(),
+      revoked_by: by,
+      reason: reason ?? null,
+    };
+    let created = true;
+    await this.store.writer.enqueue(() => {
+      const existing = db.get([jti]) as RevokedMandate | undefined;
+      if (existing !== undefined) {
+        record = existing;
+        created = false;
+      } else {
+        db.putSync([jti], record);
+      }
+    });
+    return { record, created };
+  }
+
+  /** The public list: every revocation younger than REVOCATION_RETENTION_MS, all orgs, jti only. */
+  revoked(now: number = Date.now()): RevokedList {
+    const cutoff = now - REVOCATION_RETENTION_MS;
+    const revoked: { jti: string; revoked_at: string }[] = [];
+    for (const { value } of this.store.revokedMandates.getRange()) {
+      const r = value as RevokedMandate;
+      if (Date.parse(r.revoked_at) > cutoff) revoked.push({ jti: r.jti, revoked_at: r.revoked_at });
+    }
+    return { revoked, updated_at: new Date(now).toISOString() };
+  }
+
+  /** Deletes revocations older than REVOCATION_RETENTION_MS (run it hourly); returns how many. */
+  async sweep(now: number = Date.now()): Promise<number> {
+    const cutoff = now - REVOCATION_RETENTION_MS;
+    const db = this.store.revokedMandates;
+    const stale: unknown[] = [];
+    for (const { key, value } of db.getRange()) {
+      if (Date.parse((value as RevokedMandate).revoked_at) <= cutoff) stale.push(key);
+    }
+    if (stale.length === 0) return 0;
+    await this.store.writer.enqueue(() => {
+      for (const key of stale) db.removeSync(key);
+    });
+    return stale.length;
+  }
+}

@@ -1,0 +1,409 @@
+import type { AuditSink } from '../audit/types.js';
+import { strictBody } from '../control/body.js';
+import { ServiceError } from '../core/errors.js';
+import { actionFingerprint, argsDigest, stringsIn } from '../core/guardrails/index.js';
+import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
+import { actingAgent } from '../gateway/acting-agent.js';
+import type { ApprovalRef } from '../gateway/blocked.js';
+import { callIds } from '../gateway/call-ids.js';
+import type { RouteHandler } from '../http/app.js';
+import type { Ctx } from '../http/context.js';
+import type { Router } from '../http/router.js';
+import { requireRole, targetOrg } from '../identity/guard.js';
+import type { Snapshot } from '../snapshot/types.js';
+import { newId } from '../util/ids.js';
+import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
+import type { ToolRegistry } from './tools.js';
+import type { ApprovalDesk, MandateAuthority } from './types.js';
+
+export interface GovernDeps {
+  readonly snapshot: Snapshot;
+  readonly governor: Governor;
+  readonly audit: AuditSink;
+  readonly mandates: MandateAuthority;
+  readonly approvals: ApprovalDesk;
+  readonly tools: ToolRegistry;
+  readonly orgExists: (orgId: string) => boolean;
+}
+
+const TYPES = new Set<string>(BEHAVIOR_TYPES);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function optionalString(body: Record<string, unknown>, field: string): string | undefined {
+  const v = body[field];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string')
+    throw new ServiceError('invalid_request', `${field} must be a string`, { param: field });
+  return v;
+}
+
+/** Which step decided a non-allow outcome (DESIGN C `details.blocking_step`). */
+function blockingStep(r: GovernResult): string | null {
+  if (r.decision.outcome === 'allow') return null;
+  const id = r.decision.rule_id ?? '';
+  if (id.startsWith('detector:')) return 'detection';
+  if (id.startsWith('flags:')) return 'flags';
+  if (id === 'default') return 'default_policy';
+  return 'policy_rule';
+}
+
+interface GovernAction {
+  readonly type: BehaviorType;
+  readonly tool: string | null;
+  readonly server: string | null;
+  readonly model: string | null;
+  readonly provider: string | null;
+  readonly args: unknown;
+  readonly payload: Record<string, unknown>;
+}
+
+/** Spec 2.4: `type` is one of the 11 behavior types; TOOL_CALL needs payload.tool and object args. */
+function parseAction(body: Record<string, unknown>): GovernAction {
+  const type = body.type;
+  if (typeof type !== 'string' || !TYPES.has(type)) {
+    throw new ServiceError('invalid_request', `type must be one of ${BEHAVIOR_TYPES.join(', ')}`, {
+      param: 'type',
+    });
+  }
+  const payload = body.payload ?? {};
+  if (!isObject(payload))
+    throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
+  const tool = payload.tool ?? null;
+  if (tool !== null && typeof tool !== 'string')
+    throw new ServiceError('invalid_request', 'payload.tool must be a string', { param: 'payload.tool' });
+  if (type === 'TOOL_CALL' && (tool === null || tool === '')) {
+    throw new ServiceError('invalid_request', 'a TOOL_CALL needs payload.tool', { param: 'payload.tool' });
+  }
+  const args = payload.args ?? null;
+  if (args !== null && !isObject(args))
+    throw new ServiceError('invalid_request', 'payload.args must be an object', { param: 'payload.args' });
+  const str = (k: string): string | null => (typeof payload[k] === 'string' ? (payload[k] as string) : null);
+  return {
+    type: type as BehaviorType,
+    tool,
+    server: str('server'),
+    model: str('model'),
+    provider: str('provider'),
+    args,
+    payload,
+  };
+}
+
+export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernDeps): void {
+  const { snapshot, governor, audit, mandates, approvals, tools } = deps;
+
+  /** One governed action end to end: decide, approval or mandate, audit, answer. */
+  const govern = async (
+    ctx: Ctx,
+    body: Record<string, unknown>,
+    action: GovernAction,
+    extra: Record<string, unknown> = {},
+  ): Promise<void> => {
+    const agent = actingAgent(ctx, snapshot, body.agent_id);
+    const ids = callIds(ctx, body.session_id);
+    const behaviorId = newId('bh_');
+    const texts = stringsIn(action.payload).map((text, i) => ({ message: i, part: -1, text }));
+    const result = governor.decide(agent, {
+      type: action.type,
+      tool: action.tool,
+      server: action.server,
+      model: action.model,
+      provider: action.provider,
+      args: action.args ?? undefined,
+      payload: action.payload,
+      texts,
+      flagsHeader: ctx.header('x-service-flags'),
+    });
+    const d = result.decision;
+    const decidedAt = new Date().toISOString();
+    let approval: ApprovalRef | undefined;
+    let mandate: { token: string; jti: string; exp: number } | undefined;
+    if (d.outcome === 'needs_approval') {
+      approval = await approvals.request({
+        org_id: agent.orgId,
+        agent_id: agent.agentId,
+        agent_uuid: agent.agentUuid,
+        fingerprint: result.fingerprint,
+        tier: d.tier ?? 'standard',
+        summary: `${action.type}${action.tool ? ` ${action.tool}` : ''}: ${d.reason}`,
+        matched_rule: d.rule_id,
+        pipeline_id: ids.pipelineId,
+        behavior_type: action.type,
+        tool: action.tool,
+      });
+    } else if (d.outcome === 'allow') {
+      mandate = await mandates.issue({
+        sub: agent.agentId,
+        org: agent.orgId,
+        behavior_id: behaviorId,
+        pipeline_id: ids.pipelineId,
+        cap: { type: action.type, tool: action.tool, args_sha256: argsDigest(action.args) },
+      });
+    }
+    const ref = await audit.append({
+      org_id: agent.orgId,
+      event_type: 'govern.decision',
+      agent_id: agent.agentId,
+      session_id: ids.sessionId,
+      task_id: ids.taskId,
+      pipeline_id: ids.pipelineId,
+      behavior_type: action.type,
+      outcome: d.outcome,
+      reason: d.reason,
+      rule_id: d.rule_id,
+      model: action.model,
+      provider: action.provider,
+      detections: detectionRecord(result.scan),
+      details: {
+        behavior_id: behaviorId,
+        action: {
+          type: action.type,
+          tool: action.tool,
+          server: action.server,
+          model: action.model,
+          provider: action.provider,
+        },
+        decision: decisionRecord(result),
+        fingerprint: result.fingerprint,
+        approval_id: approval?.request_id ?? null,
+        mandate_jti: mandate?.jti ?? null,
+        acting_admin: agent.actingAdmin,
+        ...extra,
+      },
+      personal: { args: action.args, payload: action.payload },
+    });
+    const response: Record<string, unknown> = {
+      outcome: d.outcome,
+      reason: d.reason,
+      behavior_id: behaviorId,
+      pipeline_id: ids.pipelineId,
+      session_id: ids.sessionId,
+      decided_at: decidedAt,
+      rule_id: d.rule_id,
+      obligations:
+        d.outcome === 'needs_approval'
+          ? [{ type: 'require_approval', tier: d.tier ?? 'standard', reason: d.reason }]
+          : [],
+      details: {
+        blocking_step: blockingStep(result),
+        mode: d.mode,
+        would_outcome: d.would_outcome ?? null,
+        detections: result.scan.summary,
+        policy_id: result.policyRef.policy_id,
+        policy_version: result.policyRef.version_no,
+        flags_ignored: result.ignoredFlags,
+        event_id: ref.id,
+      },
+    };
+    if (mandate) response.mandate = mandate.token;
+    if (approval) response.approval = approval;
+    ctx.json(200, response);
+  };
+
+  router.add('POST', '/v1/govern', async (ctx) => {
+    const body = ctx.jsonObject();
+    await govern(ctx, body, parseAction(body));
+  });
+
+  router.add('POST', '/v1/tools/govern', async (ctx) => {
+    const body = ctx.jsonObject();
+    const name = body.name;
+    if (typeof name !== 'string' || name === '')
+      throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
+    const args = body.arguments ?? {};
+    if (!isObject(args))
+      throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
+    const toolCallId = optionalString(body, 'tool_call_id') ?? null;
+    await govern(
+      ctx,
+      body,
+      {
+        type: 'TOOL_CALL',
+        tool: name,
+        server: null,
+        model: null,
+        provider: null,
+        args,
+        payload: { tool: name, args },
+      },
+      { tool_call_id: toolCallId },
+    );
+  });
+
+  router.add('POST', '/v1/govern/execution', async (ctx) => {
+    const body = ctx.jsonObject();
+    const agent = actingAgent(ctx, snapshot, body.agent_id);
+    const pipelineId = body.pipeline_id;
+    if (typeof pipelineId !== 'string' || pipelineId === '')
+      throw new ServiceError('invalid_request', 'pipeline_id is required', { param: 'pipeline_id' });
+    if (typeof body.ok !== 'boolean')
+      throw new ServiceError('invalid_request', 'ok must be a boolean', { param: 'ok' });
+    const output = optionalString(body, 'output_text');
+    const duration = body.duration_ms;
+    if (duration !== undefined && (typeof duration !== 'number' || duration < 0))
+      throw new ServiceError('invalid_request', 'duration_ms must be a non-negative number', {
+        param: 'duration_ms',
+      });
+    const ref = await audit.append({
+      org_id: agent.orgId,
+      event_type: 'govern.execution',
+      agent_id: agent.agentId,
+      session_id: optionalString(body, 'session_id') ?? null,
+      pipeline_id: pipelineId,
+      outcome: body.ok ? 'ok' : 'failed',
+      details: { ok: body.ok, duration_ms: duration ?? null, output_chars: output?.length ?? 0 },
+      personal: output === undefined ? {} : { output_text: output },
+    });
+    ctx.json(200, { recorded: true, event_id: ref.id });
+  });
+
+  router.add('POST', '/v1/govern/approve', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'developer');
+    const body = ctx.jsonObject();
+    const agentId = body.agent_id;
+    if (typeof agentId !== 'string' || agentId === '')
+      throw new ServiceError('invalid_request', 'agent_id is required', { param: 'agent_id' });
+    const orgId = targetOrg(ctx, p, body.org_id, deps.orgExists);
+    const agent = snapshot.agentByName(orgId, agentId);
+    if (!agent)
+      throw new ServiceError('not_found', `agent ${agentId} does not exist in this org`, {
+        param: 'agent_id',
+      });
+    const type = body.type ?? 'TOOL_CALL';
+    if (typeof type !== 'string' || !TYPES.has(type))
+      throw new ServiceError('invalid_request', `type must be one of ${BEHAVIOR_TYPES.join(', ')}`, {
+        param: 'type',
+      });
+    const tool = body.tool ?? null;
+    if (tool !== null && typeof tool !== 'string')
+      throw new ServiceError('invalid_request', 'tool must be a string', { param: 'tool' });
+    const args = body.args ?? null;
+    if (args !== null && !isObject(args))
+      throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
+    const fingerprint = actionFingerprint({ org_id: orgId, agent_id: agent.agent_id, type, tool, args });
+    const approval = await approvals.preApprove({
+      org_id: orgId,
+      agent_id: agent.agent_id,
+      agent_uuid: agent.agent_uuid,
+      fingerprint,
+      behavior_type: type,
+      tool,
+      decided_by: p.id,
+    });
+    ctx.json(200, { approved: true, fingerprint, approval });
+  });
+
+  router.add('POST', '/v1/tools/execute', async (ctx) => {
+    const body = ctx.jsonObject();
+    const agent = actingAgent(ctx, snapshot, body.agent_id);
+    const token = body.mandate;
+    const name = body.name;
+    const args = body.arguments ?? {};
+    if (typeof token !== 'string' || token === '')
+      throw new ServiceError('invalid_request', 'mandate is required', { param: 'mandate' });
+    if (typeof name !== 'string' || name === '')
+      throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
+    if (!isObject(args))
+      throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
+    const checked = await mandates.verify(token);
+    const refuse = async (why: string): Promise<never> => {
+      await audit.append({
+        org_id: agent.orgId,
+        event_type: 'tool.execution_refused',
+        agent_id: agent.agentId,
+        outcome: 'block',
+        reason: why,
+        details: { tool: name },
+      });
+      throw new ServiceError('mandate_invalid', `the mandate does not authorise this call: ${why}`, {
+        param: 'mandate',
+      });
+    };
+    if (!checked.valid) return refuse(checked.error);
+    const c = checked.claims;
+    if (c.org !== agent.orgId || c.sub !== agent.agentId) return refuse('it was issued to another agent');
+    if (c.cap.type !== 'TOOL_CALL' || c.cap.tool !== name)
+      return refuse(`it is for ${c.cap.type} ${c.cap.tool ?? ''}`.trim());
+    if (c.cap.args_sha256 !== argsDigest(args)) return refuse('the arguments differ from the governed ones');
+    // A mandate runs its call once: it is revoked as it is used.
+    await mandates.revoke(c.jti, agent.orgId, agent.agentUuid, 'consumed by /v1/tools/execute');
+    const ac = new AbortController();
+    ctx.res.onAbort(() => ac.abort());
+    const started = performance.now();
+    let result: Awaited<ReturnType<ToolRegistry['execute']>>;
+    try {
+      result = await tools.execute(agent.orgId, name, args, ac.signal);
+    } catch (err) {
+      await audit.append({
+        org_id: agent.orgId,
+        event_type: 'tool.execution',
+        agent_id: agent.agentId,
+        pipeline_id: c.pipeline_id,
+        behavior_type: 'TOOL_CALL',
+        outcome: 'error',
+        reason: err instanceof Error ? err.message : String(err),
+        details: { tool: name, mandate_jti: c.jti },
+        personal: { args },
+      });
+      throw err;
+    }
+    const ref = await audit.append({
+      org_id: agent.orgId,
+      event_type: 'tool.execution',
+      agent_id: agent.agentId,
+      pipeline_id: c.pipeline_id,
+      behavior_type: 'TOOL_CALL',
+      outcome: result.status < 400 ? 'ok' : 'failed',
+      details: {
+        tool: name,
+        status: result.status,
+        mandate_jti: c.jti,
+        duration_ms: performance.now() - started,
+      },
+      personal: { args },
+    });
+    ctx.json(200, { status: result.status, body: result.body, event_id: ref.id });
+  });
+
+  router.add('GET', '/api/settings/tools', (ctx) => {
+    const p = requireRole(ctx, snapshot, 'org_admin');
+    ctx.json(200, { tools: tools.view(targetOrg(ctx, p, undefined, deps.orgExists)) });
+  });
+
+  router.add('PUT', '/api/settings/tools', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'org_admin');
+    const body = strictBody<{ tools: unknown[]; org_id?: string }>(ctx.jsonObject(), {
+      tools: { type: 'array', required: true },
+      org_id: { type: 'string' },
+    });
+    const orgId = targetOrg(ctx, p, body.org_id, deps.orgExists);
+    const list = body.tools.map((raw, i) => {
+      if (!isObject(raw))
+        throw new ServiceError('invalid_request', `tools[${i}] must be an object`, { param: `tools[${i}]` });
+      return strictBody<{
+        name: string;
+        url: string;
+        method?: string;
+        headers?: Record<string, string>;
+        timeout_ms?: number;
+      }>(raw, {
+        name: { type: 'string', required: true, maxLength: 200 },
+        url: { type: 'string', required: true, maxLength: 2000 },
+        method: { type: 'string', enum: ['POST', 'PUT', 'PATCH', 'GET', 'post', 'put', 'patch', 'get'] },
+        headers: { type: 'object' },
+        timeout_ms: { type: 'integer', min: 100, max: 120000 },
+      });
+    });
+    await tools.replace(orgId, list);
+    await audit.append({
+      org_id: orgId,
+      event_type: 'admin.tools_updated',
+      outcome: 'allow',
+      details: { actor: p.id, tools: list.map((t) => t.name) },
+    });
+    ctx.json(200, { tools: tools.view(orgId) });
+  });
+}

@@ -1,0 +1,153 @@
+import { Agent, type Dispatcher, request } from 'undici';
+import { ServiceError } from '../core/errors.js';
+import { mask } from '../crypto/vault.js';
+import { checkEgressUrl } from '../export/ssrf.js';
+import type { Store } from '../store/db.js';
+import type { SettingsRepo } from '../store/settings.js';
+import { newId } from '../util/ids.js';
+
+export interface ToolSettings {
+  readonly name: string;
+  readonly url: string;
+  readonly method: 'POST' | 'PUT' | 'PATCH' | 'GET';
+  /** Header name → vault slot of its value (values are secrets: tokens, keys). */
+  readonly headers: Readonly<Record<string, { ref: string; last4: string }>>;
+  readonly timeout_ms: number;
+}
+
+export interface ToolResult {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+const MAX_TOOL_RESPONSE = 1024 * 1024;
+const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 64 });
+
+/** The HTTP tools an org configured for /v1/tools/execute (header secrets in the vault). */
+export class ToolRegistry {
+  constructor(
+    private readonly store: Store,
+    private readonly settings: SettingsRepo,
+    private readonly egressAllow: readonly string[],
+  ) {}
+
+  list(orgId: string): ToolSettings[] {
+    return (this.store.tools.get(orgId) as ToolSettings[] | undefined) ?? [];
+  }
+
+  view(orgId: string): unknown[] {
+    return this.list(orgId).map((t) => ({
+      name: t.name,
+      url: t.url,
+      method: t.method,
+      timeout_ms: t.timeout_ms,
+      headers: Object.fromEntries(Object.entries(t.headers).map(([k, v]) => [k, `****${v.last4}`])),
+    }));
+  }
+
+  /** Replaces the org's tools. Echoing a masked header value keeps the stored secret. */
+  async replace(
+    orgId: string,
+    input: readonly {
+      name: string;
+      url: string;
+      method?: string;
+      headers?: Record<string, string>;
+      timeout_ms?: number;
+    }[],
+  ): Promise<void> {
+    const current = new Map(this.list(orgId).map((t) => [t.name, t]));
+    const next: ToolSettings[] = [];
+    const secrets = new Map<string, string>();
+    const names = new Set<string>();
+    for (const [i, t] of input.entries()) {
+      if (names.has(t.name))
+        throw new ServiceError('invalid_request', `tool ${t.name} is listed twice`, {
+          param: `tools[${i}].name`,
+        });
+      names.add(t.name);
+      const problem = await checkEgressUrl(t.url, this.egressAllow);
+      if (problem) throw new ServiceError('invalid_request', `url ${problem}`, { param: `tools[${i}].url` });
+      const method = (t.method ?? 'POST').toUpperCase();
+      if (!['POST', 'PUT', 'PATCH', 'GET'].includes(method))
+        throw new ServiceError('invalid_request', 'method must be POST, PUT, PATCH or GET', {
+          param: `tools[${i}].method`,
+        });
+      const headers: Record<string, { ref: string; last4: string }> = {};
+      for (const [name, value] of Object.entries(t.headers ?? {})) {
+        if (typeof value !== 'string')
+          throw new ServiceError('invalid_request', 'header values must be strings', {
+            param: `tools[${i}].headers.${name}`,
+          });
+        const prev = current.get(t.name)?.headers[name.toLowerCase()];
+        if (prev && value === mask(`xxxx${prev.last4}`)) headers[name.toLowerCase()] = prev;
+        else {
+          const ref = newId('tool_', 16);
+          secrets.set(ref, value);
+          headers[name.toLowerCase()] = { ref, last4: value.slice(-4) };
+        }
+      }
+      next.push({
+        name: t.name,
+        url: t.url,
+        method: method as ToolSettings['method'],
+        headers,
+        timeout_ms: Math.min(Math.max(t.timeout_ms ?? 10_000, 100), 120_000),
+      });
+    }
+    const kept = new Set(next.flatMap((t) => Object.values(t.headers).map((h) => h.ref)));
+    this.store.root.transactionSync(() => {
+      for (const [ref, secret] of secrets) this.settings.sealSecret(orgId, ref, secret);
+      for (const old of current.values())
+        for (const h of Object.values(old.headers))
+          if (!kept.has(h.ref)) this.store.vault.removeSync([orgId, h.ref]);
+      this.store.tools.putSync(orgId, next);
+    });
+  }
+
+  /** Calls a tool with `args` as the JSON body. The URL is re-checked (DNS may have changed). */
+  async execute(orgId: string, name: string, args: unknown, signal: AbortSignal): Promise<ToolResult> {
+    const tool = this.list(orgId).find((t) => t.name === name);
+    if (!tool)
+      throw new ServiceError('tool_not_found', `tool ${name} is not configured for this org`, {
+        param: 'name',
+      });
+    const problem = await checkEgressUrl(tool.url, this.egressAllow);
+    if (problem) throw new ServiceError('upstream_error', `tool ${name} url ${problem}`);
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    for (const [h, v] of Object.entries(tool.headers)) {
+      const secret = this.settings.openSecret(orgId, v.ref);
+      if (secret === undefined)
+        throw new ServiceError(
+          'upstream_error',
+          `tool ${name} is missing its secret for ${h}; reconfigure it`,
+        );
+      headers[h] = secret;
+    }
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(tool.url, {
+        method: tool.method,
+        headers,
+        body: tool.method === 'GET' ? null : JSON.stringify(args ?? {}),
+        signal: AbortSignal.any([signal, AbortSignal.timeout(tool.timeout_ms)]),
+        dispatcher,
+      });
+    } catch (err) {
+      const timeout = (err as Error).name === 'TimeoutError';
+      throw new ServiceError(
+        timeout ? 'upstream_timeout' : 'upstream_error',
+        `tool ${name} ${timeout ? 'timed out' : 'is unreachable'}`,
+        { cause: err },
+      );
+    }
+    const text = (await res.body.text()).slice(0, MAX_TOOL_RESPONSE);
+    let body: unknown = text;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      /* not JSON: returned as text */
+    }
+    return { status: res.statusCode, body };
+  }
+}
