@@ -1,9 +1,9 @@
+import { ApprovalStore, registerApprovalRoutes } from './approvals/index.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
-import { ServiceError } from './core/errors.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
 import { GatewayService } from './gateway/service.js';
@@ -58,6 +58,8 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     idempotency.sweep();
     void mandates.sweep();
   }, 3_600_000);
+  const approvalSweeper = setInterval(() => void approvals.sweepExpired().catch(() => {}), 60_000);
+  approvalSweeper.unref();
   sweeper.unref();
 
   let closing = false;
@@ -73,15 +75,36 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   const mandateKeys = MandateKeys.load(config.keysDir, config.audit.keyPassword);
   const mandates = new MandateService(mandateKeys, store, () => base.value);
   const tools = new ToolRegistry(store, settings, config.egressAllow);
+  const approvals = new ApprovalStore(store, events);
+  const toRef = (r: {
+    id: string;
+    tier: string;
+    expires_at: string;
+    matched_rule: string | null;
+    status: string;
+  }) => ({
+    request_id: r.id,
+    tier: r.tier,
+    expires_at: r.expires_at,
+    matched_rule: r.matched_rule,
+    status: r.status,
+  });
   const approvalDesk: ApprovalDesk = {
-    request: async () => {
-      throw new ServiceError('unavailable', 'approvals are not available yet');
-    },
-    preApprove: async () => {
-      throw new ServiceError('unavailable', 'approvals are not available yet');
-    },
+    request: async (input) => toRef(await approvals.create(input)),
+    preApprove: async (input, by) =>
+      toRef(
+        await approvals.preApprove(
+          {
+            ...input,
+            summary: `pre-approved ${input.behavior_type} ${input.tool ?? ''}`.trim(),
+            matched_rule: null,
+            pipeline_id: null,
+          },
+          by,
+        ),
+      ),
   };
-  const governor = new Governor(snapshot, { consume: () => undefined });
+  const governor = new Governor(snapshot, approvals);
   const gateway = new GatewayService({
     snapshot,
     audit: events,
@@ -108,6 +131,7 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     orgExists,
   });
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
+  registerApprovalRoutes(router, { snapshot, approvals });
   registerPolicies(router, { snapshot, identity, policies, audit: events });
   registerProvisioning(router, {
     snapshot,
@@ -157,6 +181,7 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
       if (closing) return;
       closing = true;
       clearInterval(sweeper);
+      clearInterval(approvalSweeper);
       await server.close(graceMs);
       await pools.close();
       await store.close();

@@ -167,6 +167,7 @@ export class GatewayService {
         texts: messageTexts(request.messages),
         flagsHeader: ctx.header('x-service-flags'),
         payload: { tools: request.tools?.map((t) => t.function.name) ?? [], stream: request.stream === true },
+        pipelineId: ids.pipelineId,
       });
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
       const decision = gov.decision;

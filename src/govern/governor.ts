@@ -30,6 +30,8 @@ export interface GovernInput {
   /** Content to scan (prompt messages, tool arguments' strings…). */
   readonly texts: readonly { message: number; part: number; text: string }[];
   readonly flagsHeader: string | undefined;
+  /** The call's pipeline, recorded when it consumes an approval. */
+  readonly pipelineId?: string;
 }
 
 /** Approval bookkeeping the governor needs; the approval store implements it. */
@@ -39,6 +41,7 @@ export interface ApprovalGate {
     orgId: string,
     agentUuid: string,
     fingerprint: string,
+    opts?: { pipelineId?: string | null; minTier?: 'standard' | 'signed' },
   ): { id: string; decided_by: string | null } | undefined;
 }
 
@@ -125,7 +128,11 @@ export class Governor {
     });
     let consumedApproval: string | null = null;
     if (decision.outcome === 'needs_approval') {
-      const granted = this.approvals.consume(agent.orgId, agent.agentUuid, fingerprint);
+      // A rule that asks for a signed approval is satisfied by a signed one only.
+      const granted = this.approvals.consume(agent.orgId, agent.agentUuid, fingerprint, {
+        pipelineId: input.pipelineId ?? null,
+        minTier: decision.tier ?? 'standard',
+      });
       if (granted) {
         consumedApproval = granted.id;
         decision = {

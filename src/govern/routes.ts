@@ -116,6 +116,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       payload: action.payload,
       texts,
       flagsHeader: ctx.header('x-service-flags'),
+      pipelineId: ids.pipelineId,
     });
     const d = result.decision;
     const decidedAt = new Date().toISOString();
@@ -284,15 +285,17 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (args !== null && !isObject(args))
       throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
     const fingerprint = actionFingerprint({ org_id: orgId, agent_id: agent.agent_id, type, tool, args });
-    const approval = await approvals.preApprove({
-      org_id: orgId,
-      agent_id: agent.agent_id,
-      agent_uuid: agent.agent_uuid,
-      fingerprint,
-      behavior_type: type,
-      tool,
-      decided_by: p.id,
-    });
+    const approval = await approvals.preApprove(
+      {
+        org_id: orgId,
+        agent_id: agent.agent_id,
+        agent_uuid: agent.agent_uuid,
+        fingerprint,
+        behavior_type: type,
+        tool,
+      },
+      p,
+    );
     ctx.json(200, { approved: true, fingerprint, approval });
   });
 

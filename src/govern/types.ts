@@ -1,4 +1,5 @@
 import type { ApprovalRef } from '../gateway/blocked.js';
+import type { Principal } from '../identity/types.js';
 
 export interface MandateCap {
   readonly type: string;
@@ -45,13 +46,15 @@ export interface ApprovalDesk {
     behavior_type: string;
     tool: string | null;
   }): Promise<ApprovalRef>;
-  preApprove(input: {
-    org_id: string;
-    agent_id: string;
-    agent_uuid: string;
-    fingerprint: string;
-    behavior_type: string;
-    tool: string | null;
-    decided_by: string;
-  }): Promise<ApprovalRef & { status: string }>;
+  preApprove(
+    input: {
+      org_id: string;
+      agent_id: string;
+      agent_uuid: string;
+      fingerprint: string;
+      behavior_type: string;
+      tool: string | null;
+    },
+    by: Principal,
+  ): Promise<ApprovalRef & { status: string }>;
 }

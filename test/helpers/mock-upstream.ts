@@ -21,6 +21,8 @@ export interface MockUpstream {
     | { kind: 'delay'; ms: number };
   /** Requests whose client closed the connection before an answer. */
   readonly aborted: string[];
+  /** When set, the assistant text of every answer (instead of echoing the prompt). */
+  reply: string | undefined;
   close(): Promise<void>;
 }
 
@@ -37,11 +39,11 @@ function lastUserText(messages: unknown): string {
   return '';
 }
 
-function openaiAnswer(body: Record<string, unknown>): Record<string, unknown> {
+function openaiAnswer(body: Record<string, unknown>, reply?: string): Record<string, unknown> {
   const tools = body.tools as { function: { name: string } }[] | undefined;
   const message: Record<string, unknown> = {
     role: 'assistant',
-    content: `upstream-openai: ${lastUserText(body.messages)}`,
+    content: reply ?? `upstream-openai: ${lastUserText(body.messages)}`,
   };
   let finish = 'stop';
   if (tools && tools.length > 0 && body.tool_choice !== 'none') {
@@ -65,9 +67,9 @@ function openaiAnswer(body: Record<string, unknown>): Record<string, unknown> {
   };
 }
 
-function openaiStream(res: ServerResponse, body: Record<string, unknown>): void {
+function openaiStream(res: ServerResponse, body: Record<string, unknown>, reply?: string): void {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
-  const answer = openaiAnswer(body);
+  const answer = openaiAnswer(body, reply);
   const choice = (
     answer.choices as { message: { content: string | null; tool_calls?: unknown[] }; finish_reason: string }[]
   )[0];
@@ -134,13 +136,14 @@ function openaiStream(res: ServerResponse, body: Record<string, unknown>): void 
   res.end('data: [DONE]\n\n');
 }
 
-function anthropicAnswer(body: Record<string, unknown>): Record<string, unknown> {
+function anthropicAnswer(body: Record<string, unknown>, reply?: string): Record<string, unknown> {
   const tools = body.tools as { name: string }[] | undefined;
   const system = typeof body.system === 'string' ? body.system : Array.isArray(body.system) ? 'blocks' : '';
   const content: unknown[] = [
     {
       type: 'text',
-      text: `upstream-anthropic${system ? ` [system:${system}]` : ''}: ${lastUserText(body.messages)}`,
+      text:
+        reply ?? `upstream-anthropic${system ? ` [system:${system}]` : ''}: ${lastUserText(body.messages)}`,
     },
   ];
   let stop = 'end_turn';
@@ -160,9 +163,9 @@ function anthropicAnswer(body: Record<string, unknown>): Record<string, unknown>
   };
 }
 
-function anthropicStream(res: ServerResponse, body: Record<string, unknown>): void {
+function anthropicStream(res: ServerResponse, body: Record<string, unknown>, reply?: string): void {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
-  const answer = anthropicAnswer(body) as {
+  const answer = anthropicAnswer(body, reply) as {
     content: { type: string; text?: string; id?: string; name?: string }[];
     stop_reason: string;
   };
@@ -213,6 +216,7 @@ export async function startMockUpstream(): Promise<MockUpstream> {
     requests,
     aborted,
     behaviour: { kind: 'normal' },
+    reply: undefined,
     close: async () => {},
   };
   const server = createServer((req, res) => {
@@ -240,11 +244,11 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       }
       const answer = (): void => {
         if (path === '/v1/chat/completions') {
-          if (body.stream) openaiStream(res, body);
-          else json(res, openaiAnswer(body));
+          if (body.stream) openaiStream(res, body, state.reply);
+          else json(res, openaiAnswer(body, state.reply));
         } else if (path === '/v1/messages') {
-          if (body.stream) anthropicStream(res, body);
-          else json(res, anthropicAnswer(body));
+          if (body.stream) anthropicStream(res, body, state.reply);
+          else json(res, anthropicAnswer(body, state.reply));
         } else if (path === '/v1/embeddings') {
           const inputs = Array.isArray(body.input) ? body.input : [body.input];
           json(res, {

@@ -1,0 +1,15 @@
+export { type ApprovalRouteDeps, registerApprovalRoutes } from './routes.js';
+export {
+  APPROVAL_STATUSES,
+  APPROVAL_TIERS,
+  type ApprovalDecision,
+  type ApprovalPage,
+  type ApprovalRecord,
+  type ApprovalStatus,
+  ApprovalStore,
+  type ApprovalTier,
+  type ConsumeOptions,
+  type CreateApprovalInput,
+  DEFAULT_APPROVAL_TTL_MS,
+  type PreApproveInput,
+} from './store.js';

@@ -1,0 +1,101 @@
+import { strictBody } from '../control/body.js';
+import { ServiceError } from '../core/errors.js';
+import type { RouteHandler } from '../http/app.js';
+import type { Ctx } from '../http/context.js';
+import type { Router } from '../http/router.js';
+import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
+import { roleAtLeast } from '../identity/roles.js';
+import type { Snapshot } from '../snapshot/types.js';
+import { APPROVAL_STATUSES, type ApprovalStatus, type ApprovalStore } from './store.js';
+
+export interface ApprovalRouteDeps {
+  readonly snapshot: Snapshot;
+  readonly approvals: ApprovalStore;
+}
+
+const REASON = { type: 'string', maxLength: 2000 } as const;
+const DECIDE_SPEC = {
+  decision: { type: 'string', required: true, enum: ['approve', 'deny'] },
+  reason: REASON,
+  webauthn: { type: 'object' },
+} as const;
+const REASON_SPEC = { reason: REASON } as const;
+
+/**
+ * `/v1` bodies are lenient (unknown fields are ignored, DESIGN C "Leniency"): only the known
+ * fields are picked and checked. An empty body counts as `{}`.
+ */
+function leniently<T>(ctx: Ctx, names: readonly string[], spec: Parameters<typeof strictBody>[1]): T {
+  const raw = ctx.req.body.length === 0 ? {} : ctx.jsonObject();
+  const picked: Record<string, unknown> = {};
+  for (const n of names) picked[n] = raw[n];
+  return strictBody<T>(picked, spec);
+}
+
+export function registerApprovalRoutes(router: Router<RouteHandler>, deps: ApprovalRouteDeps): void {
+  const { snapshot, approvals } = deps;
+
+  router.add('GET', '/v1/me/approvals', async (ctx) => {
+    const p = authenticate(ctx, snapshot);
+    ctx.json(200, { data: await approvals.pendingFor(p) });
+  });
+
+  router.add('GET', '/v1/me/approvals/:id', async (ctx) => {
+    const p = authenticate(ctx, snapshot);
+    if (p.kind === 'user' && !roleAtLeast(p.role, 'auditor'))
+      throw new ServiceError('forbidden', 'reading approvals needs the auditor role or higher');
+    const id = ctx.params.id as string;
+    const rec = await approvals.get(id, p.org_id);
+    // An agent sees only its own requests; another agent's is reported as missing.
+    if (rec === undefined || (p.kind === 'agent' && rec.agent_uuid !== p.id))
+      throw new ServiceError('not_found', `approval ${id} not found`);
+    ctx.json(200, rec);
+  });
+
+  router.add('POST', '/v1/me/approvals/:id/decide', async (ctx) => {
+    const p = authenticate(ctx, snapshot);
+    const body = leniently<{ decision: 'approve' | 'deny'; reason?: string }>(
+      ctx,
+      ['decision', 'reason', 'webauthn'],
+      DECIDE_SPEC,
+    );
+    ctx.json(200, await approvals.decide(ctx.params.id as string, p, body.decision, body.reason));
+  });
+
+  router.add('POST', '/v1/me/approvals/:id/cancel', async (ctx) => {
+    const p = authenticate(ctx, snapshot);
+    const body = leniently<{ reason?: string }>(ctx, ['reason'], REASON_SPEC);
+    ctx.json(200, await approvals.cancel(ctx.params.id as string, p, body.reason));
+  });
+
+  router.add('POST', '/v1/me/approvals/:id/revoke', async (ctx) => {
+    const p = authenticate(ctx, snapshot);
+    const body = leniently<{ reason?: string }>(ctx, ['reason'], REASON_SPEC);
+    ctx.json(200, await approvals.revoke(ctx.params.id as string, p, body.reason));
+  });
+
+  router.add('GET', '/api/approvals', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'auditor');
+    const orgId = targetOrg(ctx, p);
+    const q = ctx.query;
+    const status = q.get('status');
+    if (status !== null && !(APPROVAL_STATUSES as readonly string[]).includes(status)) {
+      throw new ServiceError('invalid_request', `status must be one of ${APPROVAL_STATUSES.join(', ')}`, {
+        param: 'status',
+      });
+    }
+    const limitRaw = q.get('limit');
+    const limit = limitRaw === null ? 100 : Number(limitRaw);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 1000', {
+        param: 'limit',
+      });
+    const cursor = q.get('cursor');
+    const page = await approvals.list(orgId, {
+      limit,
+      ...(status === null ? {} : { status: status as ApprovalStatus }),
+      ...(cursor === null || cursor === '' ? {} : { cursor }),
+    });
+    ctx.json(200, page);
+  });
+}

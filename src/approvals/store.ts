@@ -1,0 +1,576 @@
+import type { AuditInput, AuditSink } from '../audit/types.js';
+import { ServiceError } from '../core/errors.js';
+import { roleAtLeast } from '../identity/roles.js';
+import type { Principal } from '../identity/types.js';
+import type { Store } from '../store/db.js';
+import { newId } from '../util/ids.js';
+
+export const APPROVAL_STATUSES = [
+  'pending',
+  'approved',
+  'denied',
+  'cancelled',
+  'revoked',
+  'expired',
+  'consumed',
+] as const;
+export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
+export const APPROVAL_TIERS = ['standard', 'signed'] as const;
+export type ApprovalTier = (typeof APPROVAL_TIERS)[number];
+export type ApprovalDecision = 'approve' | 'deny';
+
+export const DEFAULT_APPROVAL_TTL_MS = 15 * 60_000;
+/** At most this many pending approvals are listed for one caller. */
+const MAX_PENDING_LISTED = 1000;
+
+export interface ApprovalRecord {
+  readonly id: string;
+  readonly org_id: string;
+  readonly agent_id: string;
+  readonly agent_uuid: string;
+  readonly status: ApprovalStatus;
+  readonly tier: ApprovalTier;
+  /** SHA-256 of the JCS action (DESIGN C "Govern"); the identical call matches it. */
+  readonly fingerprint: string;
+  readonly summary: string;
+  readonly matched_rule: string | null;
+  /** The govern call that asked for the approval. */
+  readonly pipeline_id: string | null;
+  readonly behavior_type: string | null;
+  readonly tool: string | null;
+  readonly created_at: string;
+  readonly expires_at: string;
+  readonly decided_by: string | null;
+  readonly decided_at: string | null;
+  readonly reason: string | null;
+}
+
+export interface CreateApprovalInput {
+  readonly org_id: string;
+  readonly agent_id: string;
+  readonly agent_uuid: string;
+  readonly fingerprint: string;
+  readonly tier: ApprovalTier;
+  readonly summary: string;
+  readonly matched_rule: string | null;
+  readonly pipeline_id: string | null;
+  readonly behavior_type: string | null;
+  readonly tool: string | null;
+  readonly ttl_ms?: number;
+}
+
+export type PreApproveInput = Omit<CreateApprovalInput, 'tier'>;
+
+export interface ConsumeOptions {
+  /** The consuming govern call, recorded on the `approval.consumed` event. */
+  readonly pipelineId?: string | null;
+  /** 'signed' accepts only signed-tier approvals (a rule that asks for a signed approval). */
+  readonly minTier?: ApprovalTier;
+}
+
+export interface ApprovalPage {
+  readonly data: ApprovalRecord[];
+  readonly next_cursor: string | null;
+}
+
+type Transition = 'created' | 'decided' | 'cancelled' | 'revoked' | 'expired' | 'consumed';
+
+interface Change {
+  readonly event: Transition;
+  readonly rec: ApprovalRecord;
+  readonly actor?: Principal;
+  readonly pipelineId?: string | null;
+  readonly preapproved?: boolean;
+}
+
+/*
+ * Index keys in `approvalIndex` (one db, a tag first):
+ *   ['f', org, agent_uuid, fingerprint, id] → null    live (pending | approved) records of an action
+ *   ['x', org, expires_ms, id]              → status  live records by expiry (pending lists, expiry)
+ *   ['o', org, created_ms, id]              → null    every record of an org, oldest first
+ *   ['s', org, status, created_ms, id]      → null    every record of an org by status
+ * Terminal records leave 'f' and 'x', so dedupe, consume and pending lists touch live records only.
+ */
+type Key = (string | number)[];
+const HIGH = '\uffff';
+
+const isLive = (s: ApprovalStatus): boolean => s === 'pending' || s === 'approved';
+const expiresMs = (r: ApprovalRecord): number => Date.parse(r.expires_at);
+const createdMs = (r: ApprovalRecord): number => Date.parse(r.created_at);
+const fpKey = (r: ApprovalRecord): Key => ['f', r.org_id, r.agent_uuid, r.fingerprint, r.id];
+const liveKey = (r: ApprovalRecord): Key => ['x', r.org_id, expiresMs(r), r.id];
+const orgKey = (r: ApprovalRecord): Key => ['o', r.org_id, createdMs(r), r.id];
+const statusKey = (r: ApprovalRecord): Key => ['s', r.org_id, r.status, createdMs(r), r.id];
+
+const CURSOR_RE = /^(\d{1,15})\.(apr_[A-Za-z0-9]{1,64})$/;
+
+function notFound(id: string): ServiceError {
+  return new ServiceError('not_found', `approval ${id} not found`);
+}
+
+function notPending(rec: ApprovalRecord, want: string): ServiceError {
+  return new ServiceError('approval_not_pending', `approval ${rec.id} is ${rec.status}, not ${want}`);
+}
+
+function isApprover(p: Principal): boolean {
+  return p.kind === 'user' && roleAtLeast(p.role, 'developer');
+}
+
+function requireApprover(p: Principal, what: string): void {
+  if (p.kind === 'agent')
+    throw new ServiceError('forbidden', `an agent cannot ${what} approvals; a developer or higher decides`);
+  if (!roleAtLeast(p.role, 'developer'))
+    throw new ServiceError('forbidden', `${what} approvals needs the developer role or higher`);
+}
+
+/**
+ * The approval lifecycle (DESIGN C "Approvals"): pending → approved | denied | cancelled |
+ * expired; approved → consumed (the identical call, exactly once) | revoked | expired. Each
+ * transition is one LMDB write transaction followed by its `approval.<transition>` audit event
+ * in the org's chain. Expiry is lazy: a live record past `expires_at` becomes `expired` when it
+ * is next touched (read, listed, consumed, deduped) or swept.
+ */
+export class ApprovalStore {
+  constructor(
+    private readonly store: Store,
+    private readonly audit: AuditSink,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** A new pending approval, or the pending one already asked for by the identical call. */
+  async create(input: CreateApprovalInput): Promise<ApprovalRecord> {
+    const now = this.clock();
+    // Read-only first: an agent retrying a blocked call must cost no write transaction.
+    for (const rec of this.liveFor(input.org_id, input.agent_uuid, input.fingerprint)) {
+      if (rec.status === 'pending' && rec.tier === input.tier && now < expiresMs(rec)) return rec;
+    }
+    const changes: Change[] = [];
+    let result: ApprovalRecord | undefined;
+    this.store.root.transactionSync(() => {
+      for (const found of this.liveFor(input.org_id, input.agent_uuid, input.fingerprint)) {
+        const rec = this.expireIfDue(found, now, changes);
+        if (rec.status === 'pending' && rec.tier === input.tier) {
+          result = rec;
+          return;
+        }
+      }
+      result = this.insert(this.newRecord(input, input.tier, now), changes);
+    });
+    await this.record(changes);
+    return result as ApprovalRecord;
+  }
+
+  /**
+   * `/v1/govern/approve`: a developer+ human approves an action ahead of the call. An unexpired
+   * approval of the same action is returned as is; a pending standard-tier request for it is
+   * approved; otherwise a new record is created already approved.
+   */
+  async preApprove(input: PreApproveInput, by: Principal): Promise<ApprovalRecord> {
+    requireApprover(by, 'pre-approve');
+    if (by.org_id !== input.org_id && by.role !== 'super_admin')
+      throw new ServiceError('forbidden', 'only a super_admin can act on another org');
+    const now = this.clock();
+    const changes: Change[] = [];
+    let result: ApprovalRecord | undefined;
+    this.store.root.transactionSync(() => {
+      let pending: ApprovalRecord | undefined;
+      for (const found of this.liveFor(input.org_id, input.agent_uuid, input.fingerprint)) {
+        const rec = this.expireIfDue(found, now, changes);
+        if (rec.status === 'approved') {
+          result = rec;
+          return;
+        }
+        if (rec.status === 'pending' && rec.tier === 'standard') pending ??= rec;
+      }
+      if (pending) {
+        result = this.apply(pending, this.decided(pending, by, 'approved', null, now), changes, {
+          event: 'decided',
+          actor: by,
+        });
+        return;
+      }
+      const fresh: ApprovalRecord = {
+        ...this.newRecord(input, 'standard', now),
+        status: 'approved',
+        decided_by: by.id,
+        decided_at: new Date(now).toISOString(),
+      };
+      result = this.insert(fresh, changes, by);
+    });
+    await this.record(changes);
+    return result as ApprovalRecord;
+  }
+
+  /**
+   * Marks an approved, unexpired approval of this action consumed and returns it; undefined when
+   * there is none. The check and the write are one transaction, so of two identical calls at
+   * once only one is allowed. Synchronous for the govern hot path: its `approval.consumed` event
+   * is appended at once, so it precedes the call's own decision event in the org chain and is
+   * committed with it or before it (the caller awaits that one).
+   */
+  consume(
+    orgId: string,
+    agentUuid: string,
+    fingerprint: string,
+    opts: ConsumeOptions = {},
+  ): ApprovalRecord | undefined {
+    const now = this.clock();
+    // Read-only first: most governed calls have no approval, and they must not write.
+    let candidate = false;
+    for (const rec of this.liveFor(orgId, agentUuid, fingerprint)) {
+      if (rec.status === 'approved' || now >= expiresMs(rec)) {
+        candidate = true;
+        break;
+      }
+    }
+    if (!candidate) return undefined;
+    const changes: Change[] = [];
+    let result: ApprovalRecord | undefined;
+    this.store.root.transactionSync(() => {
+      for (const found of this.liveFor(orgId, agentUuid, fingerprint)) {
+        const rec = this.expireIfDue(found, now, changes);
+        if (rec.status !== 'approved' || (opts.minTier === 'signed' && rec.tier !== 'signed')) continue;
+        result = this.apply(rec, { ...rec, status: 'consumed' }, changes, {
+          event: 'consumed',
+          pipelineId: opts.pipelineId ?? null,
+        });
+        return;
+      }
+    });
+    // A failing append means a failing audit store: the caller's own decision event, queued
+    // after this one, fails the same way and fails the call.
+    this.record(changes).catch(() => {});
+    return result;
+  }
+
+  /**
+   * What the caller may act on: a developer+ human gets the pending approvals of their org
+   * (soonest to expire first), an agent its own pending requests, anyone else nothing.
+   */
+  async pendingFor(principal: Principal): Promise<ApprovalRecord[]> {
+    const now = this.clock();
+    const due: string[] = [];
+    const ids: string[] = [];
+    const org = principal.org_id;
+    const idx = this.store.approvalIndex;
+    if (principal.kind === 'agent') {
+      for (const key of idx.getKeys({
+        start: ['f', org, principal.id],
+        end: ['f', org, principal.id, HIGH],
+      })) {
+        ids.push((key as Key)[4] as string);
+      }
+    } else if (isApprover(principal)) {
+      for (const { key, value } of idx.getRange({ start: ['x', org], end: ['x', org, HIGH] })) {
+        const k = key as Key;
+        if ((k[2] as number) <= now) due.push(k[3] as string);
+        else if (value === 'pending' && ids.length < MAX_PENDING_LISTED) ids.push(k[3] as string);
+      }
+    }
+    const out: ApprovalRecord[] = [];
+    for (const id of ids) {
+      const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
+      if (rec === undefined || rec.status !== 'pending') continue;
+      if (now >= expiresMs(rec)) due.push(id);
+      else if (out.length < MAX_PENDING_LISTED) out.push(rec);
+    }
+    if (due.length > 0) await this.expireIds(due, now);
+    if (principal.kind === 'agent') out.sort((a, b) => expiresMs(a) - expiresMs(b));
+    return out;
+  }
+
+  /** One approval of the org (undefined when missing or another org's), expired if it is due. */
+  async get(id: string, orgId: string): Promise<ApprovalRecord | undefined> {
+    const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
+    if (rec === undefined || rec.org_id !== orgId) return undefined;
+    const now = this.clock();
+    if (!isLive(rec.status) || now < expiresMs(rec)) return rec;
+    await this.expireIds([id], now);
+    return this.store.approvals.get(id) as ApprovalRecord;
+  }
+
+  /** Approve or deny a pending approval: developer+ humans of its org; never an agent. */
+  async decide(
+    id: string,
+    principal: Principal,
+    decision: ApprovalDecision,
+    reason?: string,
+  ): Promise<ApprovalRecord> {
+    requireApprover(principal, 'decide');
+    return this.update(id, principal, (rec, now) => {
+      if (rec.status !== 'pending') return notPending(rec, 'pending');
+      if (rec.tier === 'signed') {
+        return new ServiceError(
+          'webauthn_required',
+          `approval ${rec.id} is signed tier: its decision must carry a WebAuthn assertion, and this ` +
+            'version cannot verify WebAuthn yet, so it cannot be approved or denied here; ' +
+            `it expires at ${rec.expires_at} or its agent can cancel it`,
+        );
+      }
+      const status = decision === 'approve' ? 'approved' : 'denied';
+      return { next: this.decided(rec, principal, status, reason ?? null, now), event: 'decided' };
+    });
+  }
+
+  /** Cancel a pending request: the agent that asked, or a developer+ human of the org. */
+  async cancel(id: string, principal: Principal, reason?: string): Promise<ApprovalRecord> {
+    if (principal.kind === 'user') requireApprover(principal, 'cancel');
+    return this.update(id, principal, (rec, now) => {
+      // Another agent's request is not this agent's business: reported as missing.
+      if (principal.kind === 'agent' && rec.agent_uuid !== principal.id) return notFound(id);
+      if (rec.status !== 'pending') return notPending(rec, 'pending');
+      const next: ApprovalRecord = {
+        ...rec,
+        status: 'cancelled',
+        decided_by: principal.id,
+        decided_at: new Date(now).toISOString(),
+        reason: reason ?? rec.reason,
+      };
+      return { next, event: 'cancelled' };
+    });
+  }
+
+  /** Revoke an approval granted and not yet consumed: developer+ humans of the org. */
+  async revoke(id: string, principal: Principal, reason?: string): Promise<ApprovalRecord> {
+    requireApprover(principal, 'revoke');
+    return this.update(id, principal, (rec, now) => {
+      if (rec.status !== 'approved') return notPending(rec, 'approved');
+      const next: ApprovalRecord = {
+        ...rec,
+        status: 'revoked',
+        decided_by: principal.id,
+        decided_at: new Date(now).toISOString(),
+        reason: reason ?? rec.reason,
+      };
+      return { next, event: 'revoked' };
+    });
+  }
+
+  /**
+   * Every approval of the org, newest first, optionally of one status. Due expiries are applied
+   * first so the status filter is exact. The cursor is the last item's `created_ms.id`.
+   */
+  async list(
+    orgId: string,
+    opts: { status?: ApprovalStatus; limit: number; cursor?: string },
+  ): Promise<ApprovalPage> {
+    await this.expireDue(orgId);
+    const prefix: Key = opts.status === undefined ? ['o', orgId] : ['s', orgId, opts.status];
+    let start: Key = [...prefix, Number.MAX_SAFE_INTEGER];
+    if (opts.cursor !== undefined) {
+      const m = CURSOR_RE.exec(opts.cursor);
+      if (!m) throw new ServiceError('invalid_request', 'cursor is not valid', { param: 'cursor' });
+      start = [...prefix, Number(m[1]), m[2] as string];
+    }
+    const data: ApprovalRecord[] = [];
+    let more = false;
+    for (const key of this.store.approvalIndex.getKeys({
+      start,
+      end: prefix,
+      reverse: true,
+      exclusiveStart: opts.cursor !== undefined,
+    })) {
+      if (data.length === opts.limit) {
+        more = true;
+        break;
+      }
+      const rec = this.store.approvals.get((key as Key)[prefix.length + 1] as string) as
+        | ApprovalRecord
+        | undefined;
+      if (rec !== undefined) data.push(rec);
+    }
+    const last = data[data.length - 1];
+    return { data, next_cursor: more && last ? `${createdMs(last)}.${last.id}` : null };
+  }
+
+  /** Expires every due live approval of one org; returns how many. */
+  async expireDue(orgId: string): Promise<number> {
+    const now = this.clock();
+    const due: string[] = [];
+    for (const key of this.store.approvalIndex.getKeys({ start: ['x', orgId], end: ['x', orgId, now + 1] })) {
+      due.push((key as Key)[3] as string);
+    }
+    return due.length === 0 ? 0 : this.expireIds(due, now);
+  }
+
+  /** Expires every due live approval of every org (for a timer; not on the request path). */
+  async sweepExpired(): Promise<number> {
+    const now = this.clock();
+    const due: string[] = [];
+    for (const key of this.store.approvalIndex.getKeys({ start: ['x'], end: ['x', HIGH] })) {
+      const k = key as Key;
+      if ((k[2] as number) <= now) due.push(k[3] as string);
+    }
+    return due.length === 0 ? 0 : this.expireIds(due, now);
+  }
+
+  // ---- internals
+
+  private newRecord(input: PreApproveInput, tier: ApprovalTier, now: number): ApprovalRecord {
+    const ttl = input.ttl_ms !== undefined && input.ttl_ms > 0 ? input.ttl_ms : DEFAULT_APPROVAL_TTL_MS;
+    return {
+      id: newId('apr_'),
+      org_id: input.org_id,
+      agent_id: input.agent_id,
+      agent_uuid: input.agent_uuid,
+      status: 'pending',
+      tier,
+      fingerprint: input.fingerprint,
+      summary: input.summary,
+      matched_rule: input.matched_rule,
+      pipeline_id: input.pipeline_id,
+      behavior_type: input.behavior_type,
+      tool: input.tool,
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(now + ttl).toISOString(),
+      decided_by: null,
+      decided_at: null,
+      reason: null,
+    };
+  }
+
+  private decided(
+    rec: ApprovalRecord,
+    by: Principal,
+    status: 'approved' | 'denied',
+    reason: string | null,
+    now: number,
+  ): ApprovalRecord {
+    return { ...rec, status, decided_by: by.id, decided_at: new Date(now).toISOString(), reason };
+  }
+
+  /** The live records of one action (reads inside a write transaction see its writes). */
+  private liveFor(orgId: string, agentUuid: string, fingerprint: string): ApprovalRecord[] {
+    const out: ApprovalRecord[] = [];
+    for (const key of this.store.approvalIndex.getKeys({
+      start: ['f', orgId, agentUuid, fingerprint],
+      end: ['f', orgId, agentUuid, fingerprint, HIGH],
+    })) {
+      const rec = this.store.approvals.get((key as Key)[4] as string) as ApprovalRecord | undefined;
+      if (rec !== undefined) out.push(rec);
+    }
+    return out;
+  }
+
+  /** Inside a write transaction. */
+  private insert(rec: ApprovalRecord, changes: Change[], actor?: Principal): ApprovalRecord {
+    const { approvals, approvalIndex } = this.store;
+    approvals.putSync(rec.id, rec);
+    approvalIndex.putSync(fpKey(rec), null);
+    approvalIndex.putSync(liveKey(rec), rec.status);
+    approvalIndex.putSync(orgKey(rec), null);
+    approvalIndex.putSync(statusKey(rec), null);
+    changes.push(
+      actor === undefined
+        ? { event: 'created', rec }
+        : { event: 'created', rec, actor, preapproved: rec.status === 'approved' },
+    );
+    return rec;
+  }
+
+  /** Inside a write transaction: writes `next` over `prev` and moves its index entries. */
+  private apply(
+    prev: ApprovalRecord,
+    next: ApprovalRecord,
+    changes: Change[],
+    change: Omit<Change, 'rec'>,
+  ): ApprovalRecord {
+    const { approvals, approvalIndex } = this.store;
+    approvals.putSync(next.id, next);
+    if (prev.status !== next.status) {
+      approvalIndex.removeSync(statusKey(prev));
+      approvalIndex.putSync(statusKey(next), null);
+    }
+    if (isLive(next.status)) {
+      approvalIndex.putSync(liveKey(next), next.status);
+    } else {
+      approvalIndex.removeSync(liveKey(prev));
+      approvalIndex.removeSync(fpKey(prev));
+    }
+    changes.push({ ...change, rec: next });
+    return next;
+  }
+
+  /** Inside a write transaction: a live record past its expiry becomes expired. */
+  private expireIfDue(rec: ApprovalRecord, now: number, changes: Change[]): ApprovalRecord {
+    if (!isLive(rec.status) || now < expiresMs(rec)) return rec;
+    return this.apply(rec, { ...rec, status: 'expired' }, changes, { event: 'expired' });
+  }
+
+  private async expireIds(ids: readonly string[], now: number): Promise<number> {
+    const changes: Change[] = [];
+    this.store.root.transactionSync(() => {
+      for (const id of ids) {
+        const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
+        if (rec !== undefined) this.expireIfDue(rec, now, changes);
+      }
+    });
+    await this.record(changes);
+    return changes.length;
+  }
+
+  /**
+   * One transition of one record, checked and written in one transaction. `step` returns the
+   * next record or the error to answer; a due expiry found on the way is kept either way.
+   */
+  private async update(
+    id: string,
+    actor: Principal,
+    step: (rec: ApprovalRecord, now: number) => { next: ApprovalRecord; event: Transition } | ServiceError,
+  ): Promise<ApprovalRecord> {
+    const now = this.clock();
+    const changes: Change[] = [];
+    // Assigned inside the transaction callback (the cast keeps TypeScript from narrowing it here).
+    let outcome = notFound(id) as ApprovalRecord | ServiceError;
+    this.store.root.transactionSync(() => {
+      const found = this.store.approvals.get(id) as ApprovalRecord | undefined;
+      if (found === undefined || found.org_id !== actor.org_id) return;
+      const rec = this.expireIfDue(found, now, changes);
+      const r = step(rec, now);
+      if (r instanceof ServiceError) {
+        outcome = r;
+        return;
+      }
+      outcome = this.apply(rec, r.next, changes, { event: r.event, actor });
+    });
+    await this.record(changes);
+    if (outcome instanceof ServiceError) throw outcome;
+    return outcome;
+  }
+
+  /** Appends the audit events of committed transitions, in order. */
+  private async record(changes: readonly Change[]): Promise<void> {
+    if (changes.length === 0) return;
+    await Promise.all(changes.map((c) => this.audit.append(this.event(c))));
+  }
+
+  private event(c: Change): AuditInput {
+    const r = c.rec;
+    const details: Record<string, unknown> = {
+      approval_id: r.id,
+      fingerprint: r.fingerprint,
+      tier: r.tier,
+      status: r.status,
+      matched_rule: r.matched_rule,
+      tool: r.tool,
+      expires_at: r.expires_at,
+    };
+    if (c.actor !== undefined) {
+      details.actor = c.actor.id;
+      details.actor_kind = c.actor.kind;
+    }
+    if (c.preapproved) details.preapproved = true;
+    if (c.event === 'consumed') details.request_pipeline_id = r.pipeline_id;
+    return {
+      org_id: r.org_id,
+      event_type: `approval.${c.event}`,
+      agent_id: r.agent_id,
+      pipeline_id: c.event === 'consumed' ? (c.pipelineId ?? r.pipeline_id) : r.pipeline_id,
+      behavior_type: r.behavior_type,
+      outcome: r.status,
+      reason: c.event === 'created' ? r.summary : r.reason,
+      rule_id: r.matched_rule,
+      details,
+    };
+  }
+}
