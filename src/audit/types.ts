@@ -40,7 +40,13 @@ export interface AuditEvent {
   readonly cost: number | null;
   readonly detections: unknown;
   readonly details: Record<string, unknown>;
+  /** Personal fields; in the chain each is {value, salt, c} (see core/chain commitments). */
   readonly personal: Record<string, unknown>;
+  readonly origin?: unknown;
+  readonly _chain_version?: 2;
+  readonly prev_hash?: string;
+  readonly hash?: string;
+  readonly seal?: { readonly seq: number } | null;
 }
 
 export interface AuditRef {
@@ -60,4 +66,102 @@ export interface AuditSink {
 export interface AuditReader {
   get(orgId: string, eventId: string): AuditEvent | undefined;
   byPipeline(orgId: string, pipelineId: string): AuditEvent[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transparency-log implementation of the seam (DESIGN B). The request path sees only
+// AuditSink; the control plane's /api/audit endpoints, integrity, export and replay use AuditLog.
+
+/** Filters of GET /api/audit (DESIGN C "Audit search"; see docs/audit.md for their meaning). */
+export interface AuditQuery {
+  readonly agent_id?: string;
+  readonly session_id?: string;
+  readonly task_id?: string;
+  readonly pipeline_id?: string;
+  /** The event's outcome: allow, block, needs_approval, error, … */
+  readonly action?: string;
+  /** The event family: event_type up to its first '.', e.g. admin, approval, govern, tool, llm_call. */
+  readonly category?: string;
+  /** Case-insensitive substring of event_type, reason, rule_id, model, provider, agent_id or tool. */
+  readonly q?: string;
+  readonly event_type?: string;
+  /** ISO 8601 bounds on ts (inclusive). */
+  readonly since?: string;
+  readonly until?: string;
+  /** 1..1000, default 100. */
+  readonly limit?: number;
+  /** Opaque cursor from a previous page. */
+  readonly cursor?: string;
+}
+
+export interface AuditPage {
+  readonly data: AuditEvent[];
+  readonly next_cursor: string | null;
+}
+
+export interface AuditOverview {
+  readonly events: number;
+  readonly by_outcome: Record<string, number>;
+  readonly by_type: Record<string, number>;
+  readonly by_agent: Record<string, number>;
+  readonly by_provider: Record<string, number>;
+  readonly tokens: { prompt: number; completion: number; total: number };
+  readonly cost: number;
+}
+
+/** A seal as stored: the C2SP signed note of the org tree at `size`. */
+export interface StoredSeal {
+  /** 1-based seal number within the org. */
+  readonly seq: number;
+  /** Tree size (= the seq of the last event it covers). */
+  readonly size: number;
+  readonly note: string;
+  readonly ts: string;
+}
+
+/**
+ * One line of the JSONL log and of GET /api/audit/export, in order: an event object (the stored
+ * event, personal fields as {value, salt, c}), or `{"_seal": StoredSeal}` right after the event
+ * whose seq equals the seal's size, or `{"_chain_bridge": {...}}` where retention pruned events.
+ */
+export type ChainLine = AuditEvent | { readonly _seal: StoredSeal } | { readonly _chain_bridge: Record<string, unknown> };
+
+/** Signs seals. Ed25519 and ML-DSA-65 (ML-DSA in a worker thread, off the event loop). */
+export interface SealSigner {
+  /** Returns the complete signed note (body + both signature lines). */
+  sign(body: string): Promise<string>;
+  /** The body of GET /api/audit/signing-key, also the --keys file of `govgate verify`. */
+  publicDocument(): SigningKeyDocument;
+  close(): Promise<void>;
+}
+
+export interface SigningKeyDocument {
+  readonly algorithms: readonly ['ed25519', 'ml-dsa-65'];
+  readonly keys: readonly {
+    /** The C2SP note key name that appears on signature lines. */
+    readonly name: string;
+    readonly alg: 'ed25519' | 'ml-dsa-65';
+    /** C2SP key id, 8 hex characters. */
+    readonly key_id: string;
+    /** Raw public key, base64. */
+    readonly public_key: string;
+    readonly status: 'active' | 'retired';
+    readonly created_at: string;
+    readonly retired_at: string | null;
+  }[];
+  readonly instructions: readonly string[];
+}
+
+export interface AuditLog extends AuditSink, AuditReader {
+  search(orgId: string, q: AuditQuery): AuditPage;
+  bySession(orgId: string, sessionId: string, limit?: number): AuditEvent[];
+  byTask(orgId: string, taskId: string, limit?: number): AuditEvent[];
+  overview(orgId: string, range: { since?: string; until?: string }): AuditOverview;
+  /** Events in seq order (oldest first) matching the filters; replay reads history through this. */
+  scanEvents(orgId: string, filters: Omit<AuditQuery, 'cursor' | 'limit'>, limit: number): Iterable<AuditEvent>;
+  /** Every line of the org chain in order (events, seals, bridges), optionally bounded by ts. */
+  exportLines(orgId: string, range?: { since?: string; until?: string }): Iterable<ChainLine>;
+  /** Cuts the pending seal of every org now (tests, shutdown). */
+  flushSeals(): Promise<void>;
+  close(): Promise<void>;
 }

@@ -157,7 +157,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       rule_id: d.rule_id,
       model: action.model,
       provider: action.provider,
-      detections: detectionRecord(result.scan),
+      detections: { input: detectionRecord(result.scan) },
       details: {
         behavior_id: behaviorId,
         action: {
