@@ -1,0 +1,369 @@
+// Starting and stopping the processes of a benchmark run: the mock upstream, the load generator and
+// the targets (direct, passthrough, portkey, govgate). Every server binds 127.0.0.1 only.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+
+export const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+export const ROOT_DIR = resolve(BENCH_DIR, '..');
+export const GOVGATE_CLI = join(ROOT_DIR, 'dist', 'src', 'cli.js');
+const PORTKEY_ENTRY = join(BENCH_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
+const LOOPBACK = '127.0.0.1';
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export function log(msg) {
+  const s = ((Date.now() - log.t0) / 1000).toFixed(1).padStart(6);
+  process.stderr.write(`[${s}s] ${msg}\n`);
+}
+log.t0 = Date.now();
+
+export function hasTaskset() {
+  return spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status === 0;
+}
+
+export function clkTck() {
+  const r = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+  const n = Number(r.stdout?.trim());
+  return Number.isInteger(n) && n > 0 ? n : 100;
+}
+
+export function pinSelf(cpu) {
+  spawnSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], { stdio: 'ignore' });
+}
+
+export function freePort() {
+  return new Promise((res, rej) => {
+    const s = net.createServer();
+    s.once('error', rej);
+    s.listen(0, LOOPBACK, () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+const children = new Set();
+
+// Spawns `node ...args` (through `taskset -c cpu` when pinning), keeps the last lines of its output.
+// With `spawnOptions.nice` set (a negative value needs root), runs under `nice -n N` so that other
+// work on a shared machine disturbs the measurement less. nice and taskset exec, so pid is node's.
+export const spawnOptions = { nice: null };
+
+export function spawnNode(name, args, { cpu, env, ipc = false } = {}) {
+  let argv = [process.execPath, ...args];
+  if (cpu !== undefined) argv = ['taskset', '-c', String(cpu), ...argv];
+  if (spawnOptions.nice !== null) argv = ['nice', '-n', String(spawnOptions.nice), ...argv];
+  const cmd = argv.shift();
+  const stdio = ipc ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'];
+  const proc = spawn(cmd, argv, { cwd: BENCH_DIR, env: env ?? process.env, stdio });
+  const child = { name, proc, pid: proc.pid, tail: [], exited: false, exitCode: null };
+  children.add(child);
+  const keep = (buf) => {
+    for (const line of buf.toString('utf8').split('\n')) {
+      if (!line.trim()) continue;
+      child.tail.push(line.slice(0, 400));
+      if (child.tail.length > 40) child.tail.shift();
+    }
+  };
+  proc.stdout.on('data', keep);
+  proc.stderr.on('data', keep);
+  proc.on('exit', (code, signal) => {
+    child.exited = true;
+    child.exitCode = code ?? signal;
+    children.delete(child);
+  });
+  return child;
+}
+
+// Waits for a `{"ready":true,"port":N}` line on the child's stdout.
+export function readyPort(child, timeoutMs = 10_000) {
+  return new Promise((res, rej) => {
+    let buf = '';
+    const timer = setTimeout(() => rej(new Error(`${child.name}: not ready in ${timeoutMs} ms`)), timeoutMs);
+    const onData = (d) => {
+      buf += d.toString('utf8');
+      for (const line of buf.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const m = JSON.parse(line);
+          if (m.ready && Number.isInteger(m.port)) {
+            clearTimeout(timer);
+            child.proc.stdout.off('data', onData);
+            res(m.port);
+            return;
+          }
+        } catch {}
+      }
+    };
+    child.proc.stdout.on('data', onData);
+    child.proc.once('exit', (code) => {
+      clearTimeout(timer);
+      rej(new Error(`${child.name} exited (${code}) before ready: ${child.tail.join(' | ')}`));
+    });
+  });
+}
+
+export async function stopChild(child, graceMs = 2000) {
+  if (child.exited) return;
+  const gone = new Promise((r) => child.proc.once('exit', r));
+  child.proc.kill('SIGTERM');
+  const t = setTimeout(() => {
+    if (!child.exited) child.proc.kill('SIGKILL');
+  }, graceMs);
+  await gone;
+  clearTimeout(t);
+}
+
+export async function stopAll() {
+  await Promise.all([...children].map((c) => stopChild(c)));
+}
+
+export function killAllSync() {
+  for (const c of children) {
+    try {
+      c.proc.kill('SIGKILL');
+    } catch {}
+  }
+}
+
+async function http(method, url, { headers = {}, body, timeoutMs = 5000 } = {}) {
+  const res = await request(url, {
+    method,
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
+  const text = await res.body.text();
+  return { status: res.statusCode, text, headers: res.headers };
+}
+
+function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+// One request of each kind must come back 200 with the mock's answer in it.
+export async function smokeCheck(target, bodies) {
+  const url = `${target.origin}${target.path}`;
+  const plain = await http('POST', url, { headers: target.headers, body: bodies.chat });
+  const msg = parseJson(plain.text)?.choices?.[0]?.message?.content;
+  if (plain.status !== 200 || typeof msg !== 'string' || !msg.includes('concise summary')) {
+    throw new Error(`chat: HTTP ${plain.status} ${plain.text.slice(0, 300)}`);
+  }
+  const sse = await http('POST', url, { headers: target.headers, body: bodies.stream });
+  if (sse.status !== 200 || !sse.text.includes('[DONE]') || !sse.text.includes('concise')) {
+    throw new Error(`stream: HTTP ${sse.status} ${sse.text.slice(0, 300)}`);
+  }
+}
+
+async function waitFor(fn, timeoutMs, what) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      if (await fn()) return;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(150);
+  }
+  throw new Error(`${what}: not ready in ${timeoutMs} ms${last ? ` (${last.message})` : ''}`);
+}
+
+const BENCH_AUTH = { authorization: 'Bearer sk-bench' };
+
+export async function startMock(cpu) {
+  const child = spawnNode('mock', ['mock-upstream.mjs', '--port=0'], { cpu });
+  const port = await readyPort(child);
+  return { child, port, origin: `http://${LOOPBACK}:${port}` };
+}
+
+export function directTarget(mock) {
+  return {
+    name: 'direct',
+    origin: mock.origin,
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json', ...BENCH_AUTH },
+    pid: mock.child.pid,
+    child: null,
+  };
+}
+
+export async function startPassthrough(mock, cpu) {
+  const child = spawnNode('passthrough', ['passthrough.mjs', `--upstream=${mock.origin}`, '--port=0'], {
+    cpu,
+  });
+  const port = await readyPort(child);
+  return {
+    name: 'passthrough',
+    origin: `http://${LOOPBACK}:${port}`,
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json', ...BENCH_AUTH },
+    pid: child.pid,
+    child,
+  };
+}
+
+export function portkeyVersion() {
+  try {
+    const p = join(BENCH_DIR, 'node_modules', '@portkey-ai', 'gateway', 'package.json');
+    return JSON.parse(readFileSync(p, 'utf8')).version;
+  } catch {
+    return null;
+  }
+}
+
+export async function startPortkey(mock, cpu, bodies) {
+  if (!existsSync(PORTKEY_ENTRY))
+    throw new Error('@portkey-ai/gateway is not installed (cd bench && npm ci)');
+  const port = await freePort();
+  const child = spawnNode(
+    'portkey',
+    ['--import', './force-loopback.mjs', PORTKEY_ENTRY, `--port=${port}`, '--headless'],
+    // Production mode, as deployed: no UI routes.
+    { cpu, env: { ...process.env, NODE_ENV: 'production' } },
+  );
+  const target = {
+    name: 'portkey',
+    origin: `http://${LOOPBACK}:${port}`,
+    path: '/v1/chat/completions',
+    headers: {
+      'content-type': 'application/json',
+      ...BENCH_AUTH,
+      'x-portkey-provider': 'openai',
+      'x-portkey-custom-host': `${mock.origin}/v1`,
+    },
+    pid: child.pid,
+    child,
+  };
+  try {
+    await waitFor(
+      async () => {
+        if (child.exited) throw new Error(`exited: ${child.tail.join(' | ')}`);
+        await smokeCheck(target, bodies);
+        return true;
+      },
+      20_000,
+      'portkey',
+    );
+  } catch (err) {
+    await stopChild(child);
+    throw err;
+  }
+  return target;
+}
+
+const BASE62 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+function base62(n) {
+  let s = '';
+  while (s.length < n) {
+    for (const b of randomBytes(n * 2)) {
+      if (b < 248 && s.length < n) s += BASE62[b % 62];
+    }
+  }
+  return s;
+}
+
+export async function startGovgate(mock, cpu) {
+  if (!existsSync(GOVGATE_CLI))
+    throw new Error(`govgate is not built (${GOVGATE_CLI} missing; run npm ci at the root)`);
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'govgate-bench-'));
+  const token = `gk_pat_${base62(40)}`;
+  const env = {
+    ...process.env,
+    SERVICE_HOST: LOOPBACK,
+    SERVICE_PORT: String(port),
+    SERVICE_DATA_DIR: dataDir,
+    SERVICE_KEYS_DIR: join(dataDir, 'keys'),
+    SERVICE_BOOTSTRAP_TOKEN: token,
+    SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
+    SERVICE_LOG_LEVEL: 'warn',
+  };
+  const child = spawnNode('govgate', [GOVGATE_CLI, 'start'], { cpu, env });
+  child.cleanup = () => rmSync(dataDir, { recursive: true, force: true });
+  child.proc.once('exit', () => child.cleanup());
+  const origin = `http://${LOOPBACK}:${port}`;
+  const admin = { authorization: `Bearer ${token}` };
+  try {
+    await waitFor(
+      async () => {
+        if (child.exited) throw new Error(`exited (${child.exitCode}): ${child.tail.join(' | ')}`);
+        return (await http('GET', `${origin}/api/health/ready`, { timeoutMs: 1000 })).status === 200;
+      },
+      30_000,
+      'govgate /api/health/ready',
+    );
+    const onboard = await http('POST', `${origin}/api/agents/onboard`, {
+      headers: admin,
+      body: { agent_id: 'bench' },
+    });
+    const j = parseJson(onboard.text);
+    const key = typeof j?.api_key === 'string' ? j.api_key : j?.api_key?.api_key;
+    if (onboard.status >= 300 || typeof key !== 'string') {
+      throw new Error(`onboard: HTTP ${onboard.status} ${onboard.text.slice(0, 300)}`);
+    }
+    const providers = await http('PUT', `${origin}/api/settings/providers`, {
+      headers: admin,
+      body: {
+        providers: [
+          { name: 'openai', api_key: 'sk-bench', base_url: `${mock.origin}/v1`, models: ['gpt-*'] },
+        ],
+      },
+    });
+    if (providers.status >= 300) {
+      throw new Error(`providers: HTTP ${providers.status} ${providers.text.slice(0, 300)}`);
+    }
+    return {
+      name: 'govgate',
+      origin,
+      path: '/v1/chat/completions',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      pid: child.pid,
+      child,
+    };
+  } catch (err) {
+    await stopChild(child);
+    throw err;
+  }
+}
+
+// The load generator: a child process on the generator CPU, driven over IPC.
+export function startLoadgen(cpu) {
+  const child = spawnNode('loadgen', ['loadgen.mjs'], { cpu, ipc: true });
+  child.proc.stdout.on('data', (d) => process.stderr.write(d));
+  child.proc.stderr.on('data', (d) => process.stderr.write(d));
+  let seq = 0;
+  const pending = new Map();
+  child.proc.on('message', (m) => {
+    const p = pending.get(m?.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.error) p.rej(new Error(`loadgen: ${m.error}`));
+    else p.res(m.result);
+  });
+  child.proc.on('exit', (code) => {
+    for (const p of pending.values()) p.rej(new Error(`loadgen exited (${code})`));
+    pending.clear();
+  });
+  return {
+    child,
+    call(cmd, spec) {
+      const id = ++seq;
+      return new Promise((res, rej) => {
+        pending.set(id, { res, rej });
+        child.proc.send({ id, cmd, spec });
+      });
+    },
+  };
+}
