@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { runVerify } from './cli-verify.js';
 import { ConfigError, loadConfig } from './config/index.js';
 import { startAllInOne } from './server.js';
 import { createLogger } from './util/log.js';
@@ -8,6 +9,9 @@ const USAGE = `govgate ${VERSION}
 
 Usage:
   govgate start            run the all-in-one service (control plane + gateway, embedded store)
+  govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--json]
+                           check an exported audit chain offline, with public keys only
+                           (exit 0 intact, 1 compromised, 2 usage error)
   govgate --version
 
 Configuration is read from SERVICE_* environment variables (see README.md).`;
@@ -58,6 +62,8 @@ async function main(argv: string[]): Promise<number> {
     case 'start':
       await start();
       return -1;
+    case 'verify':
+      return runVerify(argv.slice(1), { stdout: process.stdout, stderr: process.stderr, isTTY: process.stderr.isTTY === true });
     case '--version':
     case 'version':
       process.stdout.write(`${VERSION}\n`);

@@ -1,0 +1,346 @@
+import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import {
+  ChainVerifier,
+  checkpointOrigin,
+  fromBase64,
+  type IntegrityResult,
+  keyIdFor,
+  type NoteVerifier,
+  type SealRecord,
+  toHex,
+} from '../core/chain/index.js';
+import type { SigningKeyDocument } from './types.js';
+
+/**
+ * The file side of the offline verifier (`govgate verify`): streams exported JSONL chains through
+ * the same `ChainVerifier` the integrity endpoint uses, with nothing but the published public keys.
+ */
+
+export type VerifyInputErrorCode = 'unreadable_file' | 'invalid_keys';
+
+/** The inputs cannot be used (a file that cannot be read, a keys document that is not one). */
+export class VerifyInputError extends Error {
+  readonly code: VerifyInputErrorCode;
+  constructor(code: VerifyInputErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'VerifyInputError';
+    this.code = code;
+  }
+}
+
+export interface VerifyFileOptions {
+  /** Called after each chunk read (the caller throttles any drawing). */
+  onProgress?: (bytesRead: number, totalBytes: number, lines: number) => void;
+  /** Longest line accepted (default 64 MiB); a longer one is a finding and is never buffered. */
+  maxLineBytes?: number;
+}
+
+/** A line of a file that was not JSON (reported as `content_modified` in the result too). */
+export interface UnparseableLine {
+  file: string;
+  /** 1-based line number within that file. */
+  line: number;
+}
+
+export interface VerifyFileResult extends IntegrityResult {
+  /** Non-empty lines read, across all files. */
+  lines: number;
+  /** `_seal` lines pushed to the verifier. */
+  seals_checked: number;
+  /** The checkpoint origin enforced (`govgate/<org_id>` of the first v2 event), if any. */
+  origin: string | null;
+  /** The first lines that were not JSON (at most 100). */
+  unparseable: UnparseableLine[];
+}
+
+const KEY_ALGS = new Set(['ed25519', 'ml-dsa-65']);
+const KEY_ID = /^[0-9a-f]{8}$/;
+const NL = 0x0a;
+const CR = 0x0d;
+const READ_CHUNK = 1 << 20;
+const MAX_LINE_BYTES = 64 << 20;
+/** Lines held back before the first event while the origin is unknown. */
+const MAX_HELD = 1024;
+const MAX_UNPARSEABLE = 100;
+
+type Rec = Record<string, unknown>;
+
+function isRecord(x: unknown): x is Rec {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/**
+ * Turns a signing-key document (the body of GET /api/audit/signing-key) into note verifiers.
+ * Every key is trusted, retired ones included (old seals stay verifiable). Each key's `key_id`
+ * must be the C2SP key ID of its name, algorithm and public key. Throws `VerifyInputError`.
+ */
+export function verifiersFromKeys(doc: SigningKeyDocument | unknown): NoteVerifier[] {
+  const bad = (msg: string): VerifyInputError => new VerifyInputError('invalid_keys', msg);
+  if (!isRecord(doc) || !Array.isArray(doc.keys)) {
+    throw bad('not a signing-key document: expected {"keys": [...]} (GET /api/audit/signing-key)');
+  }
+  const out: NoteVerifier[] = [];
+  doc.keys.forEach((k: unknown, i: number) => {
+    const where = `keys[${i}]`;
+    if (!isRecord(k)) throw bad(`${where} is not an object`);
+    const { name, alg, public_key: pub, key_id: keyId } = k;
+    if (typeof name !== 'string' || name.length === 0) throw bad(`${where}.name is missing`);
+    if (typeof alg !== 'string' || !KEY_ALGS.has(alg)) {
+      throw bad(`${where}.alg must be "ed25519" or "ml-dsa-65"`);
+    }
+    const a = alg as NoteVerifier['alg'];
+    const publicKey = typeof pub === 'string' ? fromBase64(pub) : undefined;
+    if (publicKey === undefined) throw bad(`${where}.public_key is not base64`);
+    let id: Uint8Array;
+    try {
+      id = keyIdFor(name, a, publicKey);
+    } catch (err) {
+      throw new VerifyInputError('invalid_keys', `${where}: ${(err as Error).message}`, { cause: err });
+    }
+    if (typeof keyId !== 'string' || !KEY_ID.test(keyId) || keyId !== toHex(id)) {
+      throw bad(`${where}.key_id does not match its name, alg and public key (expected ${toHex(id)})`);
+    }
+    out.push(a === 'ed25519' ? nativeEd25519(name, id, publicKey) : { name, keyId: id, alg: a, publicKey });
+  });
+  for (const alg of KEY_ALGS) {
+    if (!out.some((v) => v.alg === alg)) throw bad(`no ${alg} key: a seal needs both signatures`);
+  }
+  return out;
+}
+
+/** Ed25519 through node:crypto (much faster than pure JS); the public key is checked as RFC 8032. */
+function nativeEd25519(name: string, keyId: Uint8Array, publicKey: Uint8Array): NoteVerifier {
+  const v: NoteVerifier = { name, keyId, alg: 'ed25519', publicKey };
+  try {
+    const key = createPublicKey({
+      key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKey).toString('base64url') },
+      format: 'jwk',
+    });
+    v.verify = (sig, msg) => cryptoVerify(null, msg, key, sig);
+  } catch {
+    // Not a key node:crypto accepts: fall back to the pure-JS verifier, which reports it.
+  }
+  return v;
+}
+
+type Held = { kind: 'event'; value: unknown } | { kind: 'seal'; value: unknown };
+
+/** Feeds parsed lines to one `ChainVerifier`, created once the origin is known. */
+class LineSink {
+  readonly #verifiers: readonly NoteVerifier[];
+  #verifier: ChainVerifier | undefined;
+  #held: Held[] = [];
+  origin: string | null = null;
+  lines = 0;
+  seals = 0;
+  readonly unparseable: UnparseableLine[] = [];
+
+  constructor(verifiers: readonly NoteVerifier[]) {
+    this.#verifiers = verifiers;
+  }
+
+  line(text: string, file: string, lineNo: number): void {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      if (text.trim().length === 0) return;
+      this.lines++;
+      if (this.unparseable.length < MAX_UNPARSEABLE) this.unparseable.push({ file, line: lineNo });
+      this.#push({ kind: 'event', value: null }); // not an object: content_modified at this position
+      return;
+    }
+    this.lines++;
+    if (isRecord(value) && Object.hasOwn(value, '_seal')) {
+      this.seals++;
+      this.#push({ kind: 'seal', value: value._seal });
+    } else {
+      this.#push({ kind: 'event', value });
+    }
+  }
+
+  /** A line too long to hold: counted and reported like any line that is not an event. */
+  oversized(file: string, lineNo: number): void {
+    this.lines++;
+    if (this.unparseable.length < MAX_UNPARSEABLE) this.unparseable.push({ file, line: lineNo });
+    this.#push({ kind: 'event', value: null });
+  }
+
+  #push(item: Held): void {
+    let v = this.#verifier;
+    if (v === undefined) {
+      const first =
+        item.kind === 'event' && isRecord(item.value) && !Object.hasOwn(item.value, '_chain_bridge');
+      if (!first && this.#held.length < MAX_HELD) {
+        this.#held.push(item);
+        return;
+      }
+      v = this.#start(first ? (item.value as Rec) : undefined);
+    }
+    if (item.kind === 'seal') v.pushSeal(item.value as SealRecord);
+    else v.pushEvent(item.value);
+  }
+
+  /** The origin comes from the first event (v2 events only; legacy chains carry no origin). */
+  #start(firstEvent: Rec | undefined): ChainVerifier {
+    const org = firstEvent?._chain_version !== undefined ? firstEvent?.org_id : undefined;
+    this.origin = typeof org === 'string' && org.length > 0 ? checkpointOrigin(org) : null;
+    const v = new ChainVerifier(
+      this.origin === null
+        ? { verifiers: this.#verifiers }
+        : { verifiers: this.#verifiers, origin: this.origin },
+    );
+    this.#verifier = v;
+    const held = this.#held;
+    this.#held = [];
+    for (const h of held) {
+      if (h.kind === 'seal') v.pushSeal(h.value as SealRecord);
+      else v.pushEvent(h.value);
+    }
+    return v;
+  }
+
+  result(): IntegrityResult {
+    return (this.#verifier ?? this.#start(undefined)).result();
+  }
+}
+
+/**
+ * Streams one file's lines into `sink`: one pass over 1 MiB chunks, only a partial line carried
+ * between chunks, CRLF and a leading BOM tolerated. Never holds more than one line.
+ */
+async function readFileLines(
+  path: string,
+  sink: LineSink,
+  maxLine: number,
+  onChunk: (bytes: number) => void,
+): Promise<void> {
+  const stream = createReadStream(path, { highWaterMark: READ_CHUNK });
+  let lineNo = 0;
+  let parts: Buffer[] = [];
+  let partBytes = 0;
+  let skipping = false; // inside an oversized line: drop bytes until its newline
+  let first = true;
+
+  const emit = (buf: Buffer, start: number, end: number): void => {
+    lineNo++;
+    if (end > start && buf[end - 1] === CR) end--;
+    if (first) {
+      first = false;
+      if (end - start >= 3 && buf[start] === 0xef && buf[start + 1] === 0xbb && buf[start + 2] === 0xbf) {
+        start += 3;
+      }
+    }
+    if (end - start > maxLine) sink.oversized(path, lineNo);
+    else if (end > start) sink.line(buf.toString('utf8', start, end), path, lineNo);
+  };
+
+  const endLine = (chunk: Buffer, nl: number): void => {
+    if (skipping) {
+      skipping = false;
+      lineNo++;
+      first = false;
+      sink.oversized(path, lineNo);
+    } else if (partBytes === 0) {
+      emit(chunk, 0, nl);
+    } else {
+      parts.push(chunk.subarray(0, nl));
+      const whole = Buffer.concat(parts, partBytes + nl);
+      parts = [];
+      partBytes = 0;
+      emit(whole, 0, whole.length);
+    }
+  };
+
+  const carry = (piece: Buffer): void => {
+    if (skipping || piece.length === 0) return;
+    if (partBytes + piece.length > maxLine) {
+      parts = [];
+      partBytes = 0;
+      skipping = true;
+      return;
+    }
+    // Copy: a carried slice would otherwise pin its whole 1 MiB chunk.
+    parts.push(Buffer.from(piece));
+    partBytes += piece.length;
+  };
+
+  try {
+    for await (const data of stream) {
+      const chunk = data as Buffer;
+      let nl = chunk.indexOf(NL);
+      if (nl < 0) {
+        carry(chunk);
+      } else {
+        endLine(chunk, nl);
+        let start = nl + 1;
+        nl = chunk.indexOf(NL, start);
+        while (nl >= 0) {
+          emit(chunk, start, nl);
+          start = nl + 1;
+          nl = chunk.indexOf(NL, start);
+        }
+        carry(chunk.subarray(start));
+      }
+      onChunk(chunk.length);
+    }
+  } catch (err) {
+    // Only the file system's errors are input errors; anything else is a bug and propagates.
+    if ((err as NodeJS.ErrnoException).syscall === undefined) throw err;
+    throw new VerifyInputError('unreadable_file', `cannot read ${path}: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  if (skipping) {
+    lineNo++;
+    sink.oversized(path, lineNo);
+  } else if (partBytes > 0) {
+    const whole = Buffer.concat(parts, partBytes);
+    emit(whole, 0, whole.length);
+  }
+}
+
+/**
+ * Verifies exported chain files (JSONL; rotated files given oldest first, read as one chain)
+ * against the public keys of `keysDoc`. Every line is an event, `{"_seal": …}` or
+ * `{"_chain_bridge": …}`; a line that is not JSON is a `content_modified` finding at the position
+ * it holds (its file and line are listed in `unparseable`). Memory stays O(log n) plus findings.
+ * Throws `VerifyInputError` for a file that cannot be read or an unusable keys document.
+ */
+export async function verifyFile(
+  paths: string | readonly string[],
+  keysDoc: SigningKeyDocument | unknown,
+  opts: VerifyFileOptions = {},
+): Promise<VerifyFileResult> {
+  const files = typeof paths === 'string' ? [paths] : [...paths];
+  const sink = new LineSink(verifiersFromKeys(keysDoc));
+  let totalBytes = 0;
+  for (const f of files) {
+    try {
+      const s = await stat(f);
+      if (!s.isFile()) throw new Error('not a regular file');
+      totalBytes += s.size;
+    } catch (err) {
+      throw new VerifyInputError('unreadable_file', `cannot read ${f}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+  let bytesRead = 0;
+  const onProgress = opts.onProgress;
+  const onChunk = (n: number): void => {
+    bytesRead += n;
+    onProgress?.(bytesRead, Math.max(totalBytes, bytesRead), sink.lines);
+  };
+  const maxLine = opts.maxLineBytes ?? MAX_LINE_BYTES;
+  for (const f of files) await readFileLines(f, sink, maxLine, onChunk);
+  return {
+    ...sink.result(),
+    lines: sink.lines,
+    seals_checked: sink.seals,
+    origin: sink.origin,
+    unparseable: sink.unparseable,
+  };
+}

@@ -1,0 +1,176 @@
+import { readFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { type VerifyFileResult, VerifyInputError, verifyFile } from './audit/verify-file.js';
+import type { IntegrityResult } from './core/chain/index.js';
+
+/** Where `govgate verify` writes; `isTTY` (of stderr) enables the progress bar. */
+export interface VerifyIO {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+  isTTY: boolean;
+}
+
+export const VERIFY_USAGE = `Usage: govgate verify <file.jsonl> [more files…] --keys <signing-key.json> [--json]
+
+Checks an exported audit chain (GET /api/audit/export?format=jsonl) offline, with nothing but
+the public keys (the body of GET /api/audit/signing-key). Rotated logs are given oldest first,
+e.g. org.1.jsonl org.2.jsonl org.jsonl, and are checked as one chain.
+
+  --keys <file>  the signing-key document (required)
+  --json         print the result object (the shape of GET /api/audit/integrity)
+
+Exit status: 0 intact or empty, 1 compromised, 2 usage or input error.`;
+
+const PROGRESS_MIN_BYTES = 1 << 20;
+const REDRAW_MS = 100;
+const BAR_WIDTH = 24;
+const MAX_LISTED = 20;
+const MB = 1024 * 1024;
+
+const int = new Intl.NumberFormat('en-US');
+
+/**
+ * `govgate verify`. `argv` holds the arguments after the command name. Resolves to the exit code:
+ * 0 intact or empty, 1 compromised, 2 usage error, unreadable file or invalid keys document.
+ */
+export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
+  const usageError = (msg: string): number => {
+    io.stderr.write(`govgate verify: ${msg}\n\n${VERIFY_USAGE}\n`);
+    return 2;
+  };
+  let values: { keys?: string | undefined; json?: boolean | undefined; help?: boolean | undefined };
+  let files: string[];
+  try {
+    const parsed = parseArgs({
+      args: argv,
+      options: {
+        keys: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+    values = parsed.values;
+    files = parsed.positionals;
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  if (values.help === true) {
+    io.stdout.write(`${VERIFY_USAGE}\n`);
+    return 0;
+  }
+  // Tolerate being handed the command name too (`verify a.jsonl …`).
+  if (files[0] === 'verify' && files.length > 1) files = files.slice(1);
+  if (files.length === 0) return usageError('no chain file given');
+  if (values.keys === undefined || values.keys.length === 0) return usageError('--keys <file> is required');
+
+  let keysDoc: unknown;
+  try {
+    keysDoc = JSON.parse(await readFile(values.keys, 'utf8'));
+  } catch (err) {
+    const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
+    io.stderr.write(`govgate verify: cannot read keys file ${values.keys}: ${why}\n`);
+    return 2;
+  }
+
+  const bar = io.isTTY ? new ProgressBar(io.stderr) : undefined;
+  let result: VerifyFileResult;
+  try {
+    result = await verifyFile(files, keysDoc, bar === undefined ? {} : { onProgress: bar.update });
+  } catch (err) {
+    bar?.clear();
+    if (err instanceof VerifyInputError) {
+      const what = err.code === 'invalid_keys' ? `invalid keys file ${values.keys}: ` : '';
+      io.stderr.write(`govgate verify: ${what}${err.message}\n`);
+    } else {
+      // Never exit 1 on a crash: 1 means the chain was found compromised.
+      const detail = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      io.stderr.write(`govgate verify: internal error: ${detail}\n`);
+    }
+    return 2;
+  }
+  bar?.clear();
+
+  io.stdout.write(
+    values.json === true ? `${JSON.stringify(integrityOnly(result))}\n` : summary(result, files),
+  );
+  return result.status === 'compromised' ? 1 : 0;
+}
+
+/** Exactly the GET /api/audit/integrity shape (spec 2.6), nothing file-specific. */
+function integrityOnly(r: VerifyFileResult): IntegrityResult {
+  return {
+    status: r.status,
+    events: r.events,
+    valid: r.valid,
+    broken: r.broken,
+    broken_events: r.broken_events,
+    chain_length: r.chain_length,
+    current_head: r.current_head,
+  };
+}
+
+function summary(r: VerifyFileResult, files: readonly string[]): string {
+  const row = (label: string, value: string): string => `  ${label.padEnd(13)}${value}\n`;
+  let out = `govgate verify: ${files.length === 1 ? files[0] : `${files.length} files, one chain`}\n`;
+  out += row('status', r.status.toUpperCase());
+  if (r.origin !== null) out += row('origin', r.origin);
+  out += row('events', int.format(r.events));
+  out += row('valid', int.format(r.valid));
+  out += row('broken', int.format(r.broken));
+  out += row('chain length', int.format(r.chain_length));
+  out += row('head', r.current_head);
+  out += row('seals', `${int.format(r.seals_checked)} checked (Ed25519 + ML-DSA-65)`);
+  out += row('lines', int.format(r.lines));
+  const found = r.broken_events;
+  if (found.length > 0) {
+    const shown = found.slice(0, MAX_LISTED);
+    const of = found.length > shown.length ? ` (first ${shown.length} of ${int.format(found.length)})` : '';
+    out += `\nfindings${of}:\n`;
+    const w = String(shown[shown.length - 1]?.line ?? 0).length;
+    for (const b of shown) {
+      out += `  line ${String(b.line).padStart(w)}  ${b.event_id ?? '-'}  ${b.reason}\n`;
+    }
+  }
+  if (r.unparseable.length > 0) {
+    out += '\nlines that are not JSON:\n';
+    for (const u of r.unparseable.slice(0, MAX_LISTED)) out += `  ${u.file}:${u.line}\n`;
+  }
+  return out;
+}
+
+/** One stderr line redrawn in place, at most every 100 ms, shown only for files over 1 MiB. */
+class ProgressBar {
+  readonly #out: VerifyIO['stderr'];
+  readonly #t0 = performance.now();
+  #last = 0;
+  #drawn = false;
+
+  constructor(out: VerifyIO['stderr']) {
+    this.#out = out;
+  }
+
+  update = (bytesRead: number, totalBytes: number, lines: number): void => {
+    if (totalBytes < PROGRESS_MIN_BYTES) return;
+    const now = performance.now();
+    if (now - this.#last < REDRAW_MS && bytesRead < totalBytes) return;
+    this.#last = now;
+    const frac = totalBytes === 0 ? 1 : Math.min(1, bytesRead / totalBytes);
+    const filled = Math.round(frac * BAR_WIDTH);
+    const secs = Math.max((now - this.#t0) / 1000, 1e-3);
+    const rate = bytesRead / MB / secs;
+    const pct = `${Math.floor(frac * 100)}`.padStart(3);
+    this.#out.write(
+      `\r\x1b[2K${pct}% [${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)}] ` +
+        `${int.format(lines)} lines  ${rate.toFixed(1)} MB/s`,
+    );
+    this.#drawn = true;
+  };
+
+  clear(): void {
+    if (this.#drawn) this.#out.write('\r\x1b[2K');
+    this.#drawn = false;
+  }
+}
