@@ -1,0 +1,1000 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import t from 'tap';
+import {
+  personalValue,
+  REPLAYED_EVENT_TYPES,
+  type ReplayResult,
+  replay,
+  replayedAction,
+  replayMany,
+  storedDetections,
+} from '../../src/audit/replay.js';
+import { MAX_CANDIDATES, registerReplayRoutes } from '../../src/audit/replay-routes.js';
+import type { AuditEvent, AuditInput, AuditLog, AuditQuery, ChainLine } from '../../src/audit/types.js';
+import { loadConfig } from '../../src/config/index.js';
+import { bootstrap } from '../../src/control/bootstrap.js';
+import { registerProvisioning } from '../../src/control/provisioning.js';
+import { ERASED, erasePersonal, personalField } from '../../src/core/chain/index.js';
+import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
+import { stringsIn } from '../../src/core/guardrails/index.js';
+import { type CompiledPolicy, compilePolicy } from '../../src/core/policy/index.js';
+import { createVault, loadVaultKey } from '../../src/crypto/vault.js';
+import { Governor } from '../../src/govern/governor.js';
+import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
+import { listen } from '../../src/http/listen.js';
+import { Router } from '../../src/http/router.js';
+import type { HttpServer } from '../../src/http/types.js';
+import { IdentityRepo } from '../../src/identity/repo.js';
+import { UpstreamPools } from '../../src/providers/upstream.js';
+import { LocalSnapshot } from '../../src/snapshot/local.js';
+import type { Snapshot } from '../../src/snapshot/types.js';
+import { openStore, type Store } from '../../src/store/db.js';
+import { LmdbEventLog } from '../../src/store/event-log.js';
+import { PolicyRepo } from '../../src/store/policies.js';
+import { SettingsRepo } from '../../src/store/settings.js';
+import { randomBase62 } from '../../src/util/ids.js';
+import { createLogger } from '../../src/util/log.js';
+
+function compiled(ruleSet: unknown): CompiledPolicy {
+  const c = compilePolicy(ruleSet);
+  if (!c.ok) throw new Error(JSON.stringify(c.problems));
+  return c.policy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hand-built events in the shapes govern/routes.ts and gateway/service.ts record.
+
+let seq = 0;
+function event(over: Partial<AuditEvent> & { event_type: string }): AuditEvent {
+  seq++;
+  return {
+    id: `ae_${seq}`,
+    org_id: 'org_t',
+    seq,
+    ts: new Date(Date.UTC(2025, 0, 1, 0, 0, seq)).toISOString(),
+    agent_id: 'bot',
+    session_id: null,
+    task_id: null,
+    pipeline_id: null,
+    behavior_type: null,
+    outcome: null,
+    reason: null,
+    rule_id: null,
+    provider: null,
+    model: null,
+    usage: null,
+    cost: null,
+    detections: null,
+    details: {},
+    personal: {},
+    ...over,
+  };
+}
+
+const NO_DETECTIONS = { pii: [], secrets: [], injection: {}, unicode: [], counts: {} };
+
+function governDecision(
+  outcome: string,
+  tool: string | null,
+  opts: {
+    args?: unknown;
+    personal?: Record<string, unknown>;
+    detections?: unknown;
+    approvalConsumed?: string;
+    agent?: string;
+    type?: string;
+  } = {},
+): AuditEvent {
+  const type = opts.type ?? 'TOOL_CALL';
+  const args = opts.args ?? {};
+  return event({
+    event_type: 'govern.decision',
+    agent_id: opts.agent ?? 'bot',
+    behavior_type: type,
+    outcome,
+    rule_id: 'old-rule',
+    detections: { input: opts.detections ?? NO_DETECTIONS },
+    details: {
+      action: { type, tool, server: null, model: null, provider: null },
+      decision: {
+        mode: 'enforce',
+        outcome,
+        rule_id: 'old-rule',
+        approval_consumed: opts.approvalConsumed ?? null,
+        policy_id: null,
+        policy_version: null,
+      },
+    },
+    personal: opts.personal ?? {
+      args: personalField('args', args, 'salt-a'),
+      payload: personalField('payload', { tool, args }, 'salt-p'),
+    },
+  });
+}
+
+const TRANSITIONS = {
+  mode: 'enforce',
+  rules: [
+    { id: 'block-a', when: { type: 'TOOL_CALL', tool: 'a' }, then: 'block', reason: 'a is off' },
+    { id: 'approve-b', when: { type: 'TOOL_CALL', tool: 'b' }, then: 'require_approval' },
+  ],
+};
+
+t.test('replay counts every transition', async (t) => {
+  const events: AuditEvent[] = [];
+  for (const old of ['allow', 'block', 'needs_approval']) {
+    for (const tool of ['a', 'b', 'c']) events.push(governDecision(old, tool));
+  }
+  // Not decisions: skipped.
+  events.push(event({ event_type: 'admin.policy_created', outcome: 'allow' }));
+  events.push(event({ event_type: 'govern.execution', outcome: 'ok' }));
+  events.push(event({ event_type: 'pii_detected', outcome: 'blocked', behavior_type: 'LLM_CALL' }));
+
+  const r = replay(events, compiled(TRANSITIONS));
+  t.equal(r.evaluated, 9);
+  t.equal(r.skipped, 3);
+  t.equal(r.changed, 6);
+  t.equal(r.truncated, false);
+  t.same(r.summary, {
+    allow_to_block: 1,
+    allow_to_needs_approval: 1,
+    block_to_allow: 1,
+    block_to_needs_approval: 1,
+    needs_approval_to_allow: 1,
+    needs_approval_to_block: 1,
+    unchanged: 3,
+  });
+  t.same(
+    r.changes.map((c) => [c.tool, c.old_outcome, c.new_outcome, c.rule_id]),
+    [
+      ['a', 'allow', 'block', 'block-a'],
+      ['b', 'allow', 'needs_approval', 'approve-b'],
+      ['b', 'block', 'needs_approval', 'approve-b'],
+      ['c', 'block', 'allow', null],
+      ['a', 'needs_approval', 'block', 'block-a'],
+      ['c', 'needs_approval', 'allow', null],
+    ],
+    'oldest first, with the deciding rule',
+  );
+  const first = r.changes[0];
+  t.same(first, {
+    event_id: events[0]?.id,
+    seq: events[0]?.seq,
+    ts: events[0]?.ts,
+    behavior_type: 'TOOL_CALL',
+    agent_id: 'bot',
+    tool: 'a',
+    old_outcome: 'allow',
+    new_outcome: 'block',
+    old_rule_id: 'old-rule',
+    rule_id: 'block-a',
+    reason: 'a is off',
+  });
+
+  const capped = replay(events, compiled(TRANSITIONS), { limit: 2 });
+  t.equal(capped.changes.length, 2, 'changes listed up to the limit');
+  t.equal(capped.changed, 6, 'all counted');
+  t.same(capped.summary, r.summary);
+
+  const none = replay(events, compiled(TRANSITIONS), { limit: 0 });
+  t.same(none.changes, []);
+  t.equal(none.changed, 6);
+});
+
+t.test('replay stops at maxEvents and says so', async (t) => {
+  const events = [governDecision('allow', 'a'), governDecision('allow', 'a'), governDecision('allow', 'a')];
+  const r = replay(events, compiled(TRANSITIONS), { maxEvents: 2 });
+  t.equal(r.evaluated, 2);
+  t.equal(r.truncated, true);
+  const exact = replay(events, compiled(TRANSITIONS), { maxEvents: 3 });
+  t.equal(exact.evaluated, 3);
+  t.equal(exact.truncated, false);
+});
+
+t.test('the old outcome is the policy outcome', async (t) => {
+  const candidate = compiled({
+    rules: [
+      { id: 'no-big', when: { type: 'LLM_CALL', model: 'big' }, then: 'block' },
+      { id: 'no-embed', when: { type: 'EMBEDDING_CALL', provider: 'openai' }, then: 'require_approval' },
+      { id: 'approve-x', when: { type: 'TOOL_CALL', tool: 'x' }, then: 'require_approval' },
+    ],
+  });
+  const llm = (outcome: string, decision: string | null, model = 'big'): AuditEvent =>
+    event({
+      event_type: 'llm_call',
+      behavior_type: 'LLM_CALL',
+      model,
+      provider: 'openai',
+      outcome,
+      details: decision === null ? {} : { decision: { outcome: decision, rule_id: null } },
+    });
+  const events = [
+    llm('error', 'allow'), // upstream failure after an allow
+    llm('error', null), // no stored decision: error counts as allow
+    llm('block', 'allow'), // blocked by the output guard, allowed by the policy
+    llm('block', 'block', 'small'), // blocked by the policy
+    llm('weird', null), // unreadable: skipped
+    event({
+      event_type: 'embedding_call',
+      model: 'text-embedding-3-small',
+      provider: 'openai',
+      outcome: 'allow',
+      details: { decision: { outcome: 'allow' } },
+    }),
+    governDecision('allow', 'x', { approvalConsumed: 'apr_1' }), // asked for approval, got it
+  ];
+  const r = replay(events, candidate);
+  t.equal(r.evaluated, 6);
+  t.equal(r.skipped, 1);
+  t.same(
+    r.changes.map((c) => [c.event_id, c.behavior_type, c.old_outcome, c.new_outcome]),
+    [
+      [events[0]?.id, 'LLM_CALL', 'allow', 'block'],
+      [events[1]?.id, 'LLM_CALL', 'allow', 'block'],
+      [events[2]?.id, 'LLM_CALL', 'allow', 'block'],
+      [events[3]?.id, 'LLM_CALL', 'block', 'allow'],
+      [events[5]?.id, 'EMBEDDING_CALL', 'allow', 'needs_approval'],
+    ],
+  );
+  t.equal(r.summary.unchanged, 1, 'the consumed approval is needs_approval → needs_approval');
+});
+
+t.test('erased or missing personal values are undefined for the candidate', async (t) => {
+  const candidate = compiled({
+    rules: [
+      {
+        id: 'big-payment',
+        when: { type: 'TOOL_CALL', tool: 'pay', field: 'args.amount', op: 'gt', value: 100 },
+        then: 'block',
+      },
+      {
+        id: 'note-present',
+        when: { type: 'TOOL_CALL', tool: 'note', field: 'payload.text', op: 'exists', value: true },
+        then: 'block',
+      },
+    ],
+  });
+  const committed = {
+    args: personalField('args', { amount: 500 }, 's1'),
+    payload: personalField('payload', { tool: 'pay', args: { amount: 500 } }, 's2'),
+  };
+  const events = [
+    governDecision('allow', 'pay', { personal: committed }),
+    governDecision('allow', 'pay', { personal: erasePersonal(committed) }),
+    governDecision('allow', 'pay', { personal: erasePersonal(committed, ['payload']) }),
+    governDecision('allow', 'pay', { personal: { args: { amount: 500 } } }), // stored plain
+    governDecision('allow', 'pay', { personal: {} }),
+    governDecision('allow', 'pay', { personal: { args: personalField('args', { amount: 5 }, 's3') } }),
+    governDecision('allow', 'note', { personal: { payload: personalField('payload', { text: 'hi' }, 's') } }),
+    governDecision('allow', 'note', {
+      personal: erasePersonal({ payload: personalField('payload', { text: 'hi' }, 's') }),
+    }),
+  ];
+  const r = replay(events, candidate);
+  t.same(
+    r.changes.map((c) => c.event_id),
+    [events[0]?.id, events[2]?.id, events[3]?.id, events[6]?.id],
+    'only events whose value is still there match',
+  );
+  t.equal(r.summary.unchanged, 4);
+
+  const erased = replayedAction(events[1] as AuditEvent);
+  t.equal(erased?.action.args, undefined);
+  t.equal(erased?.action.payload, undefined);
+  t.notOk(erased && 'args' in erased.action, 'no args key at all');
+
+  t.same(personalValue({ a: personalField('a', { x: 1 }, 's') }, 'a'), { x: 1 });
+  t.equal(personalValue({ a: { value: ERASED, c: 'f'.repeat(64) } }, 'a'), undefined);
+  t.equal(personalValue({ a: ERASED }, 'a'), undefined);
+  t.equal(personalValue({}, 'a'), undefined);
+  t.same(personalValue({ a: [1, 2] }, 'a'), [1, 2]);
+});
+
+t.test('stored detections drive the candidate detectors', async (t) => {
+  const candidate = compiled({
+    detectors: {
+      pii: { action: 'block', types: ['email'] },
+      secrets: { action: 'flag' },
+      injection: { action: 'block', threshold: 0.5 },
+    },
+    rules: [],
+  });
+  const det = (d: Record<string, unknown>) => ({ ...NO_DETECTIONS, ...d });
+  const events = [
+    governDecision('allow', 't', { detections: det({ pii: ['email'] }) }),
+    governDecision('allow', 't', { detections: det({ pii: ['phone'] }) }),
+    governDecision('allow', 't', { detections: det({ injection: { direct: 0.6 } }) }),
+    governDecision('allow', 't', { detections: det({ injection: { direct: 0.4 } }) }),
+    governDecision('allow', 't', { detections: det({ secrets: ['github_token'] }) }),
+    event({
+      event_type: 'llm_call',
+      behavior_type: 'LLM_CALL',
+      model: 'm',
+      outcome: 'allow',
+      detections: null,
+      details: { decision: { outcome: 'allow' } },
+    }),
+  ];
+  const r = replay(events, candidate);
+  t.same(
+    r.changes.map((c) => [c.event_id, c.rule_id]),
+    [
+      [events[0]?.id, 'detector:pii'],
+      [events[2]?.id, 'detector:injection'],
+    ],
+  );
+  t.match(r.changes[0]?.reason, /email/);
+  t.same(storedDetections(null), { pii: [], secrets: [], injection: {}, unicode: [] });
+  t.same(storedDetections({ input: { pii: ['email', 3], injection: { a: 0.9, b: 'x' } } }), {
+    pii: ['email'],
+    secrets: [],
+    injection: { a: 0.9 },
+    unicode: [],
+  });
+});
+
+t.test('the candidate mode applies', async (t) => {
+  const observe = compiled({ ...TRANSITIONS, mode: 'observe' });
+  const r = replay([governDecision('block', 'a'), governDecision('allow', 'a')], observe);
+  t.same(r.summary, { ...replay([], observe).summary, block_to_allow: 1, unchanged: 1 });
+});
+
+t.test('replayMany reads the events once and matches single replays', async (t) => {
+  const events: AuditEvent[] = [];
+  for (const old of ['allow', 'block', 'needs_approval']) {
+    for (const tool of ['a', 'b', 'c']) events.push(governDecision(old, tool));
+  }
+  let reads = 0;
+  const once = {
+    *[Symbol.iterator]() {
+      reads++;
+      yield* events;
+    },
+  };
+  const policies = [
+    compiled(TRANSITIONS),
+    compiled({ default: 'block', rules: [] }),
+    compiled({ rules: [] }),
+  ];
+  const many = replayMany(once, policies, { limit: 5 });
+  t.equal(reads, 1);
+  t.same(
+    many,
+    policies.map((p) => replay(events, p, { limit: 5 })),
+  );
+  t.equal(many[1]?.summary.allow_to_block, 3, 'default block blocks every allowed event');
+  t.same(Object.keys(REPLAYED_EVENT_TYPES).sort(), ['embedding_call', 'govern.decision', 'llm_call']);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Over HTTP: a real store and listener, LmdbEventLog behind a scanEvents adapter.
+
+type Res = { status: number; headers: Headers; body: any };
+type Call = (
+  path: string,
+  init?: { method?: string; token?: string; body?: unknown; headers?: Record<string, string> },
+) => Promise<Res>;
+
+interface Harness {
+  readonly call: Call;
+  readonly pat: string;
+  readonly store: Store;
+  readonly events: LmdbEventLog;
+  readonly log: AuditLog;
+  readonly policies: PolicyRepo;
+  /** Filters the routes handed to scanEvents, newest last. */
+  readonly scans: { orgId: string; filters: Omit<AuditQuery, 'cursor' | 'limit'>; limit: number }[];
+  /** Appends made through the AuditLog given to the routes. */
+  appends: number;
+  close(): Promise<void>;
+}
+
+function matches(e: AuditEvent, f: Omit<AuditQuery, 'cursor' | 'limit'>): boolean {
+  if (f.agent_id !== undefined && e.agent_id !== f.agent_id) return false;
+  if (f.session_id !== undefined && e.session_id !== f.session_id) return false;
+  if (f.event_type !== undefined && e.event_type !== f.event_type) return false;
+  if (f.since !== undefined && e.ts < f.since) return false;
+  if (f.until !== undefined && e.ts > f.until) return false;
+  return true;
+}
+
+/** The parts of AuditLog the replay routes use, over the plain LMDB event log. */
+function auditLogOver(store: Store, events: LmdbEventLog, h: Pick<Harness, 'scans' | 'appends'>): AuditLog {
+  const all = function* (orgId: string): Generator<AuditEvent> {
+    for (const { value } of store.events.getRange({ start: [orgId], end: [orgId, Number.MAX_SAFE_INTEGER] }))
+      yield value as AuditEvent;
+  };
+  const log = {
+    append(input: AuditInput) {
+      h.appends++;
+      return events.append(input);
+    },
+    get: (orgId: string, id: string) => events.get(orgId, id),
+    *scanEvents(orgId: string, filters: Omit<AuditQuery, 'cursor' | 'limit'>, limit: number) {
+      h.scans.push({ orgId, filters, limit });
+      let n = 0;
+      for (const e of all(orgId)) {
+        if (!matches(e, filters)) continue;
+        if (n++ >= limit) return;
+        yield e;
+      }
+    },
+    exportLines: (orgId: string): Iterable<ChainLine> => all(orgId),
+  };
+  return log as unknown as AuditLog;
+}
+
+async function startHarness(): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-replay-'));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const config = loadConfig({
+    SERVICE_HOST: '127.0.0.1',
+    SERVICE_PORT: '0',
+    SERVICE_DATA_DIR: join(dir, 'data'),
+    SERVICE_KEYS_DIR: join(dir, 'keys'),
+    SERVICE_BOOTSTRAP_TOKEN: pat,
+    SERVICE_LOG_LEVEL: 'error',
+  });
+  const store = openStore(config.dataDir);
+  const identity = new IdentityRepo(store);
+  const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));
+  const events = new LmdbEventLog(store);
+  const pools = new UpstreamPools({ timeoutMs: 1000, connections: 1 });
+  const policies = new PolicyRepo(store);
+  const snapshot = new LocalSnapshot(identity, settings, pools, policies);
+  await bootstrap(config, store, identity, settings, events);
+  const router = new Router<RouteHandler>();
+  registerProvisioning(router, { snapshot, identity, settings, audit: events, egressAllow: [] });
+  const state = { scans: [] as Harness['scans'], appends: 0 };
+  const log = auditLogOver(store, events, state);
+  registerReplayRoutes(router, {
+    snapshot,
+    log,
+    policies,
+    orgExists: (id) => identity.getOrg(id) !== undefined,
+  });
+  const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
+  const server: HttpServer = await listen('uws', { host: '127.0.0.1', port: 0 }, handler);
+  const base = `http://127.0.0.1:${server.port}`;
+  const call: Call = async (path, init = {}) => {
+    const headers: Record<string, string> = { ...init.headers };
+    if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
+    const body = init.body === undefined ? undefined : JSON.stringify(init.body);
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await fetch(`${base}${path}`, {
+      method: init.method ?? (body === undefined ? 'GET' : 'POST'),
+      headers,
+      body,
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      /* not JSON */
+    }
+    return { status: res.status, headers: res.headers, body: parsed };
+  };
+  const h: Harness = {
+    call,
+    pat,
+    store,
+    events,
+    log,
+    policies,
+    scans: state.scans,
+    get appends() {
+      return state.appends;
+    },
+    async close() {
+      await server.close(1000);
+      await pools.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return h;
+}
+
+const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
+type RoleName = (typeof ROLES)[number];
+
+interface Org {
+  readonly orgId: string;
+  readonly tokens: Readonly<Record<RoleName, string>>;
+  readonly agentKey: string;
+}
+
+async function makeOrg(h: Harness, name: string): Promise<Org> {
+  const org = await h.call('/api/orgs', { token: h.pat, body: { name } });
+  const orgId = org.body.org_id as string;
+  const tokens = {} as Record<RoleName, string>;
+  for (const role of ROLES) {
+    const user = await h.call('/api/users', {
+      token: h.pat,
+      body: { email: `${role}@${name}.test`, role, org_id: orgId },
+    });
+    const tok = await h.call('/api/tokens', { token: h.pat, body: { user_id: user.body.user_id } });
+    tokens[role] = tok.body.token as string;
+  }
+  const a = await h.call('/api/agents/onboard', { token: tokens.admin, body: { agent_id: `${name}-bot` } });
+  return { orgId, tokens, agentKey: a.body.api_key.api_key };
+}
+
+function assertError(t: Test, res: Res, code: ErrorCode, msg = ''): void {
+  const entry = ERROR_CATALOG[code];
+  t.equal(res.status, entry.status, `${msg} status ${entry.status} (${code}): ${JSON.stringify(res.body)}`);
+  t.equal(res.body?.error?.code, code, msg);
+}
+
+/** A govern.decision as /v1/govern records it, appended to the org's log. */
+async function record(
+  h: Harness,
+  orgId: string,
+  outcome: string,
+  tool: string,
+  opts: { agent?: string; session?: string; args?: Record<string, unknown> } = {},
+): Promise<void> {
+  const args = opts.args ?? {};
+  await h.events.append({
+    org_id: orgId,
+    event_type: 'govern.decision',
+    agent_id: opts.agent ?? 'bot-1',
+    session_id: opts.session ?? null,
+    behavior_type: 'TOOL_CALL',
+    outcome,
+    reason: 'recorded',
+    rule_id: null,
+    detections: { input: NO_DETECTIONS },
+    details: {
+      action: { type: 'TOOL_CALL', tool, server: null, model: null, provider: null },
+      decision: { mode: 'enforce', outcome, rule_id: null, approval_consumed: null },
+    },
+    personal: {
+      args: personalField('args', args, randomBase62(8)),
+      payload: personalField('payload', { tool, args }, randomBase62(8)),
+    },
+  });
+}
+
+function chainOf(h: Harness, orgId: string): string {
+  return JSON.stringify([...h.log.exportLines(orgId)]);
+}
+
+const R = '/api/audit/replay';
+const B = '/api/audit/replay/batch';
+const PG = '/api/audit/playground/test';
+
+const BLOCK_SHELL = {
+  mode: 'enforce',
+  rules: [{ id: 'no-shell', when: { type: 'TOOL_CALL', tool: 'shell.exec' }, then: 'block' }],
+};
+
+t.test('replay over HTTP', async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const a = await makeOrg(h, 'alpha');
+  const b = await makeOrg(h, 'beta');
+  const dev = a.tokens.developer;
+
+  await record(h, a.orgId, 'allow', 'shell.exec', { agent: 'bot-1', session: 's1' });
+  await record(h, a.orgId, 'allow', 'shell.exec', { agent: 'bot-2', session: 's2' });
+  await record(h, a.orgId, 'allow', 'fs.read', { agent: 'bot-1', session: 's1' });
+  await record(h, a.orgId, 'block', 'fs.read', { agent: 'bot-2' });
+  await record(h, a.orgId, 'allow', 'pay', { agent: 'bot-1', args: { amount: 900 } });
+  await record(h, b.orgId, 'allow', 'shell.exec', { agent: 'beta-bot' });
+  // Enough events in a third org for the scan to hand the event loop back several times.
+  const c = await makeOrg(h, 'gamma');
+  const LONG = 4500;
+  for (let i = 0; i < LONG; i += 500) {
+    await Promise.all(
+      Array.from({ length: 500 }, (_, j) =>
+        record(h, c.orgId, 'allow', (i + j) % 3 === 0 ? 'shell.exec' : 'fs.read'),
+      ),
+    );
+  }
+  const chainA = chainOf(h, a.orgId);
+  const chainB = chainOf(h, b.orgId);
+  const chainC = chainOf(h, c.orgId);
+
+  t.test('roles: developer and higher', async (t) => {
+    for (const role of ROLES) {
+      const allowed = role !== 'requester' && role !== 'auditor';
+      for (const [path, body] of [
+        [R, { rules: BLOCK_SHELL }],
+        [B, { candidates: [{ rules: BLOCK_SHELL }] }],
+        [PG, { rules: BLOCK_SHELL, action: { type: 'TOOL_CALL', payload: { tool: 'x' } } }],
+      ] as const) {
+        const res = await h.call(path, { token: a.tokens[role], body });
+        if (allowed) t.equal(res.status, 200, `${role} ${path}: ${JSON.stringify(res.body)}`);
+        else assertError(t, res, 'forbidden', `${role} ${path}`);
+      }
+    }
+    assertError(
+      t,
+      await h.call(R, { token: a.agentKey, body: { rules: BLOCK_SHELL } }),
+      'forbidden',
+      'agent',
+    );
+    assertError(t, await h.call(R, { body: { rules: BLOCK_SHELL } }), 'unauthenticated');
+  });
+
+  t.test('replays the org history against rules', async (t) => {
+    const res = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL } });
+    t.equal(res.status, 200, JSON.stringify(res.body));
+    t.equal(res.body.evaluated, 5, 'only org alpha, only decisions');
+    t.ok(res.body.skipped > 0, 'admin events of the org are skipped');
+    t.equal(res.body.changed, 3);
+    t.equal(res.body.summary.allow_to_block, 2);
+    t.equal(res.body.summary.block_to_allow, 1);
+    t.equal(res.body.summary.unchanged, 2);
+    t.same(
+      res.body.changes.map((c: any) => [c.agent_id, c.tool, c.old_outcome, c.new_outcome, c.rule_id]),
+      [
+        ['bot-1', 'shell.exec', 'allow', 'block', 'no-shell'],
+        ['bot-2', 'shell.exec', 'allow', 'block', 'no-shell'],
+        ['bot-2', 'fs.read', 'block', 'allow', null],
+      ],
+    );
+    t.match(res.body.changes[0].event_id, /^ae_/);
+    t.equal(h.scans.at(-1)?.orgId, a.orgId);
+    t.equal(h.scans.at(-1)?.limit, 100_001, 'reads at most 100,000 events (+1 to see truncation)');
+
+    // YAML text, a rule on args (read back from the commitments).
+    const yaml = [
+      'rules:',
+      '  - id: big',
+      '    when: {tool: pay, field: args.amount, op: gte, value: 500}',
+      '    then: require_approval',
+      '',
+    ].join('\n');
+    const y = await h.call(R, { token: dev, body: { rules: yaml } });
+    t.equal(y.status, 200, JSON.stringify(y.body));
+    t.equal(y.body.summary.allow_to_needs_approval, 1);
+    t.equal(y.body.summary.block_to_allow, 1);
+    t.same(
+      y.body.changes.map((c: any) => [c.tool, c.new_outcome, c.rule_id]),
+      [
+        ['fs.read', 'allow', null],
+        ['pay', 'needs_approval', 'big'],
+      ],
+    );
+
+    // Limit caps the list, not the counts.
+    const capped = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, limit: 1 } });
+    t.equal(capped.body.changes.length, 1);
+    t.equal(capped.body.changed, 3);
+
+    // A super_admin names another org.
+    const other = await h.call(`${R}?org_id=${b.orgId}`, { token: h.pat, body: { rules: BLOCK_SHELL } });
+    t.equal(other.status, 200);
+    t.equal(other.body.evaluated, 1);
+    t.equal(other.body.summary.allow_to_block, 1);
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, org_id: b.orgId } }),
+      'forbidden',
+      'another org',
+    );
+  });
+
+  t.test('filters', async (t) => {
+    const byAgent = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, agent_id: 'bot-2' } });
+    t.equal(byAgent.body.evaluated, 2);
+    t.same(h.scans.at(-1)?.filters, { agent_id: 'bot-2' });
+    const bySession = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, session_id: 's1' } });
+    t.equal(bySession.body.evaluated, 2);
+    t.equal(bySession.body.summary.allow_to_block, 1);
+    const byType = await h.call(R, {
+      token: dev,
+      body: { rules: BLOCK_SHELL, event_type: 'govern.decision' },
+    });
+    t.equal(byType.body.evaluated, 5);
+    t.equal(byType.body.skipped, 0);
+    const future = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, since: '2999-01-01' } });
+    t.equal(future.body.evaluated, 0);
+    t.same(h.scans.at(-1)?.filters, { since: '2999-01-01T00:00:00.000Z' }, 'bounds normalised to ISO');
+    const past = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, until: '2000-01-01T00:00:00Z' } });
+    t.equal(past.body.evaluated, 0);
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, since: 'yesterday' } }),
+      'invalid_request',
+    );
+  });
+
+  t.test('invalid bodies and rules', async (t) => {
+    const bad = await h.call(R, {
+      token: dev,
+      body: { rules: { mode: 'strict', rules: [{ id: 'x', then: 'explode' }] } },
+    });
+    assertError(t, bad, 'invalid_policy');
+    t.equal(bad.body.error.param, 'rules');
+    t.same(
+      bad.body.error.problems.map((p: { path: string }) => p.path),
+      ['mode', 'rules[0].then'],
+      'every problem, with its path',
+    );
+    const badText = await h.call(R, { token: dev, body: { rules: 'rules: [\n  - {id: a' } });
+    assertError(t, badText, 'invalid_policy');
+    t.ok(badText.body.error.problems.length >= 1);
+    const notSet = await h.call(R, { token: dev, body: { rules: '- just\n- a list' } });
+    assertError(t, notSet, 'invalid_policy', 'a YAML list is not a rule set');
+
+    assertError(t, await h.call(R, { token: dev, body: {} }), 'invalid_request', 'no candidate');
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, policy_id: 'pol_x', version_no: 1 } }),
+      'invalid_request',
+      'both',
+    );
+    assertError(t, await h.call(R, { token: dev, body: { policy_id: 'pol_x' } }), 'invalid_request', 'no n');
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, extra: 1 } }),
+      'invalid_request',
+    );
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, limit: 1001 } }),
+      'invalid_request',
+    );
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, limit: 0 } }),
+      'invalid_request',
+    );
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { policy_id: 'pol_nope', version_no: 1 } }),
+      'not_found',
+    );
+  });
+
+  t.test('policy_id + version_no: drafts and published versions', async (t) => {
+    const pol = h.policies.create(a.orgId, { name: 'candidate' }, 'test');
+    h.policies.createDraft(a.orgId, pol.id, BLOCK_SHELL, null, 'test');
+    const draft = await h.call(R, { token: dev, body: { policy_id: pol.id, version_no: 1 } });
+    t.equal(draft.status, 200, JSON.stringify(draft.body));
+    t.equal(draft.body.summary.allow_to_block, 2);
+
+    // The draft changes: the next replay sees the new rules (no stale compile).
+    h.policies.updateDraft(a.orgId, pol.id, 1, { default: 'block', rules: [] }, 'test');
+    const edited = await h.call(R, { token: dev, body: { policy_id: pol.id, version_no: 1 } });
+    t.equal(edited.body.summary.allow_to_block, 4);
+
+    h.policies.publish(a.orgId, pol.id, 1, 'test');
+    const published = await h.call(R, { token: dev, body: { policy_id: pol.id, version_no: 1 } });
+    t.equal(published.body.summary.allow_to_block, 4);
+
+    assertError(
+      t,
+      await h.call(R, { token: dev, body: { policy_id: pol.id, version_no: 2 } }),
+      'not_found',
+      'unknown version',
+    );
+    // Another org's policy is not found.
+    assertError(
+      t,
+      await h.call(R, { token: b.tokens.developer, body: { policy_id: pol.id, version_no: 1 } }),
+      'not_found',
+      'other org',
+    );
+  });
+
+  t.test('batch: one result per candidate and an impact table', async (t) => {
+    const pol = h.policies.create(a.orgId, { name: 'batch-ref' }, 'test');
+    h.policies.createDraft(
+      a.orgId,
+      pol.id,
+      { rules: [{ id: 'ok', when: { tool: 'fs.read' }, then: 'allow' }] },
+      null,
+      't',
+    );
+    const res = await h.call(B, {
+      token: dev,
+      body: {
+        agent_id: 'bot-1',
+        limit: 5,
+        candidates: [
+          { name: 'strict', rules: BLOCK_SHELL },
+          { rules: 'default: block\nrules: []\n' },
+          { policy_id: pol.id, version_no: 1 },
+        ],
+      },
+    });
+    t.equal(res.status, 200, JSON.stringify(res.body));
+    t.same(
+      res.body.results.map((r: any) => r.name),
+      ['strict', 'candidate 2', `${pol.id}@1`],
+    );
+    t.same(res.body.impact, [
+      {
+        name: 'strict',
+        evaluated: 3,
+        changed: 1,
+        allow_to_block: 1,
+        allow_to_needs_approval: 0,
+        block_to_allow: 0,
+        block_to_needs_approval: 0,
+        needs_approval_to_allow: 0,
+        needs_approval_to_block: 0,
+        unchanged: 2,
+      },
+      {
+        name: 'candidate 2',
+        evaluated: 3,
+        changed: 3,
+        allow_to_block: 3,
+        allow_to_needs_approval: 0,
+        block_to_allow: 0,
+        block_to_needs_approval: 0,
+        needs_approval_to_allow: 0,
+        needs_approval_to_block: 0,
+        unchanged: 0,
+      },
+      {
+        name: `${pol.id}@1`,
+        evaluated: 3,
+        changed: 0,
+        allow_to_block: 0,
+        allow_to_needs_approval: 0,
+        block_to_allow: 0,
+        block_to_needs_approval: 0,
+        needs_approval_to_allow: 0,
+        needs_approval_to_block: 0,
+        unchanged: 3,
+      },
+    ]);
+    const single = await h.call(R, { token: dev, body: { rules: BLOCK_SHELL, agent_id: 'bot-1', limit: 5 } });
+    t.same(res.body.results[0], { name: 'strict', ...single.body }, 'same as a single replay');
+
+    const bad = await h.call(B, {
+      token: dev,
+      body: { candidates: [{ rules: BLOCK_SHELL }, { rules: { rules: 'nope' } }] },
+    });
+    assertError(t, bad, 'invalid_policy');
+    t.equal(bad.body.error.param, 'candidates[1].rules');
+    const unknownField = await h.call(B, {
+      token: dev,
+      body: { candidates: [{ rules: BLOCK_SHELL, x: 1 }] },
+    });
+    assertError(t, unknownField, 'invalid_request');
+    t.equal(unknownField.body.error.param, 'candidates[0].x');
+    const many = Array.from({ length: MAX_CANDIDATES + 1 }, () => ({ rules: BLOCK_SHELL }));
+    assertError(t, await h.call(B, { token: dev, body: { candidates: many } }), 'invalid_request', '11');
+    assertError(t, await h.call(B, { token: dev, body: { candidates: [] } }), 'invalid_request', 'none');
+    assertError(t, await h.call(B, { token: dev, body: { candidates: ['x'] } }), 'invalid_request');
+  });
+
+  t.test('playground answers like govern and records nothing', async (t) => {
+    const rules = {
+      mode: 'enforce',
+      detectors: { pii: { action: 'block' } },
+      rules: [
+        { id: 'approve-pay', when: { tool: 'pay' }, then: 'require_approval', tier: 'signed' },
+        { id: 'no-shell', when: { tool: 'shell.exec' }, then: 'block', reason: 'no shell' },
+      ],
+    };
+    const policy = compiled(rules);
+    const governor = new Governor(
+      { policy: () => ({ policy, policy_id: null, version_no: null }) } as unknown as Snapshot,
+      { consume: () => undefined },
+    );
+    const cases = [
+      { type: 'TOOL_CALL', payload: { tool: 'pay', args: { amount: 3 } } },
+      { type: 'TOOL_CALL', payload: { tool: 'shell.exec', args: { cmd: 'ls' } } },
+      { type: 'TOOL_CALL', payload: { tool: 'mail', args: { to: 'jane.doe@example.com' } } },
+      { type: 'SKILL_LOAD', agent_id: 'bot-9', payload: { name: 'ok' } },
+    ];
+    for (const action of cases) {
+      const res = await h.call(PG, { token: dev, body: { rules, action } });
+      t.equal(res.status, 200, JSON.stringify(res.body));
+      const payload = action.payload as Record<string, unknown>;
+      const live = governor.decide(
+        { orgId: a.orgId, agentId: action.agent_id ?? 'playground', agentUuid: 'u' },
+        {
+          type: action.type as 'TOOL_CALL',
+          tool: (payload.tool as string | undefined) ?? null,
+          args: payload.args,
+          payload,
+          texts: stringsIn(payload).map((text, i) => ({ message: i, part: -1, text })),
+          flagsHeader: undefined,
+        },
+      );
+      const d = live.decision;
+      t.equal(res.body.outcome, d.outcome, `${payload.tool ?? action.type}`);
+      t.equal(res.body.reason, d.reason);
+      t.equal(res.body.rule_id, d.rule_id);
+      t.equal(res.body.details.mode, d.mode);
+      t.same(res.body.details.detections, live.scan.summary);
+      t.notOk('mandate' in res.body, 'no mandate');
+      t.notOk('approval' in res.body, 'no approval');
+    }
+    const pay = await h.call(PG, { token: dev, body: { rules, action: cases[0] } });
+    t.same(pay.body.obligations, [
+      { type: 'require_approval', tier: 'signed', reason: 'approval required by rule approve-pay' },
+    ]);
+    t.equal(pay.body.details.blocking_step, 'policy_rule');
+    const mail = await h.call(PG, { token: dev, body: { rules, action: cases[2] } });
+    t.equal(mail.body.outcome, 'block');
+    t.equal(mail.body.rule_id, 'detector:pii');
+    t.equal(mail.body.details.blocking_step, 'detection');
+    t.same(mail.body.details.detections.pii, ['email']);
+
+    // X-Service-Flags tighten like on /v1/govern.
+    const warned = await h.call(PG, {
+      token: dev,
+      headers: { 'x-service-flags': 'mode=lockdown' },
+      body: {
+        rules: { rules: [] },
+        action: { type: 'TOOL_CALL', payload: { tool: 'x', args: { e: 'a@b.io' } } },
+      },
+    });
+    t.equal(warned.body.outcome, 'block');
+    t.equal(warned.body.details.mode, 'lockdown');
+    assertError(
+      t,
+      await h.call(PG, {
+        token: dev,
+        headers: { 'x-service-flags': 'nonsense' },
+        body: { rules, action: cases[0] },
+      }),
+      'invalid_flags',
+    );
+
+    // By reference, and in observe mode.
+    const pol = h.policies.create(a.orgId, { name: 'pg' }, 'test');
+    h.policies.createDraft(a.orgId, pol.id, { ...rules, mode: 'observe' }, null, 'test');
+    const ref = await h.call(PG, {
+      token: dev,
+      body: { policy_id: pol.id, version_no: 1, action: cases[1] },
+    });
+    t.equal(ref.body.outcome, 'allow');
+    t.equal(ref.body.details.would_outcome, 'block');
+    t.equal(ref.body.details.policy_id, pol.id);
+    t.equal(ref.body.details.policy_version, 1);
+
+    assertError(t, await h.call(PG, { token: dev, body: { rules } }), 'invalid_request', 'no action');
+    assertError(
+      t,
+      await h.call(PG, { token: dev, body: { rules, action: { type: 'TOOL_CALL', payload: {} } } }),
+      'invalid_request',
+      'TOOL_CALL without a tool',
+    );
+    assertError(
+      t,
+      await h.call(PG, { token: dev, body: { rules, action: { type: 'NOPE' } } }),
+      'invalid_request',
+    );
+    assertError(
+      t,
+      await h.call(PG, { token: dev, body: { rules: { bad: 1 }, action: cases[0] } }),
+      'invalid_policy',
+    );
+  });
+
+  t.test('a long replay counts every event', async (t) => {
+    const res = await h.call(R, { token: c.tokens.developer, body: { rules: BLOCK_SHELL, limit: 10 } });
+    t.equal(res.status, 200);
+    t.equal(res.body.evaluated, LONG);
+    t.equal(res.body.summary.allow_to_block, LONG / 3);
+    t.equal(res.body.changes.length, 10);
+    t.equal(res.body.truncated, false);
+  });
+
+  t.test('nothing was recorded', async (t) => {
+    t.equal(h.appends, 0, 'no append through the audit log');
+    t.equal(chainOf(h, a.orgId), chainA, 'org alpha chain unchanged');
+    t.equal(chainOf(h, b.orgId), chainB, 'org beta chain unchanged');
+    t.equal(chainOf(h, c.orgId), chainC, 'org gamma chain unchanged');
+  });
+});
+
+t.test('results are plain data', async (t) => {
+  const r: ReplayResult = replay([], compiled({ rules: [] }));
+  t.same(JSON.parse(JSON.stringify(r)), r);
+});
