@@ -63,7 +63,11 @@ async function main(argv: string[]): Promise<number> {
       await start();
       return -1;
     case 'verify':
-      return runVerify(argv.slice(1), { stdout: process.stdout, stderr: process.stderr, isTTY: process.stderr.isTTY === true });
+      return runVerify(argv.slice(1), {
+        stdout: process.stdout,
+        stderr: process.stderr,
+        isTTY: process.stderr.isTTY === true,
+      });
     case '--version':
     case 'version':
       process.stdout.write(`${VERSION}\n`);

@@ -124,7 +124,10 @@ export interface StoredSeal {
  * event, personal fields as {value, salt, c}), or `{"_seal": StoredSeal}` right after the event
  * whose seq equals the seal's size, or `{"_chain_bridge": {...}}` where retention pruned events.
  */
-export type ChainLine = AuditEvent | { readonly _seal: StoredSeal } | { readonly _chain_bridge: Record<string, unknown> };
+export type ChainLine =
+  | AuditEvent
+  | { readonly _seal: StoredSeal }
+  | { readonly _chain_bridge: Record<string, unknown> };
 
 /** Signs seals. Ed25519 and ML-DSA-65 (ML-DSA in a worker thread, off the event loop). */
 export interface SealSigner {
@@ -158,7 +161,11 @@ export interface AuditLog extends AuditSink, AuditReader {
   byTask(orgId: string, taskId: string, limit?: number): AuditEvent[];
   overview(orgId: string, range: { since?: string; until?: string }): AuditOverview;
   /** Events in seq order (oldest first) matching the filters; replay reads history through this. */
-  scanEvents(orgId: string, filters: Omit<AuditQuery, 'cursor' | 'limit'>, limit: number): Iterable<AuditEvent>;
+  scanEvents(
+    orgId: string,
+    filters: Omit<AuditQuery, 'cursor' | 'limit'>,
+    limit: number,
+  ): Iterable<AuditEvent>;
   /** Every line of the org chain in order (events, seals, bridges), optionally bounded by ts. */
   exportLines(orgId: string, range?: { since?: string; until?: string }): Iterable<ChainLine>;
   /** Cuts the pending seal of every org now (tests, shutdown). */
