@@ -1,10 +1,14 @@
 import { ApprovalStore, registerApprovalRoutes } from './approvals/index.js';
+import { ChainLog, registerAuditRoutes } from './audit/index.js';
+import { registerReplayRoutes } from './audit/replay-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
+import { AuditKeys } from './crypto/audit-keys.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
+import { WorkerSealSigner } from './crypto/seal-signer.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
 import { GatewayService } from './gateway/service.js';
 import { Governor } from './govern/governor.js';
@@ -22,7 +26,6 @@ import { Metrics } from './metrics/index.js';
 import { UpstreamPools } from './providers/upstream.js';
 import { LocalSnapshot } from './snapshot/local.js';
 import { openStore } from './store/db.js';
-import { LmdbEventLog } from './store/event-log.js';
 import { IdempotencyStore } from './store/idempotency.js';
 import { PolicyRepo } from './store/policies.js';
 import { SettingsRepo } from './store/settings.js';
@@ -43,7 +46,16 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   const vault = createVault(loadVaultKey(config.keysDir));
   const identity = new IdentityRepo(store);
   const settings = new SettingsRepo(store, vault);
-  const events = new LmdbEventLog(store);
+  const auditKeys = AuditKeys.load({
+    keysDir: config.keysDir,
+    password: config.audit.keyPassword,
+    signingKeyPem: config.audit.signingKey,
+  });
+  const sealSigner = await WorkerSealSigner.start(auditKeys);
+  const events = new ChainLog(store, sealSigner, {
+    dataDir: config.dataDir,
+    rotationMaxMb: config.audit.rotationMaxMb,
+  });
   const pools = new UpstreamPools({
     timeoutMs: config.upstreamTimeoutMs,
     connections: config.upstreamConnections,
@@ -132,6 +144,8 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   });
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
   registerApprovalRoutes(router, { snapshot, approvals });
+  registerAuditRoutes(router, { snapshot, log: events, orgExists });
+  registerReplayRoutes(router, { snapshot, log: events, policies, orgExists });
   registerPolicies(router, { snapshot, identity, policies, audit: events });
   registerProvisioning(router, {
     snapshot,
@@ -149,7 +163,6 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     metrics,
     metricsToken: config.metricsToken,
     snapshot,
-    audit: events,
     checks: () => ({
       store: !closing && (store.root as unknown as { isOperational(): boolean }).isOperational(),
       accepting: !closing,
@@ -184,6 +197,8 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
       clearInterval(approvalSweeper);
       await server.close(graceMs);
       await pools.close();
+      await events.close();
+      await sealSigner.close();
       await store.close();
     },
   };

@@ -1,8 +1,7 @@
-import type { AuditReader } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Router } from '../http/router.js';
-import { presentedCredential, requireRole, targetOrg } from '../identity/guard.js';
+import { presentedCredential } from '../identity/guard.js';
 import type { Metrics } from '../metrics/index.js';
 import type { Snapshot } from '../snapshot/types.js';
 
@@ -13,7 +12,6 @@ export interface PlatformDeps {
   readonly metrics: Metrics;
   readonly metricsToken: string | undefined;
   readonly snapshot: Snapshot;
-  readonly audit: AuditReader;
   /** Readiness checks: name → ok. */
   readonly checks: () => Record<string, boolean>;
 }
@@ -45,12 +43,5 @@ export function registerPlatform(router: Router<RouteHandler>, deps: PlatformDep
       throw new ServiceError('unauthenticated', 'metrics need the SERVICE_METRICS_TOKEN bearer token');
     }
     ctx.sendRaw(200, deps.metrics.registry.contentType, await deps.metrics.registry.metrics());
-  });
-  router.add('GET', '/api/audit/pipeline/:id', (ctx) => {
-    const p = requireRole(ctx, deps.snapshot, 'auditor');
-    const orgId = targetOrg(ctx, p);
-    const events = deps.audit.byPipeline(orgId, ctx.params.id as string);
-    if (events.length === 0) throw new ServiceError('not_found', `pipeline ${ctx.params.id} not found`);
-    ctx.json(200, { pipeline_id: ctx.params.id, data: events });
   });
 }

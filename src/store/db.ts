@@ -27,6 +27,14 @@ export interface Store {
   readonly approvalIndex: AnyDb;
   readonly revokedMandates: AnyDb;
   readonly tools: AnyDb;
+  /** Audit chain events: [org, seq] → the event as JSON text (what was hashed, byte for byte). */
+  readonly auditEvents: AnyDb;
+  /** Audit lookups: [org, 'i', event id] → seq; [org, kind, value, last seq] → [seq, …] (search). */
+  readonly auditIndex: AnyDb;
+  /** Audit Merkle nodes above the leaves: [org, level, index] → 32-byte hash. */
+  readonly auditNodes: AnyDb;
+  /** Audit seals, seal sizes, overview rollups and bridges, keyed by [org, kind, …]. */
+  readonly auditMeta: AnyDb;
   readonly writer: BatchWriter;
   close(): Promise<void>;
 }
@@ -94,6 +102,10 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     approvalIndex: db('approval_index'),
     revokedMandates: db('revoked_mandates'),
     tools: db('tools'),
+    auditEvents: db('audit_events'),
+    auditIndex: db('audit_index'),
+    auditNodes: db('audit_nodes'),
+    auditMeta: db('audit_meta'),
     writer,
     async close() {
       if (timer) clearInterval(timer);

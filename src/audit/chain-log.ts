@@ -1,0 +1,428 @@
+import { hash as digest, randomBytes } from 'node:crypto';
+import { setImmediate as yieldTurn } from 'node:timers/promises';
+import {
+  canonicalEventString,
+  canonicalize,
+  type IntegrityResult,
+  leafHash,
+  type Personal,
+  personalField,
+  type Receipt,
+} from '../core/chain/index.js';
+import { ServiceError } from '../core/errors.js';
+import type { Store } from '../store/db.js';
+import { newId } from '../util/ids.js';
+import { ChainReader, type ConsistencyResult } from './chain-reader.js';
+import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
+import { JsonlLog, type LogLine } from './jsonl-log.js';
+import { boundMs, familyOf, HOUR_KIND, ID_KIND, INDEX_KINDS, MINUTE_KIND } from './layout.js';
+import { type Batch, type Bucket, chainOrgs, loadBucket, loadHead, type OrgHead } from './org-head.js';
+import { PostingWriter } from './postings.js';
+import { addEvent, HOUR_MS, MINUTE_MS } from './rollups.js';
+import { Sealer } from './sealer.js';
+import { AuditSearch } from './search.js';
+import type {
+  AuditEvent,
+  AuditInput,
+  AuditLog,
+  AuditOverview,
+  AuditPage,
+  AuditQuery,
+  AuditRef,
+  ChainLine,
+  SealSigner,
+  SigningKeyDocument,
+  StoredSeal,
+} from './types.js';
+
+export interface ChainLogOptions {
+  /** The JSONL log goes to `<dataDir>/audit/<org>.jsonl`. */
+  readonly dataDir: string;
+  /** SERVICE_AUDIT_ROTATION_MAX_MB. */
+  readonly rotationMaxMb: number;
+  /** A seal is cut at most this long after the first unsealed event (default 250 ms)… */
+  readonly sealIntervalMs?: number;
+  /** …or as soon as this many events are unsealed (default 1,000). */
+  readonly sealEvery?: number;
+  /** Epoch ms (tests freeze it). */
+  readonly clock?: () => number;
+  /** Rows one search call examines at most before it returns a short page and a cursor. */
+  readonly searchBudget?: number;
+}
+
+/** An event being built: the writer sets `hash` last. */
+type Draft = { -readonly [K in keyof AuditEvent]: AuditEvent[K] } & { hash: string; prev_hash: string };
+
+/**
+ * The hash of an event and its stored JSON text, from one canonical serialization: the event
+ * hash is `hashEvent`'s rule, SHA-256(prev_hash ‖ canonical); the stored text is that same
+ * canonical JSON (sorted keys) with the full personal fields in place of their commitments and
+ * `hash` appended, so no second serialization is needed. The commitment map is matched on its
+ * exact text: inside JSON strings every quote is escaped, so `"personal":{…}` can only be a key,
+ * and its fresh random commitments cannot appear anywhere else in the event.
+ */
+function linkedLine(event: Draft): { hash: string; json: string } {
+  const canonical = canonicalEventString(event);
+  const hash = digest('sha256', event.prev_hash + canonical, 'hex');
+  let body = canonical;
+  const personal = event.personal as Personal;
+  const fields = Object.keys(personal);
+  if (fields.length > 0) {
+    const commitments: Record<string, string> = Object.create(null);
+    for (const f of fields) commitments[f] = (personal[f] as { c: string }).c;
+    const committed = `"personal":${canonicalize(commitments)}`;
+    const at = canonical.lastIndexOf(committed);
+    if (at < 0) return { hash, json: JSON.stringify({ ...event, hash }) };
+    body = `${canonical.slice(0, at)}"personal":${JSON.stringify(personal)}${canonical.slice(at + committed.length)}`;
+  }
+  return { hash, json: `${body.slice(0, -1)},"hash":"${hash}"}` };
+}
+
+/** Lines per step of an asynchronous integrity scan (tens of ms between yields to the loop). */
+const SCAN_STEP = 2_000;
+const SALT_BYTES = 16;
+const SALT_POOL = SALT_BYTES * 256;
+
+/**
+ * The audit trail as a transparency log (DESIGN B): per-org hash chains whose event hashes are
+ * the leaves of an RFC 6962 tree, sealed with dual-signed checkpoints, stored in LMDB and
+ * mirrored to a rotated JSONL log.
+ *
+ * Appends are synchronous in memory (seq, prev_hash, hash, commitments and the Merkle append
+ * happen before `append` returns its promise; one writer per org) and their writes are grouped
+ * into one LMDB transaction per event-loop turn; the promise resolves at commit. Seals are cut
+ * per org at most `sealIntervalMs` after the first unsealed event or after `sealEvery` events,
+ * signed off the request path, one in flight per org.
+ */
+export class ChainLog implements AuditLog {
+  readonly #store: Store;
+  readonly #signer: SealSigner;
+  readonly #reader: ChainReader;
+  readonly #search: AuditSearch;
+  readonly #jsonl: JsonlLog;
+  readonly #heads = new Map<string, OrgHead>();
+  readonly #postings = new PostingWriter();
+  readonly #verified = new VerifiedSignatures();
+  readonly #sealer: Sealer;
+  readonly #clock: () => number;
+  #closed = false;
+  #closing: Promise<void> | undefined;
+  #salts = randomBytes(SALT_POOL);
+  #saltAt = 0;
+  #loadError: unknown;
+
+  constructor(store: Store, signer: SealSigner, opts: ChainLogOptions) {
+    this.#store = store;
+    this.#signer = signer;
+    this.#reader = new ChainReader(store);
+    this.#search = new AuditSearch(this.#reader, opts.searchBudget);
+    this.#clock = opts.clock ?? Date.now;
+    this.#jsonl = new JsonlLog(opts.dataDir, opts.rotationMaxMb, (org, afterSeq, afterSeal) =>
+      this.#backfill(org, afterSeq, afterSeal),
+    );
+    this.#sealer = new Sealer(store, signer, this.#jsonl, {
+      intervalMs: opts.sealIntervalMs ?? 250,
+      every: Math.max(1, opts.sealEvery ?? 1000),
+      clock: this.#clock,
+    });
+    // Events left unsealed by a previous run (a crash) are sealed now, not at the org's next event.
+    for (const org of chainOrgs(store)) {
+      try {
+        const head = this.#head(org);
+        if (head.sealedSize < head.seq) this.#sealer.check(head);
+      } catch (err) {
+        this.#loadError = err; // that org's appends will report it
+      }
+    }
+  }
+
+  /** The last error of a seal or of the JSONL log (both retry or carry on; the store is truth). */
+  get lastError(): unknown {
+    return this.#sealer.lastError ?? this.#jsonl.lastError ?? this.#loadError;
+  }
+
+  /** Path of an org's live JSONL file. */
+  jsonlPath(orgId: string): string {
+    return this.#jsonl.pathOf(orgId);
+  }
+
+  /** GET /api/audit/signing-key. */
+  publicDocument(): SigningKeyDocument {
+    return this.#signer.publicDocument();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Write side
+
+  append(input: AuditInput): Promise<AuditRef> {
+    if (this.#closed) return Promise.reject(new ServiceError('unavailable', 'the audit log is closed'));
+    const org = input.org_id;
+    let head: OrgHead;
+    let event: Draft;
+    let json: string;
+    let ms: number;
+    try {
+      if (typeof org !== 'string' || org.length === 0) {
+        throw new ServiceError('invalid_request', 'an audit event needs an org_id');
+      }
+      head = this.#head(org);
+      ms = Math.max(this.#clock(), head.tsMs);
+      this.#buckets(head, ms);
+      event = this.#build(input, head, ms);
+      const line = linkedLine(event);
+      event.hash = line.hash;
+      json = line.json;
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    // From here on nothing throws: the event is part of the chain in memory.
+    head.seq = event.seq;
+    head.hash = event.hash;
+    head.tsMs = ms;
+    const batch = this.#batchOf(head);
+    batch.events.push(event);
+    batch.json.push(json);
+    for (const n of head.tree.append(leafHash(event.hash))) if (n.level > 0) batch.nodes.push(n);
+    addEvent((head.minute as Bucket).rollup, event);
+    addEvent((head.hour as Bucket).rollup, event);
+    batch.buckets.add(head.minute as Bucket);
+    batch.buckets.add(head.hour as Bucket);
+    this.#sealer.check(head);
+    const ref: AuditRef = { id: event.id, seq: event.seq };
+    return batch.promise.then(() => ref);
+  }
+
+  #build(input: AuditInput, head: OrgHead, ms: number): Draft {
+    let personal: Personal | undefined;
+    const given = input.personal;
+    if (given !== undefined && given !== null) {
+      personal = Object.create(null) as Personal;
+      for (const path of Object.keys(given)) {
+        // The canonical form maps fields through a plain object, where this name would vanish.
+        if (path === '__proto__')
+          throw new ServiceError('invalid_request', 'a personal field cannot be named __proto__');
+        const value = given[path];
+        if (value !== undefined) personal[path] = personalField(path, value, this.#salt());
+      }
+    }
+    // One literal shape for every event keeps JCS's sorted-key memo hitting.
+    return {
+      id: newId('ae_'),
+      org_id: head.org,
+      seq: head.seq + 1,
+      ts: new Date(ms).toISOString(),
+      event_type: input.event_type,
+      agent_id: input.agent_id ?? null,
+      session_id: input.session_id ?? null,
+      task_id: input.task_id ?? null,
+      pipeline_id: input.pipeline_id ?? null,
+      behavior_type: input.behavior_type ?? null,
+      outcome: input.outcome ?? null,
+      reason: input.reason ?? null,
+      rule_id: input.rule_id ?? null,
+      provider: input.provider ?? null,
+      model: input.model ?? null,
+      usage: input.usage ?? null,
+      cost: input.cost ?? null,
+      detections: input.detections ?? null,
+      details: input.details ?? {},
+      personal: personal ?? {},
+      origin: null,
+      _chain_version: 2,
+      prev_hash: head.hash,
+      hash: '',
+    };
+  }
+
+  /** 16 random bytes, base64url, from a pooled buffer (one randomBytes call per 256 salts). */
+  #salt(): string {
+    if (this.#saltAt === SALT_POOL) {
+      this.#salts = randomBytes(SALT_POOL);
+      this.#saltAt = 0;
+    }
+    const s = this.#salts.toString('base64url', this.#saltAt, this.#saltAt + SALT_BYTES);
+    this.#saltAt += SALT_BYTES;
+    return s;
+  }
+
+  #head(org: string): OrgHead {
+    let head = this.#heads.get(org);
+    if (head === undefined) {
+      head = loadHead(this.#store, org);
+      this.#heads.set(org, head);
+    }
+    return head;
+  }
+
+  #batchOf(head: OrgHead): Batch {
+    if (head.batch !== undefined) return head.batch;
+    const batch: Batch = { events: [], json: [], nodes: [], buckets: new Set(), promise: Promise.resolve() };
+    head.batch = batch;
+    batch.promise = this.#store.writer.enqueue(() => this.#write(head, batch));
+    batch.promise.then(
+      () => this.#committed(head, batch),
+      () => this.#failed(head),
+    );
+    return batch;
+  }
+
+  /** Runs inside the writer's transaction. */
+  #write(head: OrgHead, batch: Batch): void {
+    if (head.batch === batch) head.batch = undefined;
+    const { auditEvents, auditIndex, auditNodes, auditMeta } = this.#store;
+    const org = head.org;
+    const postings = this.#postings;
+    for (let i = 0; i < batch.events.length; i++) {
+      const e = batch.events[i] as AuditEvent;
+      const seq = e.seq;
+      auditEvents.putSync([org, seq], batch.json[i]);
+      auditIndex.putSync([org, ID_KIND, e.id], seq);
+      postings.add(INDEX_KINDS.pipeline_id, e.pipeline_id, seq);
+      postings.add(INDEX_KINDS.session_id, e.session_id, seq);
+      postings.add(INDEX_KINDS.task_id, e.task_id, seq);
+      postings.add(INDEX_KINDS.agent_id, e.agent_id, seq);
+      postings.add(INDEX_KINDS.event_type, e.event_type, seq);
+      postings.add(INDEX_KINDS.action, e.outcome, seq);
+      postings.add(INDEX_KINDS.category, familyOf(e.event_type), seq);
+    }
+    postings.flush(this.#store, org);
+    for (const n of batch.nodes) auditNodes.putSync([org, n.level, n.index], n.hash);
+    for (const b of batch.buckets) auditMeta.putSync([org, b.kind, b.start], JSON.stringify(b.rollup));
+  }
+
+  #committed(head: OrgHead, batch: Batch): void {
+    this.#jsonl.events(
+      head.org,
+      batch.events.map((e) => e.seq),
+      batch.json,
+    );
+  }
+
+  /** A failed commit: this head's memory is ahead of the store; drop it and reload on next use. */
+  #failed(head: OrgHead): void {
+    head.dead = true;
+    if (head.timer !== undefined) clearTimeout(head.timer);
+    head.timer = undefined;
+    if (this.#heads.get(head.org) === head) this.#heads.delete(head.org);
+  }
+
+  /** Makes the overview buckets of `ms` current (they only move forward: ts never goes back). */
+  #buckets(head: OrgHead, ms: number): void {
+    const m = Math.floor(ms / MINUTE_MS) * MINUTE_MS;
+    if (head.minute?.start !== m) head.minute = loadBucket(this.#store, head.org, MINUTE_KIND, m);
+    const h = Math.floor(ms / HOUR_MS) * HOUR_MS;
+    if (head.hour?.start !== h) head.hour = loadBucket(this.#store, head.org, HOUR_KIND, h);
+  }
+
+  async flushSeals(): Promise<void> {
+    await this.#sealer.flush(this.#heads.values());
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    this.#sealer.stop(this.#heads.values());
+    try {
+      await this.flushSeals();
+    } catch {
+      // recorded in lastError; the events themselves are committed
+    }
+    await Promise.allSettled([...this.#heads.values()].map((h) => h.batch?.promise));
+    await this.#jsonl.close();
+  }
+
+  #backfill(org: string, afterSeq: number, afterSeal: number): Iterable<LogLine> {
+    return this.#reader.lines(org, afterSeq + 1, this.#reader.lastSeq(org), afterSeal);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Read side
+
+  get(orgId: string, eventId: string): AuditEvent | undefined {
+    return this.#reader.get(orgId, eventId);
+  }
+
+  byPipeline(orgId: string, pipelineId: string, limit = 1000): AuditEvent[] {
+    return this.#search.byFilter(orgId, 'pipeline_id', pipelineId, limit);
+  }
+
+  bySession(orgId: string, sessionId: string, limit = 1000): AuditEvent[] {
+    return this.#search.byFilter(orgId, 'session_id', sessionId, limit);
+  }
+
+  byTask(orgId: string, taskId: string, limit = 1000): AuditEvent[] {
+    return this.#search.byFilter(orgId, 'task_id', taskId, limit);
+  }
+
+  search(orgId: string, q: AuditQuery): AuditPage {
+    return this.#search.search(orgId, q);
+  }
+
+  overview(orgId: string, range: { since?: string; until?: string }): AuditOverview {
+    return this.#search.overview(orgId, range);
+  }
+
+  scanEvents(
+    orgId: string,
+    filters: Omit<AuditQuery, 'cursor' | 'limit'>,
+    limit: number,
+  ): Iterable<AuditEvent> {
+    return this.#search.scan(orgId, filters, limit);
+  }
+
+  exportLines(orgId: string, range: { since?: string; until?: string } = {}): Iterable<ChainLine> {
+    return this.#reader.exportLines(orgId, boundMs(range.since, 'since'), boundMs(range.until, 'until'));
+  }
+
+  /** `exportLines` as JSON text, one string per line (no newline): what the export endpoint streams. */
+  exportText(orgId: string, range: { since?: string; until?: string } = {}): Iterable<string> {
+    return this.#reader.exportTexts(orgId, boundMs(range.since, 'since'), boundMs(range.until, 'until'));
+  }
+
+  /** The seal covering an event: undefined when there is no such event, null while unsealed. */
+  sealOf(orgId: string, eventId: string): StoredSeal | null | undefined {
+    const seq = this.#reader.seqOf(orgId, eventId);
+    if (seq === undefined) return undefined;
+    return this.#reader.coveringSeal(orgId, seq) ?? null;
+  }
+
+  /**
+   * Receipt of an event (inclusion proof at the size of its covering seal + that seal's note,
+   * checkable with `verifyReceipt`): undefined when there is no such event, null while unsealed.
+   */
+  receipt(orgId: string, eventId: string): Receipt | null | undefined {
+    const r = this.#reader.receipt(orgId, eventId);
+    return r === undefined || r === null ? r : r.receipt;
+  }
+
+  /** Consistency proof between two seal sizes (undefined when either is not a seal's size). */
+  consistency(orgId: string, fromSize: number, toSize: number): ConsistencyResult | undefined {
+    return this.#reader.consistency(orgId, fromSize, toSize);
+  }
+
+  /** The integrity scan (spec 2.6) of an org chain, in one synchronous pass. */
+  integrity(orgId: string): IntegrityResult {
+    const scan = new IntegrityScan(
+      this.#reader,
+      orgId,
+      verifiersFor(this.#signer.publicDocument(), this.#verified),
+    );
+    while (!scan.step(Number.MAX_SAFE_INTEGER));
+    return scan.result();
+  }
+
+  /** `integrity` in steps, yielding to the event loop between them (for the endpoint). */
+  async integrityAsync(orgId: string): Promise<IntegrityResult> {
+    const scan = new IntegrityScan(
+      this.#reader,
+      orgId,
+      verifiersFor(this.#signer.publicDocument(), this.#verified),
+    );
+    while (!scan.step(SCAN_STEP)) await yieldTurn();
+    return scan.result();
+  }
+}

@@ -1,0 +1,315 @@
+import {
+  closeSync,
+  createWriteStream,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  truncateSync,
+  type WriteStream,
+} from 'node:fs';
+import { join } from 'node:path';
+import type { StoredSeal } from './types.js';
+
+/** One line to (re)write: an event line with its seq, or a seal line. */
+export type LogLine =
+  | { readonly seq: number; readonly line: string }
+  | { readonly seal: StoredSeal; readonly line: string };
+
+/** Lines of an org chain after a point, in order, as the store holds them (see `JsonlLog`). */
+export type BackfillSource = (org: string, afterSeq: number, afterSealSize: number) => Iterable<LogLine>;
+
+interface OrgFile {
+  readonly org: string;
+  /** `<dir>/<encoded org>`; the live file is `<base>.jsonl`, rotated ones `<base>.<n>.jsonl`. */
+  readonly base: string;
+  stream: WriteStream | undefined;
+  bytes: number;
+  rotations: number;
+  /** Highest event seq written or held. */
+  queuedSeq: number;
+  /** Size of the last seal written. */
+  writtenSeal: number;
+  /** While a seal of this size is being signed, event lines after it wait in `held`. */
+  hold: number | null;
+  held: LogLine[];
+  pending: string;
+  pendingBytes: number;
+}
+
+/** The JSONL line of a seal (also what the export writes). */
+export function sealLine(seal: StoredSeal): string {
+  return JSON.stringify({ _seal: { seq: seal.seq, size: seal.size, note: seal.note, ts: seal.ts } });
+}
+
+const SAFE_NAME = /^[A-Za-z0-9_-]+$/;
+const ROTATED = /^(.+)\.([0-9]+)\.jsonl$/;
+const TAIL_CHUNK = 65_536;
+
+/** A file-name-safe form of an org id ('.' is escaped so `<org>.<n>.jsonl` stays unambiguous). */
+export function fileNameOf(org: string): string {
+  if (SAFE_NAME.test(org)) return org;
+  return encodeURIComponent(org).replace(
+    /[.*!'()~]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+}
+
+/**
+ * The JSONL log: one file per org under `<dataDir>/audit/<org>.jsonl`, one line per event and a
+ * `{"_seal": …}` line right after the event each seal ends at: the same bytes as
+ * `GET /api/audit/export`, verifiable offline with `govgate verify`.
+ *
+ * Lines are written after their transaction commits, through an append stream (no blocking
+ * writes on the request path). A seal is signed asynchronously, so while one is being signed the
+ * lines of later events are held back and written after the seal line. At rotation size the
+ * live file is renamed to `<org>.<n>.jsonl` (n = 1, 2, …) and a fresh one started; an open file
+ * descriptor keeps writing to the renamed file, so nothing in flight is lost. On first use after
+ * a start the tail of the file is read, a torn last line (crash mid-write) cut off, and lines the
+ * store committed but the file missed are written from the store.
+ */
+export class JsonlLog {
+  readonly #dir: string;
+  readonly #maxBytes: number;
+  readonly #backfill: BackfillSource;
+  readonly #files = new Map<string, OrgFile>();
+  #error: unknown;
+
+  constructor(dataDir: string, rotationMaxMb: number, backfill: BackfillSource) {
+    this.#dir = join(dataDir, 'audit');
+    this.#maxBytes = Math.max(1, Math.floor(rotationMaxMb * 1024 * 1024));
+    this.#backfill = backfill;
+  }
+
+  /** The last write error, if any (the log keeps going; the store is the source of truth). */
+  get lastError(): unknown {
+    return this.#error;
+  }
+
+  /** The live file of an org. */
+  pathOf(org: string): string {
+    return `${join(this.#dir, fileNameOf(org))}.jsonl`;
+  }
+
+  /** Committed event lines, in seq order. */
+  events(org: string, seqs: readonly number[], lines: readonly string[]): void {
+    this.#guard(org, (f) => {
+      for (let i = 0; i < lines.length; i++) this.#event(f, seqs[i] as number, lines[i] as string);
+    });
+  }
+
+  /** A seal of `size` is being signed: hold event lines after it until `seal` or `release`. */
+  hold(org: string, size: number): void {
+    this.#guard(org, (f) => {
+      f.hold = size;
+    });
+  }
+
+  /** A committed seal: its line, then whatever was held behind it. */
+  seal(org: string, seal: StoredSeal): void {
+    this.#guard(org, (f) => {
+      this.#seal(f, seal, sealLine(seal));
+      this.#release(f);
+    });
+  }
+
+  /** The seal being signed failed: write what was held. */
+  release(org: string): void {
+    this.#guard(org, (f) => this.#release(f));
+  }
+
+  /** Never throws: the log is a copy of the store, and a disk error must not fail the chain. */
+  #guard(org: string, write: (f: OrgFile) => void): void {
+    try {
+      const f = this.#file(org);
+      write(f);
+      this.#flush(f);
+    } catch (err) {
+      this.#error = err;
+    }
+  }
+
+  async close(): Promise<void> {
+    const ends: Promise<void>[] = [];
+    for (const f of this.#files.values()) {
+      this.#release(f);
+      this.#flush(f);
+      const s = f.stream;
+      f.stream = undefined;
+      if (s !== undefined) ends.push(new Promise<void>((resolve) => s.end(resolve)));
+    }
+    this.#files.clear();
+    await Promise.all(ends);
+  }
+
+  #event(f: OrgFile, seq: number, line: string): void {
+    if (seq <= f.queuedSeq) return;
+    f.queuedSeq = seq;
+    if (f.hold !== null && seq > f.hold) f.held.push({ seq, line });
+    else this.#append(f, line);
+  }
+
+  #seal(f: OrgFile, seal: StoredSeal, line: string): void {
+    if (seal.size <= f.writtenSeal) return;
+    f.writtenSeal = seal.size;
+    this.#append(f, line);
+  }
+
+  #release(f: OrgFile): void {
+    f.hold = null;
+    const held = f.held;
+    f.held = [];
+    for (const h of held) this.#append(f, h.line);
+  }
+
+  #append(f: OrgFile, line: string): void {
+    const n = Buffer.byteLength(line, 'utf8') + 1;
+    if (f.bytes + f.pendingBytes > 0 && f.bytes + f.pendingBytes + n > this.#maxBytes) {
+      this.#flush(f);
+      this.#rotate(f);
+    }
+    f.pending += `${line}\n`;
+    f.pendingBytes += n;
+  }
+
+  #flush(f: OrgFile): void {
+    if (f.pending.length === 0) return;
+    const chunk = f.pending;
+    f.bytes += f.pendingBytes;
+    f.pending = '';
+    f.pendingBytes = 0;
+    f.stream?.write(chunk);
+  }
+
+  #rotate(f: OrgFile): void {
+    const live = `${f.base}.jsonl`;
+    const old = f.stream;
+    try {
+      renameSync(live, `${f.base}.${++f.rotations}.jsonl`);
+      f.stream = this.#open(live).stream;
+    } catch (err) {
+      this.#error = err;
+      f.stream = undefined;
+    }
+    f.bytes = 0;
+    old?.end();
+  }
+
+  #open(path: string): { stream: WriteStream; size: number } {
+    // Opened synchronously so the stream writes to this inode even if the path is renamed.
+    const fd = openSync(path, 'a', 0o600);
+    const size = fstatSync(fd).size;
+    const stream = createWriteStream(path, { fd, flags: 'a' });
+    stream.on('error', (err) => {
+      this.#error = err;
+    });
+    return { stream, size };
+  }
+
+  #file(org: string): OrgFile {
+    let f = this.#files.get(org);
+    if (f !== undefined) return f;
+    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+    const name = fileNameOf(org);
+    const base = join(this.#dir, name);
+    let rotations = 0;
+    for (const entry of readdirSync(this.#dir)) {
+      const m = ROTATED.exec(entry);
+      if (m !== null && m[1] === name) rotations = Math.max(rotations, Number(m[2]));
+    }
+    f = {
+      org,
+      base,
+      stream: undefined,
+      bytes: 0,
+      rotations,
+      queuedSeq: 0,
+      writtenSeal: 0,
+      hold: null,
+      held: [],
+      pending: '',
+      pendingBytes: 0,
+    };
+    this.#files.set(org, f);
+    const live = `${base}.jsonl`;
+    let last = lastLine(live);
+    if (last === undefined && rotations > 0) last = lastLine(`${base}.${rotations}.jsonl`);
+    try {
+      const opened = this.#open(live);
+      f.stream = opened.stream;
+      f.bytes = opened.size;
+    } catch (err) {
+      this.#error = err;
+    }
+    resumeFrom(f, last);
+    for (const l of this.#backfill(org, f.queuedSeq, f.writtenSeal)) {
+      if ('seal' in l) this.#seal(f, l.seal, l.line);
+      else this.#event(f, l.seq, l.line);
+    }
+    this.#flush(f);
+    return f;
+  }
+}
+
+/** Where an existing file ends: after event `seq`, or after the seal of `size`. */
+function resumeFrom(f: OrgFile, last: string | undefined): void {
+  if (last === undefined) return;
+  let rec: { seq?: unknown; _seal?: { size?: unknown } };
+  try {
+    rec = JSON.parse(last) as typeof rec;
+  } catch {
+    return;
+  }
+  const sealSize = rec._seal?.size;
+  if (typeof sealSize === 'number') {
+    f.queuedSeq = sealSize;
+    f.writtenSeal = sealSize;
+  } else if (typeof rec.seq === 'number') {
+    // Seals before this event were written before it (later lines wait for a seal being signed);
+    // a seal ending exactly here may still be missing.
+    f.queuedSeq = rec.seq;
+    f.writtenSeal = rec.seq - 1;
+  }
+}
+
+/** The last complete line of a file (a torn final line is truncated away first). */
+function lastLine(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return undefined;
+  }
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) return undefined;
+    const end = lastNewline(fd, size, size);
+    if (end < 0) {
+      truncateSync(path, 0);
+      return undefined;
+    }
+    if (end !== size - 1) truncateSync(path, end + 1);
+    const start = lastNewline(fd, end, size) + 1;
+    const buf = Buffer.allocUnsafe(end - start);
+    readSync(fd, buf, 0, buf.length, start);
+    return buf.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Offset of the last '\n' strictly before `before`, or -1. */
+function lastNewline(fd: number, before: number, size: number): number {
+  const buf = Buffer.allocUnsafe(Math.min(TAIL_CHUNK, size));
+  let end = before;
+  while (end > 0) {
+    const start = Math.max(0, end - buf.length);
+    const n = readSync(fd, buf, 0, end - start, start);
+    const i = buf.subarray(0, n).lastIndexOf(10);
+    if (i >= 0) return start + i;
+    end = start;
+  }
+  return -1;
+}

@@ -1,0 +1,90 @@
+import { ServiceError } from '../core/errors.js';
+import type { AuditQuery } from './types.js';
+
+/**
+ * The LMDB layout of the audit chain (see `Store`):
+ *
+ * - `auditEvents`  [org, seq] → the event as JSON text (without `seal`): exactly what was hashed,
+ *                  and exactly the line of the JSONL log, so reads and exports never re-encode.
+ * - `auditIndex`   [org, 'i', event id] → seq, and for each search index (`INDEX_KINDS`) posting
+ *                  lists [org, kind, value, last seq] → [seq, …], one per value per commit (see
+ *                  postings.ts). Seq order is time order, so no ts index is needed: a ts bound
+ *                  becomes a seq bound by binary search.
+ * - `auditNodes`   [org, level, index] → 32-byte hash: the perfect Merkle subtrees above the
+ *                  leaves (a leaf is recomputed from its event's `hash`).
+ * - `auditMeta`    [org, 's', seal seq] → StoredSeal; [org, 'z', size] → seal seq;
+ *                  [org, 'm' | 'h', bucket start ms] → overview rollup of that minute / hour;
+ *                  [org, 'b'] → the `_chain_bridge` record left by retention, if any.
+ */
+export const MAX_KEY = Number.MAX_SAFE_INTEGER;
+export const MIN_KEY = Number.MIN_SAFE_INTEGER;
+
+export const ID_KIND = 'i';
+export const SEAL_KIND = 's';
+export const SEAL_SIZE_KIND = 'z';
+export const BRIDGE_KIND = 'b';
+export const MINUTE_KIND = 'm';
+export const HOUR_KIND = 'h';
+
+/** Search indexes: one short kind per filter that has an index. */
+export const INDEX_KINDS = {
+  pipeline_id: 'p',
+  session_id: 's',
+  task_id: 't',
+  agent_id: 'a',
+  event_type: 'e',
+  action: 'o',
+  category: 'f',
+} as const;
+
+export type IndexedFilter = keyof typeof INDEX_KINDS;
+
+/** Filter names in the order used to break ties (most selective by nature first). */
+export const INDEXED_FILTERS: readonly IndexedFilter[] = [
+  'pipeline_id',
+  'task_id',
+  'session_id',
+  'agent_id',
+  'event_type',
+  'action',
+  'category',
+];
+
+/** The event family: `event_type` up to its first '.' (`admin.user_created` → `admin`). */
+export function familyOf(eventType: string): string {
+  const dot = eventType.indexOf('.');
+  return dot < 0 ? eventType : eventType.slice(0, dot);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cursors: base64url of "s<seq>"; the next page continues strictly below (or above) that seq.
+
+const CURSOR_TEXT = /^s([1-9][0-9]{0,15})$/;
+
+export function encodeCursor(seq: number): string {
+  return Buffer.from(`s${seq}`, 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): number {
+  const m = CURSOR_TEXT.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  const seq = m === null ? Number.NaN : Number(m[1]);
+  if (!Number.isSafeInteger(seq)) {
+    throw new ServiceError('invalid_request', 'cursor is not a cursor returned by this endpoint', {
+      param: 'cursor',
+    });
+  }
+  return seq;
+}
+
+/** An ISO 8601 bound → epoch ms (400 when it does not parse). */
+export function boundMs(value: string | undefined, param: string): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const ms = Date.parse(value);
+  if (!Number.isFinite(ms)) {
+    throw new ServiceError('invalid_request', `${param} must be an ISO 8601 timestamp`, { param });
+  }
+  return ms;
+}
+
+/** The filters of a query that are set (empty strings count as absent). */
+export type Filters = Omit<AuditQuery, 'cursor' | 'limit'>;

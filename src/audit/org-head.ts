@@ -1,0 +1,172 @@
+import {
+  checkpointOrigin,
+  GENESIS,
+  isHash,
+  leafHash,
+  MerkleBuilder,
+  type MerkleNode,
+  type NodeReader,
+} from '../core/chain/index.js';
+import type { Store } from '../store/db.js';
+import { MAX_KEY, SEAL_KIND } from './layout.js';
+import { type Rollup, reviveRollup } from './rollups.js';
+import type { AuditEvent, StoredSeal } from './types.js';
+
+/** One minute or hour of overview counters being filled by the writer. */
+export interface Bucket {
+  readonly kind: string;
+  readonly start: number;
+  readonly rollup: Rollup;
+}
+
+/** The writes of one org gathered during one event-loop turn, committed in one transaction. */
+export interface Batch {
+  readonly events: AuditEvent[];
+  /** The JSON text of each event (same order): the stored value and the JSONL line. */
+  readonly json: string[];
+  /** Newly complete Merkle nodes above the leaves. */
+  readonly nodes: MerkleNode[];
+  readonly buckets: Set<Bucket>;
+  promise: Promise<void>;
+}
+
+/**
+ * The in-memory head of one org chain: the single writer's state. Everything the request path
+ * needs to append (next seq, previous hash, Merkle compact range) is here, so an append does no
+ * reads; it is loaded from the store the first time the org is seen.
+ */
+export interface OrgHead {
+  readonly org: string;
+  readonly origin: string;
+  /** Last assigned seq (may be ahead of `committed`). */
+  seq: number;
+  hash: string;
+  /** ts of the last event (ms); ts never goes backwards within a chain. */
+  tsMs: number;
+  readonly tree: MerkleBuilder;
+  /** Last stored seal. */
+  sealSeq: number;
+  sealedSize: number;
+  /** Size of the last cut seal, stored or in flight. */
+  cutSize: number;
+  sealing: Promise<void> | undefined;
+  timer: NodeJS.Timeout | undefined;
+  /** After a failed seal, wait for the timer before cutting again. */
+  backoff: boolean;
+  batch: Batch | undefined;
+  minute: Bucket | undefined;
+  hour: Bucket | undefined;
+  /** Set when a commit failed: this head is dropped and reloaded from the store. */
+  dead: boolean;
+}
+
+/** Reads Merkle nodes of an org from the store; leaves are recomputed from the events. */
+export function nodeReader(store: Store, org: string): NodeReader {
+  return (level, index) => {
+    if (level === 0) {
+      const raw: unknown = store.auditEvents.get([org, index + 1]);
+      if (typeof raw !== 'string') return undefined;
+      const h = (JSON.parse(raw) as { hash?: unknown }).hash;
+      return isHash(h) ? leafHash(h) : undefined;
+    }
+    const v: unknown = store.auditNodes.get([org, level, index]);
+    return v instanceof Uint8Array ? v : undefined;
+  };
+}
+
+/** The compact range of a tree of `size` leaves: its perfect subtree roots, largest first. */
+export function compactRange(size: number, read: NodeReader): Uint8Array[] {
+  const roots: Uint8Array[] = [];
+  let offset = 0;
+  for (let level = 52; level >= 0; level--) {
+    const width = 2 ** level;
+    if (size - offset < width) continue;
+    const node = read(level, offset / width);
+    if (node === undefined) throw new Error(`Merkle node (${level}, ${offset / width}) is missing`);
+    roots.push(node);
+    offset += width;
+  }
+  return roots;
+}
+
+/** The last seal stored for an org, if any. */
+export function lastSeal(store: Store, org: string): StoredSeal | undefined {
+  for (const { value } of store.auditMeta.getRange({
+    start: [org, SEAL_KIND, MAX_KEY],
+    end: [org, SEAL_KIND],
+    reverse: true,
+    limit: 1,
+  })) {
+    return value as StoredSeal;
+  }
+  return undefined;
+}
+
+/** The newest stored event of an org: its seq and JSON text. */
+export function lastEvent(store: Store, org: string): { seq: number; json: string } | undefined {
+  for (const { key, value } of store.auditEvents.getRange({
+    start: [org, MAX_KEY],
+    end: [org],
+    reverse: true,
+    limit: 1,
+  })) {
+    return { seq: (key as [string, number])[1], json: value as string };
+  }
+  return undefined;
+}
+
+/** Loads an org head from the store (a new org starts empty). */
+export function loadHead(store: Store, org: string): OrgHead {
+  let seq = 0;
+  let hash = GENESIS;
+  let tsMs = Number.NEGATIVE_INFINITY;
+  let tree = new MerkleBuilder();
+  const last = lastEvent(store, org);
+  if (last !== undefined) {
+    const e = JSON.parse(last.json) as { hash?: unknown; ts?: unknown };
+    if (!isHash(e.hash)) throw new Error(`the last audit event of ${org} has no valid hash`);
+    seq = last.seq;
+    hash = e.hash;
+    const ts = typeof e.ts === 'string' ? Date.parse(e.ts) : Number.NaN;
+    if (Number.isFinite(ts)) tsMs = ts;
+    tree = MerkleBuilder.fromSubtrees(seq, compactRange(seq, nodeReader(store, org)));
+  }
+  const seal = lastSeal(store, org);
+  return {
+    org,
+    origin: checkpointOrigin(org),
+    seq,
+    hash,
+    tsMs,
+    tree,
+    sealSeq: seal?.seq ?? 0,
+    sealedSize: seal?.size ?? 0,
+    cutSize: seal?.size ?? 0,
+    sealing: undefined,
+    timer: undefined,
+    backoff: false,
+    batch: undefined,
+    minute: undefined,
+    hour: undefined,
+    dead: false,
+  };
+}
+
+/** The overview bucket stored at [org, kind, start], or a fresh one. */
+export function loadBucket(store: Store, org: string, kind: string, start: number): Bucket {
+  const raw: unknown = store.auditMeta.get([org, kind, start]);
+  return { kind, start, rollup: reviveRollup(typeof raw === 'string' ? JSON.parse(raw) : undefined) };
+}
+
+/** Every org that has an audit chain (one key lookup per org). */
+export function* chainOrgs(store: Store): Generator<string> {
+  let start: string[] = [];
+  for (;;) {
+    let next: string | undefined;
+    for (const key of store.auditEvents.getKeys({ start, limit: 1 })) next = (key as [string])[0];
+    if (next === undefined) return;
+    yield next;
+    // `org\0` sorts after every [org, seq] and before any other org.
+    start = [`${next}\u0000`];
+  }
+}

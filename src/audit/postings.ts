@@ -1,0 +1,152 @@
+import type { Store } from '../store/db.js';
+import { MAX_KEY } from './layout.js';
+
+/**
+ * Search indexes as posting lists: for each (kind, value) a commit writes ONE entry
+ * `[org, kind, value, last seq] → [seq, …]` (ascending) holding the seqs of that batch's events
+ * with that value, instead of one entry per event. Under load a batch holds hundreds of events
+ * sharing a few agents, types and outcomes, so this cuts the writes per event several-fold; at
+ * one event per batch it costs the same as a plain index. Batches are disjoint seq ranges in
+ * seq order, so lists ordered by their last seq are ordered by every seq they hold.
+ */
+export class PostingWriter {
+  readonly #kinds = new Map<string, Map<string, number[]>>();
+
+  add(kind: string, value: string | null | undefined, seq: number): void {
+    if (typeof value !== 'string') return;
+    let byValue = this.#kinds.get(kind);
+    if (byValue === undefined) this.#kinds.set(kind, (byValue = new Map()));
+    const list = byValue.get(value);
+    if (list === undefined) byValue.set(value, [seq]);
+    else list.push(seq);
+  }
+
+  /** Writes every list (inside the writer's transaction). */
+  flush(store: Store, org: string): void {
+    const { auditIndex } = store;
+    for (const [kind, byValue] of this.#kinds) {
+      for (const [value, seqs] of byValue)
+        auditIndex.putSync([org, kind, value, seqs[seqs.length - 1]], seqs);
+    }
+    this.#kinds.clear();
+  }
+}
+
+type ListKey = [string, string, string, number];
+
+function asSeqs(v: unknown): readonly number[] {
+  return Array.isArray(v) ? (v as number[]) : [];
+}
+
+/** Reads the posting lists of one (kind, value) of an org. */
+export class PostingList {
+  readonly #store: Store;
+  readonly #org: string;
+  readonly #kind: string;
+  readonly #value: string;
+  // The list last read by `has` (candidates arrive in order, so it is usually the next hit).
+  #first = 1;
+  #last = 0;
+  #cached: readonly number[] = [];
+
+  constructor(store: Store, org: string, kind: string, value: string) {
+    this.#store = store;
+    this.#org = org;
+    this.#kind = kind;
+    this.#value = value;
+  }
+
+  #key(seq: number): ListKey {
+    return [this.#org, this.#kind, this.#value, seq];
+  }
+
+  /** The first list whose last seq ≥ seq. */
+  #listFrom(seq: number): { last: number; seqs: readonly number[] } | undefined {
+    for (const { key, value } of this.#store.auditIndex.getRange({
+      start: this.#key(seq),
+      end: this.#key(MAX_KEY),
+      limit: 1,
+    })) {
+      return { last: (key as ListKey)[3], seqs: asSeqs(value) };
+    }
+    return undefined;
+  }
+
+  /** Is `seq` in this index? */
+  has(seq: number): boolean {
+    if (seq < this.#first || seq > this.#last) {
+      const list = this.#listFrom(seq);
+      if (list === undefined) return false;
+      this.#cached = list.seqs;
+      this.#first = list.seqs[0] ?? list.last;
+      this.#last = list.last;
+    }
+    return binarySearch(this.#cached, seq);
+  }
+
+  /** The seqs in [lo, hi], in `dir` order. Reads one list at a time. */
+  *seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
+    if (lo > hi) return;
+    if (dir === 'asc') {
+      let from = lo;
+      for (;;) {
+        const list = this.#listFrom(from);
+        if (list === undefined) return;
+        for (const s of list.seqs) {
+          if (s > hi) return;
+          if (s >= lo) yield s;
+        }
+        if (list.last >= hi) return;
+        from = list.last + 1;
+      }
+    }
+    let upTo = hi;
+    const top = this.#listFrom(hi);
+    if (top !== undefined) {
+      yield* descending(top.seqs, lo, hi);
+      upTo = (top.seqs[0] ?? top.last) - 1;
+    }
+    while (upTo >= lo) {
+      let found: { last: number; seqs: readonly number[] } | undefined;
+      for (const { key, value } of this.#store.auditIndex.getRange({
+        start: this.#key(upTo),
+        end: this.#key(lo - 1),
+        reverse: true,
+        limit: 1,
+      })) {
+        found = { last: (key as ListKey)[3], seqs: asSeqs(value) };
+      }
+      if (found === undefined) return;
+      yield* descending(found.seqs, lo, hi);
+      upTo = (found.seqs[0] ?? found.last) - 1;
+    }
+  }
+
+  /** How many seqs lie in [lo, hi], counting up to `cap`. */
+  count(lo: number, hi: number, cap: number): number {
+    let n = 0;
+    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
+    return n;
+  }
+}
+
+function* descending(seqs: readonly number[], lo: number, hi: number): Generator<number> {
+  for (let i = seqs.length - 1; i >= 0; i--) {
+    const s = seqs[i] as number;
+    if (s < lo) return;
+    if (s <= hi) yield s;
+  }
+}
+
+function binarySearch(sorted: readonly number[], x: number): boolean {
+  let a = 0;
+  let b = sorted.length - 1;
+  while (a <= b) {
+    const mid = (a + b) >> 1;
+    const v = sorted[mid] as number;
+    if (v === x) return true;
+    if (v < x) a = mid + 1;
+    else b = mid - 1;
+  }
+  return false;
+}

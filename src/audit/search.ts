@@ -1,0 +1,220 @@
+import { ServiceError } from '../core/errors.js';
+import type { ChainReader } from './chain-reader.js';
+import { withSeal } from './chain-reader.js';
+import {
+  boundMs,
+  decodeCursor,
+  encodeCursor,
+  type Filters,
+  HOUR_KIND,
+  INDEX_KINDS,
+  INDEXED_FILTERS,
+  MAX_KEY,
+  MIN_KEY,
+  MINUTE_KIND,
+} from './layout.js';
+import { PostingList } from './postings.js';
+import { addEvent, emptyRollup, mergeRollup, planRange, type Rollup, toOverview } from './rollups.js';
+import type { AuditEvent, AuditOverview, AuditPage, AuditQuery } from './types.js';
+
+/**
+ * Rows one search call examines at most (tens of ms of work); past it the page ends early, with
+ * fewer results and a cursor to go on, instead of holding the event loop for a long scan.
+ */
+export const SCAN_BUDGET = 25_000;
+/** Index entries counted per filter when choosing the most selective index. */
+const PROBE_CAP = 512;
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 1000;
+
+interface Plan {
+  /** The driving index, or undefined to walk the events themselves. */
+  readonly driver: PostingList | undefined;
+  /** Other indexed filters, checked against their index before the event is read. */
+  readonly checks: readonly PostingList[];
+  /** Lower-cased `q`. */
+  readonly needle: string | undefined;
+}
+
+interface Step {
+  readonly events: AuditEvent[];
+  /** Last seq examined (the next step continues past it), or undefined when nothing was. */
+  readonly last: number | undefined;
+  /** True when more rows may match past `last`. */
+  readonly more: boolean;
+}
+
+const Q_FIELDS = ['event_type', 'reason', 'rule_id', 'model', 'provider', 'agent_id'] as const;
+
+function has(s: unknown, needle: string): boolean {
+  return typeof s === 'string' && s.toLowerCase().includes(needle);
+}
+
+/** `q`: a case-insensitive substring of event_type, reason, rule_id, model, provider, agent_id or tool. */
+export function matchesText(e: AuditEvent, needle: string): boolean {
+  for (const f of Q_FIELDS) if (has(e[f], needle)) return true;
+  const d = e.details as { tool?: unknown; action?: { tool?: unknown } } | null | undefined;
+  return d !== null && d !== undefined && (has(d.tool, needle) || has(d.action?.tool, needle));
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/** The query engine behind search, bySession/byTask/byPipeline and scanEvents. */
+export class AuditSearch {
+  constructor(
+    private readonly reader: ChainReader,
+    private readonly budget = SCAN_BUDGET,
+  ) {}
+
+  search(org: string, q: AuditQuery): AuditPage {
+    const limit = q.limit ?? DEFAULT_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) {
+      throw new ServiceError('invalid_request', `limit must be an integer from 1 to ${MAX_LIMIT}`, {
+        param: 'limit',
+      });
+    }
+    const cursor = q.cursor === undefined || q.cursor === '' ? undefined : decodeCursor(q.cursor);
+    const w = this.#window(org, q);
+    if (cursor !== undefined) w.hi = Math.min(w.hi, cursor - 1);
+    const step = this.#step(org, this.#plan(org, q, w.lo, w.hi), w.lo, w.hi, 'desc', limit, this.budget);
+    const resolve = this.reader.sealResolver(org);
+    for (const e of step.events) withSeal(e, resolve(e.seq));
+    return {
+      data: step.events,
+      next_cursor: step.more && step.last !== undefined ? encodeCursor(step.last) : null,
+    };
+  }
+
+  /** Events matching the filters, oldest first, at most `limit`. */
+  *scan(org: string, filters: Filters, limit: number): Generator<AuditEvent> {
+    const w = this.#window(org, filters);
+    const plan = this.#plan(org, filters, w.lo, w.hi);
+    const resolve = this.reader.sealResolver(org);
+    let left = limit;
+    while (left > 0 && w.lo <= w.hi) {
+      const step = this.#step(org, plan, w.lo, w.hi, 'asc', Math.min(left, MAX_LIMIT), this.budget);
+      for (const e of step.events) yield withSeal(e, resolve(e.seq));
+      left -= step.events.length;
+      if (!step.more || step.last === undefined) return;
+      w.lo = Math.floor(step.last) + 1;
+    }
+  }
+
+  /** One indexed filter, oldest first. */
+  byFilter(
+    org: string,
+    filter: 'pipeline_id' | 'session_id' | 'task_id',
+    value: string,
+    limit: number,
+  ): AuditEvent[] {
+    return [...this.scan(org, { [filter]: value }, limit)];
+  }
+
+  overview(org: string, range: { since?: string; until?: string }): AuditOverview {
+    const a = boundMs(range.since, 'since') ?? Number.NEGATIVE_INFINITY;
+    const until = boundMs(range.until, 'until');
+    const b = until === undefined ? Number.POSITIVE_INFINITY : until + 1;
+    const acc = emptyRollup();
+    const plan = planRange(a, b);
+    for (const [x, y] of plan.hours) this.#buckets(org, HOUR_KIND, x, y, acc);
+    for (const [x, y] of plan.minutes) this.#buckets(org, MINUTE_KIND, x, y, acc);
+    if (plan.scans.length > 0) {
+      const lo0 = this.reader.firstSeq(org);
+      const hi0 = this.reader.lastSeq(org);
+      for (const [x, y] of plan.scans) {
+        if (hi0 === 0) break;
+        const lo = this.reader.seqAtOrAfter(org, x, lo0, hi0);
+        const hi = this.reader.seqAtOrAfter(org, y, lo, hi0) - 1;
+        for (const { json } of this.reader.eventTexts(org, lo, hi))
+          addEvent(acc, JSON.parse(json) as AuditEvent);
+      }
+    }
+    return toOverview(acc);
+  }
+
+  #buckets(org: string, kind: string, x: number, y: number, acc: Rollup): void {
+    const start = Number.isFinite(x) ? x : MIN_KEY;
+    const end = Number.isFinite(y) ? y : MAX_KEY;
+    for (const { value } of this.reader.store.auditMeta.getRange({
+      start: [org, kind, start],
+      end: [org, kind, end],
+    })) {
+      if (typeof value === 'string') mergeRollup(acc, JSON.parse(value) as Rollup);
+    }
+  }
+
+  #window(org: string, f: Filters): { lo: number; hi: number } {
+    return this.reader.window(org, boundMs(f.since, 'since'), boundMs(f.until, 'until'));
+  }
+
+  /** Picks the most selective index among the filters given: the fewest entries in the window. */
+  #plan(org: string, f: Filters, lo: number, hi: number): Plan {
+    const given: PostingList[] = [];
+    for (const name of INDEXED_FILTERS) {
+      const v = nonEmpty(f[name]);
+      if (v !== undefined) given.push(new PostingList(this.reader.store, org, INDEX_KINDS[name], v));
+    }
+    const q = nonEmpty(f.q);
+    const needle = q?.toLowerCase();
+    if (given.length <= 1) return { driver: given[0], checks: [], needle };
+    let best = 0;
+    let bestCount = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < given.length; i++) {
+      const n = (given[i] as PostingList).count(lo, hi, PROBE_CAP);
+      if (n < bestCount) {
+        best = i;
+        bestCount = n;
+      }
+      if (n === 0) break;
+    }
+    return { driver: given[best], checks: given.filter((_, i) => i !== best), needle };
+  }
+
+  /** Walks [lo, hi] in `dir` until `limit` matches or `budget` rows examined. */
+  #step(
+    org: string,
+    plan: Plan,
+    lo: number,
+    hi: number,
+    dir: 'asc' | 'desc',
+    limit: number,
+    budget: number,
+  ): Step {
+    const events: AuditEvent[] = [];
+    if (lo > hi) return { events, last: undefined, more: false };
+    const { auditEvents } = this.reader.store;
+    let last: number | undefined;
+    let examined = 0;
+    const accept = (seq: number, json: string | undefined): void => {
+      for (const check of plan.checks) if (!check.has(seq)) return;
+      const raw = json ?? (auditEvents.get([org, seq]) as string | undefined);
+      if (typeof raw !== 'string') return;
+      const e = JSON.parse(raw) as AuditEvent;
+      if (plan.needle !== undefined && !matchesText(e, plan.needle)) return;
+      events.push(e);
+    };
+    if (plan.driver !== undefined) {
+      for (const seq of plan.driver.seqs(lo, hi, dir)) {
+        if (events.length === limit || examined === budget) return { events, last, more: true };
+        examined++;
+        last = seq;
+        accept(seq, undefined);
+      }
+      return { events, last, more: false };
+    }
+    const range =
+      dir === 'desc'
+        ? { start: [org, hi], end: [org, lo - 1], reverse: true }
+        : { start: [org, lo], end: [org, hi + 1] };
+    for (const { key, value } of auditEvents.getRange(range)) {
+      if (events.length === limit || examined === budget) return { events, last, more: true };
+      const seq = (key as [string, number])[1];
+      examined++;
+      last = seq;
+      accept(seq, value as string);
+    }
+    return { events, last, more: false };
+  }
+}
