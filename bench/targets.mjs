@@ -2,7 +2,7 @@
 // the targets (direct, passthrough, portkey, govgate). Every server binds 127.0.0.1 only.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -132,7 +132,7 @@ export function killAllSync() {
   }
 }
 
-async function http(method, url, { headers = {}, body, timeoutMs = 5000 } = {}) {
+export async function http(method, url, { headers = {}, body, timeoutMs = 5000 } = {}) {
   const res = await request(url, {
     method,
     headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
@@ -144,7 +144,7 @@ async function http(method, url, { headers = {}, body, timeoutMs = 5000 } = {}) 
   return { status: res.statusCode, text, headers: res.headers };
 }
 
-function parseJson(text) {
+export function parseJson(text) {
   try {
     return JSON.parse(text);
   } catch {
@@ -329,6 +329,8 @@ export async function startGovgate(mock, cpu) {
       origin,
       path: '/v1/chat/completions',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      // The bootstrap token's headers, for admin calls (publishing policies: govern.mjs).
+      adminHeaders: admin,
       pid: child.pid,
       child,
     };
@@ -366,4 +368,60 @@ export function startLoadgen(cpu) {
       });
     },
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Session helpers for the standalone scripts (govern.mjs, audit.mjs); run.mjs keeps its own copy.
+
+// A negative niceness only counts within the process's scheduler autogroup (one per session when
+// kernel.sched_autogroup_enabled=1), so a script re-launches itself in a new session (setsid), with
+// `taskset -c cpu` in front when `cpu` is given; the outer process relays signals and the exit code.
+// Returns the inner child, or null when this process is the one that measures.
+export function relaunchInSession({ nice, cpu } = {}) {
+  if (process.env.BENCH_INNER === '1') return null;
+  const wantNice = Number.isInteger(nice) && nice < 0;
+  const wantPin = cpu !== undefined && hasTaskset();
+  const canSetsid =
+    existsSync('/proc/self/autogroup') && spawnSync('setsid', ['-V'], { stdio: 'ignore' }).status === 0;
+  if (!wantPin && !(wantNice && canSetsid)) return null;
+  let argv = [process.execPath, ...process.argv.slice(1)];
+  if (wantPin) argv = ['taskset', '-c', String(cpu), ...argv];
+  if (wantNice && canSetsid) argv = ['setsid', '-w', ...argv];
+  const cmd = argv.shift();
+  const child = spawn(cmd, argv, {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, BENCH_INNER: '1' },
+  });
+  const relay = (signal) => {
+    if (child.connected) child.send({ stop: signal });
+  };
+  process.on('SIGINT', () => relay('SIGINT'));
+  process.on('SIGTERM', () => relay('SIGTERM'));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+  return child;
+}
+
+export function setAutogroupNice(nice) {
+  if (!Number.isInteger(nice) || nice >= 0 || process.env.BENCH_INNER !== '1') return false;
+  try {
+    writeFileSync('/proc/self/autogroup', String(nice));
+    log(`scheduler autogroup niceness ${nice}`);
+    return true;
+  } catch (err) {
+    log(`could not set autogroup niceness (${err.code ?? err.message}); measurements share the CPUs evenly`);
+    return false;
+  }
+}
+
+// Percentile as loadgen.mjs takes it: the ceil(q·n)-th smallest of a sorted array.
+export function percentile(sorted, q, n = sorted.length) {
+  if (n === 0) return null;
+  return sorted[Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1))];
+}
+
+export function median(xs) {
+  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return null;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }

@@ -199,8 +199,6 @@ export class ChainLog implements AuditLog {
       personal = Object.create(null) as Personal;
       for (const path of Object.keys(given)) {
         // The canonical form maps fields through a plain object, where this name would vanish.
-        if (path === '__proto__')
-          throw new ServiceError('invalid_request', 'a personal field cannot be named __proto__');
         const value = given[path];
         if (value !== undefined) personal[path] = personalField(path, value, this.#salt());
       }

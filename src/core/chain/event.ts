@@ -85,7 +85,8 @@ export function canonicalEventBytes(event: object): Uint8Array {
 function commitmentsOf(personal: unknown): unknown {
   if (typeof personal !== 'object' || personal === null || Array.isArray(personal)) return personal;
   const rec = personal as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
+  // No prototype: a field named __proto__ must stay an own property, covered by the hash.
+  const out: Record<string, unknown> = Object.create(null);
   for (const key of Object.keys(rec)) {
     const f = rec[key];
     out[key] = typeof f === 'object' && f !== null ? (f as { c?: unknown }).c : f;

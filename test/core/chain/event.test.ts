@@ -79,3 +79,12 @@ t.test('chained events link', async (t) => {
   t.equal(b.prev_hash, a.hash);
   t.not(a.hash, b.hash);
 });
+
+t.test('a personal field named __proto__ is covered by the hash like any other', async (t) => {
+  const { hashEvent: h, GENESIS: g } = await import('../../../src/core/chain/index.js');
+  const make = (c: string) =>
+    JSON.parse(
+      `{"id":"ae_x","org_id":"o","seq":1,"_chain_version":2,"personal":{"__proto__":{"value":"v","salt":"s","c":"${c}"}}}`,
+    );
+  t.not(h(g, make('a'.repeat(64))), h(g, make('b'.repeat(64))), 'changing the commitment changes the hash');
+});
