@@ -44,6 +44,8 @@ class UwsResponse implements ServerResponse {
   private abortListeners: (() => void)[] | undefined;
   private pendingStatus = '';
   private pendingHeaders: OutgoingHeaders | undefined;
+  private pending: Uint8Array[] = [];
+  private flushScheduled = false;
 
   constructor(
     private readonly res: Uws.HttpResponse,
@@ -101,23 +103,46 @@ class UwsResponse implements ServerResponse {
     for (const name in headers) this.res.writeHeader(name, headers[name] as string);
   }
 
+  /**
+   * Stream chunks written during one event-loop turn go out together: a provider's network read
+   * often yields many SSE events at once, and one socket write each would cost a syscall apiece.
+   */
   write(chunk: string | Uint8Array): boolean {
     if (this.done) return false;
+    this.pending.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(this.flushPending);
+    }
+    return true;
+  }
+
+  private readonly flushPending = (): void => {
+    this.flushScheduled = false;
+    if (this.done || this.pending.length === 0) return;
+    const data = this.takePending();
     const res = this.res;
     res.cork(() => {
       this.flushHead();
-      res.write(chunk);
+      res.write(data);
     });
-    return true;
+  };
+
+  private takePending(extra?: string | Uint8Array): Uint8Array {
+    const parts = this.pending;
+    this.pending = [];
+    if (extra !== undefined) parts.push(typeof extra === 'string' ? Buffer.from(extra) : extra);
+    return parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts);
   }
 
   end(chunk?: string | Uint8Array): void {
     if (this.done) return;
     this.done = true;
     const res = this.res;
+    const data = this.pending.length > 0 ? this.takePending(chunk) : (chunk ?? EMPTY);
     res.cork(() => {
       this.flushHead();
-      res.end(chunk ?? EMPTY);
+      res.end(data);
     });
     this.inFlight.leave();
   }
