@@ -56,6 +56,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     path: join(dataDir, 'govgate.lmdb'),
     compression: false,
     noSync: syncMs > 0,
+    useWritemap: true,
     maxDbs: 32,
   });
   const db = (name: string): AnyDb => root.openDB({ name });
