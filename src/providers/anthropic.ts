@@ -55,7 +55,9 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
         created: Math.floor(Date.now() / 1000),
         model: call.request.model,
       });
+      let done = false;
       for await (const piece of text) {
+        if (done) continue; // read to the end so the connection is reused
         for (const event of parser.push(piece)) {
           let parsed: AnthropicStreamEvent;
           try {
@@ -75,7 +77,10 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
             }
             throw err;
           }
-          if (parsed.type === 'message_stop') return;
+          if (parsed.type === 'message_stop') {
+            done = true;
+            break;
+          }
         }
       }
     },

@@ -46,9 +46,16 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         signal: call.signal,
       });
       const parser = new SseParser();
+      // After [DONE] the body is read to its end (not abandoned), so the keep-alive connection
+      // goes back to the pool instead of being destroyed.
+      let done = false;
       for await (const piece of text) {
+        if (done) continue;
         for (const event of parser.push(piece)) {
-          if (event.data === '[DONE]') return;
+          if (event.data === '[DONE]') {
+            done = true;
+            break;
+          }
           let chunk: ChatCompletionChunk;
           try {
             chunk = JSON.parse(event.data) as ChatCompletionChunk;
