@@ -2,10 +2,13 @@ import type { AuditInput, AuditSink } from '../audit/types.js';
 import type { Finding } from '../core/detect/index.js';
 import { isServiceError, ServiceError } from '../core/errors.js';
 import {
+  costOf,
+  estimateCost,
   guardText,
   messageTexts,
   type OutputGuard,
   outputGuard,
+  priceOf,
   redactMessages,
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
@@ -78,6 +81,13 @@ function usageOf(u: OpenaiUsage | null | undefined): AuditInput['usage'] {
     completion_tokens: u.completion_tokens ?? 0,
     total_tokens: u.total_tokens ?? 0,
   };
+}
+
+/** What the call cost at list prices, from its usage (null when the price or usage is unknown). */
+function callCost(model: string, u: OpenaiUsage | null | undefined): number | null {
+  const price = priceOf(model);
+  if (!price || !u) return null;
+  return Math.round(costOf(price, u.prompt_tokens ?? 0, u.completion_tokens ?? 0) * 1e9) / 1e9;
 }
 
 function asServiceError(err: unknown): ServiceError {
@@ -160,15 +170,17 @@ export class GatewayService {
     try {
       const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
-      const gov = this.deps.governor.decide(agent, {
+      const texts = messageTexts(request.messages);
+      let gov = this.deps.governor.decide(agent, {
         type: 'LLM_CALL',
         model: request.model,
         provider: provider.name,
-        texts: messageTexts(request.messages),
+        texts,
         flagsHeader: ctx.header('x-service-flags'),
         payload: { tools: request.tools?.map((t) => t.function.name) ?? [], stream: request.stream === true },
         pipelineId: ids.pipelineId,
       });
+      gov = this.checkBudget(gov, request, texts);
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
       const decision = gov.decision;
       const record: CallRecord = {
@@ -225,6 +237,33 @@ export class GatewayService {
       if (idemKey !== undefined)
         this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
     }
+  }
+
+  /**
+   * The budget (policy `budget.max_usd_per_call`, tightened by the `budget=` flag) caps what one
+   * call may cost: prompt estimated at four characters a token, the completion at its
+   * max_tokens. A model without a known price cannot be checked, so it is refused (fail closed).
+   */
+  private checkBudget(
+    gov: GovernResult,
+    request: ChatCompletionRequest,
+    texts: readonly { text: string }[],
+  ): GovernResult {
+    const budget = gov.flags.budget_usd;
+    const enforcing = gov.flags.mode === 'enforce' || gov.flags.mode === 'lockdown';
+    if (budget === null || !enforcing || gov.decision.outcome !== 'allow') return gov;
+    let chars = 0;
+    for (const t of texts) chars += t.text.length;
+    const estimate = estimateCost(request.model, chars, request.max_tokens ?? request.max_completion_tokens);
+    if (estimate !== undefined && estimate <= budget) return gov;
+    const reason =
+      estimate === undefined
+        ? `no price is known for ${request.model}, so the budget of $${budget} per call cannot be checked`
+        : `the call may cost up to $${estimate.toFixed(6)}, over the budget of $${budget} per call`;
+    return {
+      ...gov,
+      decision: { ...gov.decision, outcome: 'block', effect: 'block', rule_id: 'budget', reason },
+    };
   }
 
   /** PII seen on the way in or out: the spec's pii_detected event, with the action taken. */
@@ -389,6 +428,7 @@ export class GatewayService {
         outcome,
         reason,
         usage: usageOf(completion.usage),
+        cost: callCost(request.model, completion.usage),
         details: {
           status: 200,
           finish_reason: completion.choices[0]?.finish_reason ?? null,
@@ -512,6 +552,7 @@ export class GatewayService {
         outcome: failure ? 'error' : blocked ? 'block' : 'allow',
         reason: failure?.message ?? reason ?? (aborted ? 'client disconnected' : null),
         usage: usageOf(usage),
+        cost: callCost(request.model, usage),
         details: {
           status: 200,
           finish_reason: finish,

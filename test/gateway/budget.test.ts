@@ -1,0 +1,60 @@
+import t from 'tap';
+import { startMockUpstream } from '../helpers/mock-upstream.js';
+import { startService, useMockUpstream } from '../helpers/service.js';
+
+t.test(
+  'the per-call budget blocks calls that may cost more, fails closed, and costs are recorded',
+  async (t) => {
+    const upstream = await startMockUpstream();
+    const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+    t.teardown(async () => {
+      await svc.close();
+      await upstream.close();
+    });
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    const created = await svc.call('/api/v2/policies', { token: svc.pat, body: { name: 'budget' } });
+    const draft = await svc.call(`/api/v2/policies/${created.body.id}/versions`, {
+      token: svc.pat,
+      body: { rules: { mode: 'enforce', budget: { max_usd_per_call: 0.0001 }, rules: [] } },
+    });
+    t.equal(draft.status, 201, JSON.stringify(draft.body));
+    await svc.call(`/api/v2/policies/${created.body.id}/versions/${draft.body.version_no}/publish`, {
+      token: svc.pat,
+      method: 'POST',
+    });
+    await svc.call(`/api/v2/policies/${created.body.id}/assignments`, {
+      token: svc.pat,
+      body: { scope_type: 'org', scope_id: 'default' },
+    });
+    const chat = (model: string, maxTokens: number, headers?: Record<string, string>) =>
+      svc.call('/v1/chat/completions', {
+        token: svc.agentKey,
+        headers,
+        body: { model, max_tokens: maxTokens, messages: [{ role: 'user', content: 'hi' }] },
+      });
+
+    upstream.requests.length = 0;
+    const small = await chat('gpt-4o-mini', 100);
+    t.equal(small.body.service.blocked, false, 'a call within the budget runs');
+    const events = await svc.call(new URL(small.body.service.audit_url).pathname, { token: svc.pat });
+    const call = events.body.data.find((e: { event_type: string }) => e.event_type === 'llm_call');
+    t.ok(call.cost > 0 && call.cost < 0.0001, `the call's cost is recorded (${call.cost})`);
+
+    const big = await chat('gpt-4o-mini', 10_000);
+    t.equal(big.body.service.blocked, true, 'a call that may cost more is blocked');
+    t.equal(big.body.service.rule_id, 'budget');
+    t.match(big.body.service.reason, /over the budget/);
+
+    const unpriced = await chat('gpt-test', 10);
+    t.equal(unpriced.body.service.blocked, true, 'an unpriced model cannot be checked: fail closed');
+    t.match(unpriced.body.service.reason, /no price is known/);
+
+    // 100 completion tokens of gpt-4o-mini may cost $0.00006: over a $0.00001 flag budget.
+    const tightened = await chat('gpt-4o-mini', 100, { 'x-service-flags': 'budget=0.00001' });
+    t.equal(tightened.body.service.blocked, true, 'the budget flag tightens the org budget');
+    const loosened = await chat('gpt-4o-mini', 10_000, { 'x-service-flags': 'budget=100' });
+    t.equal(loosened.status, 200, JSON.stringify(loosened.body));
+    t.equal(loosened.body.service.blocked, true, 'the flag cannot loosen a locked budget');
+    t.equal(upstream.requests.length, 1, 'only the call within budget reached the provider');
+  },
+);
