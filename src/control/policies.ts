@@ -16,6 +16,7 @@ import {
   SCOPE_TYPES,
   type ScopeType,
 } from '../store/policies.js';
+import { adminEvent as recordAdminEvent } from './admin-event.js';
 import { type FieldSpec, strictBody } from './body.js';
 
 export interface PoliciesDeps {
@@ -117,18 +118,8 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
   const { snapshot, identity, policies, audit } = deps;
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
 
-  const adminEvent = (
-    orgId: string,
-    p: Principal,
-    type: string,
-    details: Record<string, unknown>,
-  ): Promise<unknown> =>
-    audit.append({
-      org_id: orgId,
-      event_type: `admin.${type}`,
-      outcome: 'allow',
-      details: { actor: p.id, actor_kind: p.kind, ...details },
-    });
+  const adminEvent = (orgId: string, p: Principal, type: string, details: Record<string, unknown>) =>
+    recordAdminEvent(audit, orgId, p, type, details);
 
   /** The policy named in the path, in the org the request acts on (another org's is missing). */
   const policyOf = (ctx: Ctx, p: Principal): PolicyRecord => {

@@ -1,6 +1,6 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
-import { mask } from '../crypto/vault.js';
+import { isMaskOf } from '../crypto/vault.js';
 import { checkEgressUrl } from '../export/ssrf.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
@@ -18,6 +18,7 @@ import {
 import type { Snapshot } from '../snapshot/types.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
+import { adminEvent as recordAdminEvent } from './admin-event.js';
 import { strictBody } from './body.js';
 
 export interface ProvisioningDeps {
@@ -31,26 +32,12 @@ export interface ProvisioningDeps {
 const AGENT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
 
-function agentView(a: AgentRecord): AgentRecord {
-  return a;
-}
-
 export function registerProvisioning(router: Router<RouteHandler>, deps: ProvisioningDeps): void {
   const { snapshot, identity, settings, audit } = deps;
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
 
-  const adminEvent = (
-    orgId: string,
-    p: Principal,
-    type: string,
-    details: Record<string, unknown>,
-  ): Promise<unknown> =>
-    audit.append({
-      org_id: orgId,
-      event_type: `admin.${type}`,
-      outcome: 'allow',
-      details: { actor: p.id, actor_kind: p.kind, ...details },
-    });
+  const adminEvent = (orgId: string, p: Principal, type: string, details: Record<string, unknown>) =>
+    recordAdminEvent(audit, orgId, p, type, details);
 
   const agentInOrg = (ctx: Ctx, orgId: string): AgentRecord => {
     const agent = identity.getAgent(ctx.params.uuid as string);
@@ -228,12 +215,12 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
         param: 'limit',
       });
     const page = identity.listAgents(orgId, limit, ctx.query.get('cursor') ?? undefined);
-    ctx.json(200, { data: page.data.map(agentView), next_cursor: page.next_cursor });
+    ctx.json(200, { data: page.data, next_cursor: page.next_cursor });
   });
 
   router.add('GET', '/api/agents/:uuid', (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
-    ctx.json(200, agentView(agentInOrg(ctx, targetOrg(ctx, p, undefined, orgExists))));
+    ctx.json(200, agentInOrg(ctx, targetOrg(ctx, p, undefined, orgExists)));
   });
 
   router.add('POST', '/api/agents/:uuid/keys', async (ctx) => {
@@ -329,7 +316,7 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
       if (e.name !== 'mock') {
         const prev = current.get(e.name);
         const echoed =
-          e.api_key === undefined || (prev?.key_last4 != null && e.api_key === mask(`xxxx${prev.key_last4}`));
+          e.api_key === undefined || (prev?.key_last4 != null && isMaskOf(e.api_key, prev.key_last4));
         if (echoed) {
           if (!prev?.key_ref)
             throw new ServiceError('invalid_request', `provider ${e.name} needs api_key`, {

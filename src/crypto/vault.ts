@@ -49,3 +49,8 @@ export function createVault(key: Uint8Array): Vault {
 export function mask(secret: string): string {
   return `****${secret.slice(-4)}`;
 }
+
+/** True when `value` is the masked form (`****last4`) of a stored secret: an echo, not a new value. */
+export function isMaskOf(value: string, last4: string): boolean {
+  return value === `****${last4}`;
+}

@@ -1,4 +1,5 @@
 import type { AuditSink } from '../audit/types.js';
+import { adminEvent } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import { actionFingerprint, argsDigest, stringsIn } from '../core/guardrails/index.js';
@@ -401,12 +402,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       });
     });
     await tools.replace(orgId, list);
-    await audit.append({
-      org_id: orgId,
-      event_type: 'admin.tools_updated',
-      outcome: 'allow',
-      details: { actor: p.id, tools: list.map((t) => t.name) },
-    });
+    await adminEvent(audit, orgId, p, 'tools_updated', { tools: list.map((t) => t.name) });
     ctx.json(200, { tools: tools.view(orgId) });
   });
 }

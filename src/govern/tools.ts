@@ -1,6 +1,6 @@
 import { Agent, type Dispatcher, request } from 'undici';
 import { ServiceError } from '../core/errors.js';
-import { mask } from '../crypto/vault.js';
+import { isMaskOf } from '../crypto/vault.js';
 import { checkEgressUrl } from '../export/ssrf.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
@@ -80,7 +80,7 @@ export class ToolRegistry {
             param: `tools[${i}].headers.${name}`,
           });
         const prev = current.get(t.name)?.headers[name.toLowerCase()];
-        if (prev && value === mask(`xxxx${prev.last4}`)) headers[name.toLowerCase()] = prev;
+        if (prev && isMaskOf(value, prev.last4)) headers[name.toLowerCase()] = prev;
         else {
           const ref = newId('tool_', 16);
           secrets.set(ref, value);

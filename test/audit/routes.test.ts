@@ -6,9 +6,6 @@ import t from 'tap';
 import { ChainLog } from '../../src/audit/chain-log.js';
 import { INTEGRITY_TTL_MS, registerAuditRoutes } from '../../src/audit/routes.js';
 import type { AuditEvent, ChainLine } from '../../src/audit/types.js';
-import { loadConfig } from '../../src/config/index.js';
-import { bootstrap } from '../../src/control/bootstrap.js';
-import { registerProvisioning } from '../../src/control/provisioning.js';
 import {
   ChainVerifier,
   checkpointOrigin,
@@ -19,21 +16,10 @@ import {
   verifyReceipt,
 } from '../../src/core/chain/index.js';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
-import { createVault, loadVaultKey } from '../../src/crypto/vault.js';
-import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
-import { listen } from '../../src/http/listen.js';
-import { Router } from '../../src/http/router.js';
-import type { HttpServer } from '../../src/http/types.js';
-import { IdentityRepo } from '../../src/identity/repo.js';
-import { UpstreamPools } from '../../src/providers/upstream.js';
-import { LocalSnapshot } from '../../src/snapshot/local.js';
-import { openStore } from '../../src/store/db.js';
-import { SettingsRepo } from '../../src/store/settings.js';
-import { randomBase62 } from '../../src/util/ids.js';
-import { createLogger } from '../../src/util/log.js';
+import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
 import { testSigner } from './helpers.js';
 
-type Res = { status: number; headers: Headers; body: any; text: string };
+type Res = HarnessResponse;
 type Call = (path: string, token?: string) => Promise<Res>;
 
 interface Harness {
@@ -45,69 +31,28 @@ interface Harness {
 }
 
 async function startHarness(): Promise<Harness> {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-audit-routes-'));
-  const pat = `gk_pat_${randomBase62(40)}`;
-  const config = loadConfig({
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: '0',
-    SERVICE_DATA_DIR: join(dir, 'data'),
-    SERVICE_KEYS_DIR: join(dir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: pat,
-    SERVICE_LOG_LEVEL: 'error',
-  });
-  const store = openStore(config.dataDir);
-  const identity = new IdentityRepo(store);
-  const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));
-  const log = new ChainLog(store, testSigner(), {
-    dataDir: config.dataDir,
-    rotationMaxMb: config.audit.rotationMaxMb,
-    sealIntervalMs: 60_000,
-  });
-  const pools = new UpstreamPools({ timeoutMs: 1000, connections: 1 });
-  const snapshot = new LocalSnapshot(identity, settings, pools);
-  await bootstrap(config, store, identity, settings, log);
   const clock = { now: Date.UTC(2025, 5, 1) };
-  const router = new Router<RouteHandler>();
-  const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
-  registerProvisioning(router, { snapshot, identity, settings, audit: log, egressAllow: [] });
-  registerAuditRoutes(router, { snapshot, log, orgExists, clock: () => clock.now });
-  const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
-  const server: HttpServer = await listen('node', { host: '127.0.0.1', port: 0 }, handler);
-  const base = `http://127.0.0.1:${server.port}`;
-  const call: Call = async (path, token) => {
-    const res = await fetch(`${base}${path}`, {
-      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
-    });
-    const text = await res.text();
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.status, headers: res.headers, body, text };
-  };
-  const post = async (path: string, token: string, body: unknown): Promise<any> => {
-    const res = await fetch(`${base}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    return res.json();
-  };
-  harnessPost = post;
-  return {
-    call,
-    pat,
-    log,
-    clock,
-    async close() {
-      await server.close(1000);
-      await pools.close();
-      await log.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
+  const h = await startCoreHarness<ChainLog>({
+    prefix: 'audit-routes',
+    engine: 'node',
+    sink: (store, config) =>
+      new ChainLog(store, testSigner(), {
+        dataDir: config.dataDir,
+        rotationMaxMb: config.audit.rotationMaxMb,
+        sealIntervalMs: 60_000,
+      }),
+    closeSink: (log) => log.close(),
+    register: ({ snapshot, orgExists, router }, log) => {
+      registerAuditRoutes(router, { snapshot, log, orgExists, clock: () => clock.now });
     },
+  });
+  harnessPost = async (path, token, body) => (await h.call(path, { token, body })).body;
+  return {
+    call: (path, token) => h.call(path, token === undefined ? {} : { token }),
+    pat: h.pat,
+    log: h.audit,
+    clock,
+    close: h.close,
   };
 }
 

@@ -1,41 +1,19 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
 import type { AuditEvent } from '../../src/audit/types.js';
-import { loadConfig } from '../../src/config/index.js';
-import { bootstrap } from '../../src/control/bootstrap.js';
 import { registerPolicies } from '../../src/control/policies.js';
-import { registerProvisioning } from '../../src/control/provisioning.js';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
 import { DEFAULT_POLICY } from '../../src/core/policy/index.js';
-import { createVault, loadVaultKey } from '../../src/crypto/vault.js';
-import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
-import { listen } from '../../src/http/listen.js';
-import { Router } from '../../src/http/router.js';
-import type { HttpServer } from '../../src/http/types.js';
-import { IdentityRepo } from '../../src/identity/repo.js';
-import { UpstreamPools } from '../../src/providers/upstream.js';
-import { LocalSnapshot } from '../../src/snapshot/local.js';
-import { openStore, type Store } from '../../src/store/db.js';
-import { LmdbEventLog } from '../../src/store/event-log.js';
+import type { Store } from '../../src/store/db.js';
+import type { LmdbEventLog } from '../../src/store/event-log.js';
 import { PolicyRepo } from '../../src/store/policies.js';
-import { SettingsRepo } from '../../src/store/settings.js';
-import { randomBase62 } from '../../src/util/ids.js';
-import { createLogger } from '../../src/util/log.js';
+import { type CoreHarness, type HarnessResponse as Res, startCoreHarness } from '../helpers/core-harness.js';
 
 /** The rule key `then`, through a constant so the linter's thenable check stays quiet. */
 const THEN = 'then';
 
-type Res = { status: number; headers: Headers; body: any };
-type Call = (
-  path: string,
-  init?: { method?: string; token?: string; body?: unknown; raw?: string },
-) => Promise<Res>;
-
 interface Harness {
-  readonly call: Call;
+  readonly call: CoreHarness<LmdbEventLog>['call'];
   readonly pat: string;
   readonly store: Store;
   readonly policies: PolicyRepo;
@@ -44,61 +22,15 @@ interface Harness {
 
 /** The provisioning and policy routes over a real listener, on a fresh store. */
 async function startHarness(): Promise<Harness> {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-policies-'));
-  const pat = `gk_pat_${randomBase62(40)}`;
-  const config = loadConfig({
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: '0',
-    SERVICE_DATA_DIR: join(dir, 'data'),
-    SERVICE_KEYS_DIR: join(dir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: pat,
-    SERVICE_LOG_LEVEL: 'error',
-  });
-  const store = openStore(config.dataDir);
-  const identity = new IdentityRepo(store);
-  const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));
-  const events = new LmdbEventLog(store);
-  const pools = new UpstreamPools({ timeoutMs: 1000, connections: 1 });
-  const snapshot = new LocalSnapshot(identity, settings, pools);
-  const policies = new PolicyRepo(store);
-  await bootstrap(config, store, identity, settings, events);
-  const router = new Router<RouteHandler>();
-  registerProvisioning(router, { snapshot, identity, settings, audit: events, egressAllow: [] });
-  registerPolicies(router, { snapshot, identity, policies, audit: events });
-  const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
-  const server: HttpServer = await listen('uws', { host: '127.0.0.1', port: 0 }, handler);
-  const base = `http://127.0.0.1:${server.port}`;
-  const call: Call = async (path, init = {}) => {
-    const headers: Record<string, string> = {};
-    if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
-    const body = init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body));
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${base}${path}`, {
-      method: init.method ?? (body === undefined ? 'GET' : 'POST'),
-      headers,
-      body,
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.status, headers: res.headers, body: parsed };
-  };
-  return {
-    call,
-    pat,
-    store,
-    policies,
-    async close() {
-      await server.close(1000);
-      await pools.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
+  let policies: PolicyRepo | undefined;
+  const h = await startCoreHarness<LmdbEventLog>({
+    prefix: 'policies',
+    register: ({ snapshot, identity, store, router }, audit) => {
+      policies = new PolicyRepo(store);
+      registerPolicies(router, { snapshot, identity, policies, audit });
     },
-  };
+  });
+  return { call: h.call, pat: h.pat, store: h.parts.store, policies: policies as PolicyRepo, close: h.close };
 }
 
 const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;

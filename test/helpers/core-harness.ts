@@ -1,0 +1,131 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AuditSink } from '../../src/audit/types.js';
+import { type Config, loadConfig } from '../../src/config/index.js';
+import { bootstrap } from '../../src/control/bootstrap.js';
+import { registerProvisioning } from '../../src/control/provisioning.js';
+import { createVault, loadVaultKey } from '../../src/crypto/vault.js';
+import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
+import { listen } from '../../src/http/listen.js';
+import { Router } from '../../src/http/router.js';
+import { IdentityRepo } from '../../src/identity/repo.js';
+import { UpstreamPools } from '../../src/providers/upstream.js';
+import { LocalSnapshot } from '../../src/snapshot/local.js';
+import type { PolicySource } from '../../src/snapshot/types.js';
+import { openStore, type Store } from '../../src/store/db.js';
+import { LmdbEventLog } from '../../src/store/event-log.js';
+import { SettingsRepo } from '../../src/store/settings.js';
+import { randomBase62 } from '../../src/util/ids.js';
+import { createLogger } from '../../src/util/log.js';
+
+/** What a module's routes are built from: the same pieces src/server.ts wires. */
+export interface CoreParts {
+  readonly config: Config;
+  readonly store: Store;
+  readonly identity: IdentityRepo;
+  readonly settings: SettingsRepo;
+  readonly snapshot: LocalSnapshot;
+  readonly router: Router<RouteHandler>;
+  readonly orgExists: (id: string) => boolean;
+}
+
+export interface HarnessResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export interface CoreHarness<S extends AuditSink> {
+  readonly parts: CoreParts;
+  readonly audit: S;
+  readonly url: string;
+  /** The bootstrap super_admin PAT of org `default`. */
+  readonly pat: string;
+  /** The first-start agent key of org `default`. */
+  readonly agentKey: string;
+  call(
+    path: string,
+    init?: {
+      method?: string;
+      token?: string;
+      body?: unknown;
+      raw?: string;
+      headers?: Record<string, string>;
+    },
+  ): Promise<HarnessResponse>;
+  close(): Promise<void>;
+}
+
+/**
+ * A fresh store, bootstrap, the provisioning routes plus whatever `register` adds, on a real
+ * listener at 127.0.0.1:0 — for tests of one module's routes without the whole service.
+ */
+export async function startCoreHarness<S extends AuditSink = LmdbEventLog>(opts: {
+  readonly prefix: string;
+  readonly register: (parts: CoreParts, audit: S) => void;
+  readonly sink?: (store: Store, config: Config) => S;
+  readonly closeSink?: (audit: S) => Promise<void>;
+  readonly policies?: (store: Store) => PolicySource;
+  readonly engine?: 'uws' | 'node';
+}): Promise<CoreHarness<S>> {
+  const dir = mkdtempSync(join(tmpdir(), `govgate-${opts.prefix}-`));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const config = loadConfig({
+    SERVICE_HOST: '127.0.0.1',
+    SERVICE_PORT: '0',
+    SERVICE_DATA_DIR: join(dir, 'data'),
+    SERVICE_KEYS_DIR: join(dir, 'keys'),
+    SERVICE_BOOTSTRAP_TOKEN: pat,
+    SERVICE_LOG_LEVEL: 'error',
+  });
+  const store = openStore(config.dataDir);
+  const identity = new IdentityRepo(store);
+  const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));
+  const audit = opts.sink ? opts.sink(store, config) : (new LmdbEventLog(store) as unknown as S);
+  const pools = new UpstreamPools({ timeoutMs: 1000, connections: 1 });
+  const snapshot = new LocalSnapshot(identity, settings, pools, opts.policies?.(store));
+  const boot = await bootstrap(config, store, identity, settings, audit);
+  const router = new Router<RouteHandler>();
+  const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
+  const parts: CoreParts = { config, store, identity, settings, snapshot, router, orgExists };
+  registerProvisioning(router, { snapshot, identity, settings, audit, egressAllow: [] });
+  opts.register(parts, audit);
+  const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
+  const server = await listen(opts.engine ?? 'uws', { host: '127.0.0.1', port: 0 }, handler);
+  const url = `http://127.0.0.1:${server.port}`;
+  return {
+    parts,
+    audit,
+    url,
+    pat,
+    agentKey: boot.created?.agentKey ?? '',
+    async call(path, init = {}) {
+      const headers: Record<string, string> = { ...init.headers };
+      if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
+      const body = init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body));
+      if (body !== undefined) headers['content-type'] ??= 'application/json';
+      const res = await fetch(`${url}${path}`, {
+        method: init.method ?? (body === undefined ? 'GET' : 'POST'),
+        headers,
+        body,
+      });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* not JSON */
+      }
+      return { status: res.status, headers: res.headers, body: parsed, text };
+    },
+    async close() {
+      await server.close(1000);
+      await pools.close();
+      await opts.closeSink?.(audit);
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
