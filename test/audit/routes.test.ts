@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
 import { ChainLog } from '../../src/audit/chain-log.js';
