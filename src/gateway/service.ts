@@ -226,13 +226,11 @@ export class GatewayService {
       if (decision.redact.length > 0 && redactMessages(request.messages, gov.scan, decision.redact) > 0)
         rawBody = undefined;
       const guard = outputGuard(gov.policy, gov.flags);
-      const ac = new AbortController();
-      ctx.res.onAbort(() => ac.abort());
       if (request.stream === true) {
-        kept = await this.stream(ctx, fe, provider, request, ac.signal, record, guard);
+        kept = await this.stream(ctx, fe, provider, request, record, guard);
         return;
       }
-      kept = await this.complete(ctx, fe, provider, request, rawBody, ac.signal, record, guard);
+      kept = await this.complete(ctx, fe, provider, request, rawBody, record, guard);
     } finally {
       if (idemKey !== undefined)
         this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
@@ -370,7 +368,6 @@ export class GatewayService {
     provider: Provider,
     request: ChatCompletionRequest,
     rawBody: Buffer | undefined,
-    signal: AbortSignal,
     record: CallRecord,
     guard: OutputGuard,
   ): Promise<StoredResponse | undefined> {
@@ -380,7 +377,7 @@ export class GatewayService {
       completion = await provider.chat({
         request,
         rawBody: fe.format === 'openai' && provider.name === 'openai' ? rawBody : undefined,
-        signal,
+        cancel: ctx.res,
       });
     } catch (err) {
       const upstreamS = (performance.now() - t0) / 1000;
@@ -478,14 +475,13 @@ export class GatewayService {
     fe: FrontEnd,
     provider: Provider,
     request: ChatCompletionRequest,
-    signal: AbortSignal,
     record: CallRecord,
     guard: OutputGuard,
   ): Promise<StoredResponse | undefined> {
     const t0 = performance.now();
     const wantsUsage = request.stream_options?.include_usage === true;
     const renderer = fe.streamRenderer(request.model, wantsUsage);
-    const iterator = provider.chatStream({ request, signal })[Symbol.asyncIterator]();
+    const iterator = provider.chatStream({ request, cancel: ctx.res })[Symbol.asyncIterator]();
     const metrics = this.deps.metrics;
     const governor = guard.active ? new OutputStreamGovernor(guard) : undefined;
     let transcript = '';

@@ -35,7 +35,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
         method: 'POST',
         headers,
         body: JSON.stringify(request),
-        signal: call.signal,
+        cancel: call.cancel,
       });
       if (!isMessage(res))
         throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
@@ -48,7 +48,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
         path: messagesPath,
         headers,
         body: JSON.stringify(request),
-        signal: call.signal,
+        cancel: call.cancel,
       });
       const parser = new SseParser();
       const convert = new AnthropicStreamToOpenai({
@@ -94,7 +94,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
         path: `${prefix}/v1/models`,
         method: 'GET',
         headers: { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION },
-        signal,
+        cancel: signal,
       })) as { data?: { id?: unknown }[] };
       return (res.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
     },

@@ -26,7 +26,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         method: 'POST',
         headers,
         body,
-        signal: call.signal,
+        cancel: call.cancel,
       });
       if (!isChatCompletion(res))
         throw new ServiceError('upstream_error', 'provider openai sent an unexpected answer');
@@ -43,7 +43,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         path: chatPath,
         headers,
         body: JSON.stringify(request),
-        signal: call.signal,
+        cancel: call.cancel,
       });
       const parser = new SseParser();
       // After [DONE] the body is read to its end (not abandoned), so the keep-alive connection
@@ -80,7 +80,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         method: 'POST',
         headers,
         body: JSON.stringify(request),
-        signal,
+        cancel: signal,
       });
       return res as EmbeddingResponse;
     },
@@ -89,7 +89,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         path: `${prefix}/models`,
         method: 'GET',
         headers: getHeaders,
-        signal,
+        cancel: signal,
       })) as {
         data?: { id?: unknown }[];
       };

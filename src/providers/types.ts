@@ -17,7 +17,14 @@ export interface ChatCall {
    * to an OpenAI-format upstream), so the provider can forward them without re-serialising.
    */
   readonly rawBody?: Buffer | string | undefined;
-  readonly signal: AbortSignal;
+  /** The call is cancelled when the client goes away (the gateway passes its server response). */
+  readonly cancel: Cancellation;
+}
+
+/** Cancellation without an AbortController per call: `aborted`, and a listener for when it happens. */
+export interface Cancellation {
+  readonly aborted: boolean;
+  onAbort(listener: () => void): void;
 }
 
 /** One configured upstream of one org. Translation to and from its wire format happens inside. */

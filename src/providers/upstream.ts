@@ -1,5 +1,6 @@
 import { type Dispatcher, Pool } from 'undici';
 import { ServiceError } from '../core/errors.js';
+import type { Cancellation } from './types.js';
 
 export interface UpstreamOptions {
   readonly timeoutMs: number;
@@ -64,29 +65,25 @@ export function transportError(provider: string, err: unknown): ServiceError {
  * message); it cannot fix govgate's provider credentials or a provider outage (502); rate limits
  * pass through as 429 with Retry-After.
  */
-export async function statusError(provider: string, res: Dispatcher.ResponseData): Promise<ServiceError> {
+export function statusError(
+  provider: string,
+  status: number,
+  headers: IncomingHeaders,
+  bodyText: string,
+): ServiceError {
   let message = '';
+  const text = bodyText.slice(0, 4096);
   try {
-    const text = (await res.body.text()).slice(0, 4096);
-    try {
-      const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
-      const e = parsed.error;
-      message =
-        typeof e === 'string'
-          ? e
-          : typeof e?.message === 'string'
-            ? e.message
-            : String(parsed.message ?? text);
-    } catch {
-      message = text;
-    }
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    const e = parsed.error;
+    message =
+      typeof e === 'string' ? e : typeof e?.message === 'string' ? e.message : String(parsed.message ?? text);
   } catch {
-    /* body unreadable; the status says enough */
+    message = text;
   }
-  const status = res.statusCode;
   const detail = message ? `: ${message.slice(0, 500)}` : '';
   if (status === 429) {
-    const retry = res.headers['retry-after'];
+    const retry = headers['retry-after'];
     return new ServiceError('rate_limited', `provider ${provider} is rate limiting${detail}`, {
       headers: { 'retry-after': typeof retry === 'string' ? retry : '1' },
     });
@@ -106,8 +103,144 @@ export async function statusError(provider: string, res: Dispatcher.ResponseData
   return new ServiceError('upstream_error', `provider ${provider} failed (${status})${detail}`);
 }
 
+type IncomingHeaders = Record<string, string | string[] | undefined>;
+
+/** An upstream answer larger than this is refused (a provider gone wrong must not exhaust memory). */
+export const MAX_UPSTREAM_BODY = 64 * 1024 * 1024;
+
+/** Error bodies are read up to this many bytes for their message. */
+const MAX_ERROR_BODY = 64 * 1024;
+
+/** What an upstream call listens to for cancellation (the client went away). */
+export type CallCancel = Cancellation | AbortSignal;
+
+function onCancel(cancel: CallCancel, abort: () => void): boolean {
+  if (cancel.aborted) return true;
+  if ('onAbort' in cancel) cancel.onAbort(abort);
+  else cancel.addEventListener('abort', abort, { once: true });
+  return false;
+}
+
+function abortedError(): Error {
+  return Object.assign(new Error('the client went away'), { name: 'AbortError' });
+}
+
+/**
+ * One upstream exchange on undici's dispatch API (no body stream object, no AbortSignal wiring):
+ * the answer is collected (JSON) or handed over chunk by chunk (SSE). A non-2xx answer becomes
+ * the contract's error with the provider's message.
+ */
+abstract class Exchange implements Dispatcher.DispatchHandler {
+  protected status = 0;
+  protected headers: IncomingHeaders = {};
+  protected failed = false;
+  private errorChunks: Buffer[] | undefined;
+  private errorSize = 0;
+  protected controller: Dispatcher.DispatchController | undefined;
+
+  constructor(
+    protected readonly provider: string,
+    private readonly cancel: CallCancel,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (onCancel(this.cancel, () => controller.abort(abortedError()))) controller.abort(abortedError());
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHeaders,
+  ): void {
+    if (statusCode < 200) return;
+    this.status = statusCode;
+    this.headers = headers;
+    if (statusCode >= 300) this.errorChunks = [];
+    else this.started();
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const errors = this.errorChunks;
+    if (errors === undefined) {
+      this.data(controller, chunk);
+      return;
+    }
+    if (this.errorSize < MAX_ERROR_BODY) {
+      errors.push(chunk);
+      this.errorSize += chunk.length;
+    }
+  }
+
+  onResponseEnd(): void {
+    const errors = this.errorChunks;
+    if (errors === undefined) {
+      this.ended();
+      return;
+    }
+    const text = Buffer.concat(errors, this.errorSize).toString('utf8');
+    this.fail(statusError(this.provider, this.status, this.headers, text));
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.fail(transportError(this.provider, err));
+  }
+
+  protected started(): void {}
+  protected abstract data(controller: Dispatcher.DispatchController, chunk: Buffer): void;
+  protected abstract ended(): void;
+  protected abstract fail(err: ServiceError): void;
+}
+
+class JsonExchange extends Exchange {
+  private chunks: Buffer[] = [];
+  private size = 0;
+
+  constructor(
+    provider: string,
+    cancel: CallCancel,
+    private readonly resolve: (value: unknown) => void,
+    private readonly reject: (err: ServiceError) => void,
+  ) {
+    super(provider, cancel);
+  }
+
+  protected data(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > MAX_UPSTREAM_BODY) {
+      controller.abort(
+        new ServiceError('upstream_error', `provider ${this.provider} sent an oversized answer`),
+      );
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  protected ended(): void {
+    const chunks = this.chunks;
+    const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, this.size);
+    this.chunks = [];
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body.toString('utf8'));
+    } catch (err) {
+      this.reject(
+        new ServiceError('upstream_error', `provider ${this.provider} sent an unreadable answer`, {
+          cause: err,
+        }),
+      );
+      return;
+    }
+    this.resolve(parsed);
+  }
+
+  protected fail(err: ServiceError): void {
+    this.reject(err);
+  }
+}
+
 /** Sends a JSON request and returns the parsed JSON answer, mapping every failure. */
-export async function requestJson(
+export function requestJson(
   provider: string,
   pool: Pool,
   opts: {
@@ -115,59 +248,119 @@ export async function requestJson(
     method: 'GET' | 'POST';
     headers: Record<string, string>;
     body?: string | Buffer;
-    signal: AbortSignal;
+    cancel: CallCancel;
   },
 ): Promise<unknown> {
-  let res: Dispatcher.ResponseData;
-  try {
-    res = await pool.request({
-      path: opts.path,
-      method: opts.method,
-      headers: opts.headers,
-      body: opts.body ?? null,
-      signal: opts.signal,
-    });
-  } catch (err) {
-    throw transportError(provider, err);
+  return new Promise((resolve, reject) => {
+    const exchange = new JsonExchange(provider, opts.cancel, resolve, reject);
+    pool.dispatch(
+      { path: opts.path, method: opts.method, headers: opts.headers, body: opts.body ?? null },
+      exchange,
+    );
+  });
+}
+
+/** Chunks queued unread before the upstream is paused (the client reads slower than it writes). */
+const HIGH_WATER = 32;
+
+class StreamExchange extends Exchange implements AsyncIterator<string> {
+  private readonly decoder = new TextDecoder();
+  private queue: string[] = [];
+  private done = false;
+  private error: ServiceError | undefined;
+  private paused = false;
+  private waiter: { resolve: (r: IteratorResult<string>) => void; reject: (e: unknown) => void } | undefined;
+
+  constructor(
+    provider: string,
+    cancel: CallCancel,
+    private readonly opened: { resolve: (it: AsyncIterable<string>) => void; reject: (e: unknown) => void },
+  ) {
+    super(provider, cancel);
   }
-  if (res.statusCode < 200 || res.statusCode >= 300) throw await statusError(provider, res);
-  try {
-    return await res.body.json();
-  } catch (err) {
-    throw new ServiceError('upstream_error', `provider ${provider} sent an unreadable answer`, {
-      cause: err,
+
+  protected override started(): void {
+    this.opened.resolve({ [Symbol.asyncIterator]: () => this });
+  }
+
+  protected data(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const text = this.decoder.decode(chunk, { stream: true });
+    if (text.length === 0) return;
+    const w = this.waiter;
+    if (w !== undefined) {
+      this.waiter = undefined;
+      w.resolve({ value: text, done: false });
+      return;
+    }
+    this.queue.push(text);
+    if (this.queue.length >= HIGH_WATER && !this.paused) {
+      this.paused = true;
+      controller.pause();
+    }
+  }
+
+  protected ended(): void {
+    this.done = true;
+    const tail = this.decoder.decode();
+    if (tail.length > 0) this.queue.push(tail);
+    this.wake();
+  }
+
+  protected fail(err: ServiceError): void {
+    if (this.status === 0 || this.status >= 300) {
+      this.done = true;
+      this.opened.reject(err);
+      return;
+    }
+    this.error ??= err;
+    this.done = true;
+    this.wake();
+  }
+
+  private wake(): void {
+    const w = this.waiter;
+    if (w === undefined) return;
+    this.waiter = undefined;
+    this.next().then(w.resolve, w.reject);
+  }
+
+  next(): Promise<IteratorResult<string>> {
+    if (this.queue.length > 0) {
+      // Everything that arrived since the last read, in one piece.
+      const value = this.queue.length === 1 ? (this.queue[0] as string) : this.queue.join('');
+      this.queue = [];
+      if (this.paused) {
+        this.paused = false;
+        this.controller?.resume();
+      }
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.error !== undefined) return Promise.reject(this.error);
+    if (this.done) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => {
+      this.waiter = { resolve, reject };
     });
+  }
+
+  /** The reader stopped early: the upstream request is aborted (its connection is not reused). */
+  return(): Promise<IteratorResult<string>> {
+    if (!this.done) {
+      this.done = true;
+      this.queue = [];
+      this.controller?.abort(abortedError());
+    }
+    return Promise.resolve({ value: undefined, done: true });
   }
 }
 
-/** Opens a streaming request; the caller consumes `body` (utf8 text chunks). */
-export async function requestStream(
+/** Opens a streaming request; resolves at a 2xx status with the body as utf8 text pieces. */
+export function requestStream(
   provider: string,
   pool: Pool,
-  opts: { path: string; headers: Record<string, string>; body: string | Buffer; signal: AbortSignal },
+  opts: { path: string; headers: Record<string, string>; body: string | Buffer; cancel: CallCancel },
 ): Promise<AsyncIterable<string>> {
-  let res: Dispatcher.ResponseData;
-  try {
-    res = await pool.request({
-      path: opts.path,
-      method: 'POST',
-      headers: opts.headers,
-      body: opts.body,
-      signal: opts.signal,
-    });
-  } catch (err) {
-    throw transportError(provider, err);
-  }
-  if (res.statusCode < 200 || res.statusCode >= 300) throw await statusError(provider, res);
-  const body = res.body;
-  return {
-    async *[Symbol.asyncIterator]() {
-      const decoder = new TextDecoder();
-      try {
-        for await (const chunk of body) yield decoder.decode(chunk as Uint8Array, { stream: true });
-      } catch (err) {
-        throw transportError(provider, err);
-      }
-    },
-  };
+  return new Promise((resolve, reject) => {
+    const exchange = new StreamExchange(provider, opts.cancel, { resolve, reject });
+    pool.dispatch({ path: opts.path, method: 'POST', headers: opts.headers, body: opts.body }, exchange);
+  });
 }

@@ -90,4 +90,42 @@ for (const engine of ENGINES) {
       await new Promise((r) => setTimeout(r, 10));
     t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream request');
   });
+
+  t.test(`a client disconnect mid-stream aborts the upstream stream (${engine})`, async (t) => {
+    const upstream = await startMockUpstream();
+    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+    t.teardown(async () => {
+      upstream.behaviour = { kind: 'normal' };
+      await svc.close();
+      await upstream.close();
+    });
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    upstream.behaviour = { kind: 'stall-stream' };
+    const ac = new AbortController();
+    const res = await fetch(`${svc.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'gpt-test',
+        stream: true,
+        messages: [{ role: 'user', content: 'slow' }],
+      }),
+    });
+    t.equal(res.status, 200, 'the stream started');
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    t.match(first, /^data: \{/, 'the first event was relayed before the upstream stalled');
+    ac.abort();
+    await reader.read().catch(() => undefined);
+    for (let i = 0; i < 200 && upstream.aborted.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream stream');
+    upstream.behaviour = { kind: 'normal' };
+    const after = await svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      body: { model: 'gpt-test', messages: [{ role: 'user', content: 'still serving' }] },
+    });
+    t.equal(after.status, 200, 'the gateway keeps serving');
+  });
 }

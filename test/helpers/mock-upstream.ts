@@ -18,7 +18,9 @@ export interface MockUpstream {
     | { kind: 'normal' }
     | { kind: 'status'; status: number; body?: unknown }
     | { kind: 'hang' }
-    | { kind: 'delay'; ms: number };
+    | { kind: 'delay'; ms: number }
+    /** SSE headers and one chunk, then nothing (the stream never ends). */
+    | { kind: 'stall-stream' };
   /** Requests whose client closed the connection before an answer. */
   readonly aborted: string[];
   /** When set, the assistant text of every answer (instead of echoing the prompt). */
@@ -237,6 +239,18 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       });
       const b = state.behaviour;
       if (b.kind === 'hang') return;
+      if (b.kind === 'stall-stream') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const chunk = {
+          id: 'chatcmpl-stall',
+          object: 'chat.completion.chunk',
+          created: 1,
+          model: body.model,
+          choices: [{ index: 0, delta: { role: 'assistant', content: 'partial ' }, finish_reason: null }],
+        };
+        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        return;
+      }
       if (b.kind === 'status') {
         res.writeHead(b.status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(b.body ?? { error: { message: `mock failure ${b.status}` } }));
