@@ -16,7 +16,15 @@ import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { JsonlLog, type LogLine } from './jsonl-log.js';
 import { boundMs, familyOf, HOUR_KIND, ID_KIND, INDEX_KINDS, MINUTE_KIND } from './layout.js';
-import { type Batch, type Bucket, chainOrgs, loadBucket, loadHead, type OrgHead } from './org-head.js';
+import {
+  type Batch,
+  type Bucket,
+  chainOrgs,
+  loadBucket,
+  loadHead,
+  type OrgHead,
+  STORED_NODE_LEVEL,
+} from './org-head.js';
 import { PostingWriter } from './postings.js';
 import { addEvent, HOUR_MS, MINUTE_MS } from './rollups.js';
 import { Sealer } from './sealer.js';
@@ -81,6 +89,7 @@ function linkedLine(event: Draft): { hash: string; json: string } {
 /** Lines per step of an asynchronous integrity scan (tens of ms between yields to the loop). */
 const SCAN_STEP = 2_000;
 const SALT_BYTES = 16;
+const APPEND = { append: true } as const;
 const SALT_POOL = SALT_BYTES * 256;
 
 /**
@@ -182,7 +191,8 @@ export class ChainLog implements AuditLog {
     const batch = this.#batchOf(head);
     batch.events.push(event);
     batch.json.push(json);
-    for (const n of head.tree.append(leafHash(event.hash))) if (n.level > 0) batch.nodes.push(n);
+    for (const n of head.tree.append(leafHash(event.hash)))
+      if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
     addEvent((head.minute as Bucket).rollup, event);
     addEvent((head.hour as Bucket).rollup, event);
     batch.buckets.add(head.minute as Bucket);
@@ -273,7 +283,13 @@ export class ChainLog implements AuditLog {
     for (let i = 0; i < batch.events.length; i++) {
       const e = batch.events[i] as AuditEvent;
       const seq = e.seq;
-      auditEvents.putSync([org, seq], batch.json[i]);
+      // Seqs only grow, so for the last org in key order this is an append: LMDB then fills each
+      // page instead of splitting it in half (a third fewer pages for ~1 KB events). For another
+      // org the append is refused without effect and the event is put in place.
+      const key = [org, seq];
+      // (lmdb's typings say void; putSync returns whether the write was done.)
+      const appended = auditEvents.putSync(key, batch.json[i], APPEND) as unknown as boolean;
+      if (!appended) auditEvents.putSync(key, batch.json[i]);
       auditIndex.putSync([org, ID_KIND, e.id], seq);
       postings.add(INDEX_KINDS.pipeline_id, e.pipeline_id, seq);
       postings.add(INDEX_KINDS.session_id, e.session_id, seq);

@@ -107,7 +107,7 @@ export class IntegrityScan {
       }
       const l = r.value;
       if ('seal' in l) this.#verifier.pushSeal({ seq: l.seal.seq, size: l.seal.size, note: l.seal.note });
-      else this.#verifier.pushEvent(parseLine(l.line));
+      else this.#verifier.pushEvent(parseLine(l.line), l.line);
     }
     return false;
   }

@@ -10,8 +10,9 @@ import type { AuditQuery } from './types.js';
  *                  lists [org, kind, value, last seq] → [seq, …], one per value per commit (see
  *                  postings.ts). Seq order is time order, so no ts index is needed: a ts bound
  *                  becomes a seq bound by binary search.
- * - `auditNodes`   [org, level, index] → 32-byte hash: the perfect Merkle subtrees above the
- *                  leaves (a leaf is recomputed from its event's `hash`).
+ * - `auditNodes`   [org, level, index] → 32-byte hash: the perfect Merkle subtrees of 16 leaves
+ *                  and more (level ≥ STORED_NODE_LEVEL); smaller ones and the leaves are
+ *                  recomputed from the events' `hash` (see org-head.ts `nodeReader`).
  * - `auditMeta`    [org, 's', seal seq] → StoredSeal; [org, 'z', size] → seal seq;
  *                  [org, 'm' | 'h', bucket start ms] → overview rollup of that minute / hour;
  *                  [org, 'b'] → the `_chain_bridge` record left by retention, if any.

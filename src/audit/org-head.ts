@@ -6,6 +6,7 @@ import {
   MerkleBuilder,
   type MerkleNode,
   type NodeReader,
+  nodeHash,
 } from '../core/chain/index.js';
 import type { Store } from '../store/db.js';
 import { MAX_KEY, SEAL_KIND } from './layout.js';
@@ -24,7 +25,7 @@ export interface Batch {
   readonly events: AuditEvent[];
   /** The JSON text of each event (same order): the stored value and the JSONL line. */
   readonly json: string[];
-  /** Newly complete Merkle nodes above the leaves. */
+  /** Newly complete Merkle nodes at `STORED_NODE_LEVEL` and above. */
   readonly nodes: MerkleNode[];
   readonly buckets: Set<Bucket>;
   promise: Promise<void>;
@@ -60,17 +61,52 @@ export interface OrgHead {
   dead: boolean;
 }
 
-/** Reads Merkle nodes of an org from the store; leaves are recomputed from the events. */
+/**
+ * Merkle nodes below this level are not stored: a node of level 1–3 covers at most 8 leaves and is
+ * recomputed from its events' hashes (one short range read), which saves ~0.9 of a store write
+ * per event at the cost of up to 15 extra event reads per proof.
+ */
+export const STORED_NODE_LEVEL = 4;
+
+/** The event hash at the end of a stored event's JSON text (`…,"hash":"<64 hex>"}`), parsed only if not. */
+function eventHashOf(raw: string): string | undefined {
+  const tail = raw.slice(-75);
+  if (tail.startsWith(',"hash":"') && tail.endsWith('"}')) {
+    const h = tail.slice(9, 73);
+    if (isHash(h)) return h;
+  }
+  const h = (JSON.parse(raw) as { hash?: unknown }).hash;
+  return isHash(h) ? h : undefined;
+}
+
+/** Reads Merkle nodes of an org from the store; low levels are recomputed from the events. */
 export function nodeReader(store: Store, org: string): NodeReader {
   return (level, index) => {
-    if (level === 0) {
-      const raw: unknown = store.auditEvents.get([org, index + 1]);
-      if (typeof raw !== 'string') return undefined;
-      const h = (JSON.parse(raw) as { hash?: unknown }).hash;
-      return isHash(h) ? leafHash(h) : undefined;
+    if (level >= STORED_NODE_LEVEL) {
+      const v: unknown = store.auditNodes.get([org, level, index]);
+      return v instanceof Uint8Array ? v : undefined;
     }
-    const v: unknown = store.auditNodes.get([org, level, index]);
-    return v instanceof Uint8Array ? v : undefined;
+    const width = 2 ** level;
+    const first = index * width + 1;
+    let layer: Uint8Array[] = [];
+    for (const { key, value } of store.auditEvents.getRange({
+      start: [org, first],
+      end: [org, first + width],
+    })) {
+      if ((key as [string, number])[1] !== first + layer.length || typeof value !== 'string')
+        return undefined;
+      const h = eventHashOf(value);
+      if (h === undefined) return undefined;
+      layer.push(leafHash(h));
+    }
+    if (layer.length !== width) return undefined;
+    while (layer.length > 1) {
+      const up: Uint8Array[] = [];
+      for (let i = 0; i < layer.length; i += 2)
+        up.push(nodeHash(layer[i] as Uint8Array, layer[i + 1] as Uint8Array));
+      layer = up;
+    }
+    return layer[0];
   };
 }
 

@@ -125,7 +125,7 @@ function nativeEd25519(name: string, keyId: Uint8Array, publicKey: Uint8Array): 
   return v;
 }
 
-type Held = { kind: 'event'; value: unknown } | { kind: 'seal'; value: unknown };
+type Held = { kind: 'event'; value: unknown; text?: string } | { kind: 'seal'; value: unknown };
 
 /** Feeds parsed lines to one `ChainVerifier`, created once the origin is known. */
 class LineSink {
@@ -157,7 +157,7 @@ class LineSink {
       this.seals++;
       this.#push({ kind: 'seal', value: value._seal });
     } else {
-      this.#push({ kind: 'event', value });
+      this.#push({ kind: 'event', value, text });
     }
   }
 
@@ -180,7 +180,7 @@ class LineSink {
       v = this.#start(first ? (item.value as Rec) : undefined);
     }
     if (item.kind === 'seal') v.pushSeal(item.value as SealRecord);
-    else v.pushEvent(item.value);
+    else v.pushEvent(item.value, item.text);
   }
 
   /** The origin comes from the first event (v2 events only; legacy chains carry no origin). */
@@ -197,7 +197,7 @@ class LineSink {
     this.#held = [];
     for (const h of held) {
       if (h.kind === 'seal') v.pushSeal(h.value as SealRecord);
-      else v.pushEvent(h.value);
+      else v.pushEvent(h.value, h.text);
     }
     return v;
   }

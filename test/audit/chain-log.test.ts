@@ -22,6 +22,7 @@ import {
   fromHex,
   GENESIS,
   hashEvent,
+  hashFromStoredText,
   parseCheckpoint,
   verifyConsistency,
   verifyNote,
@@ -335,6 +336,109 @@ t.test('receipts and consistency proofs verify offline', async (t) => {
   t.equal(h.log.consistency(ORG, notASeal, seals[seals.length - 1]?.size as number), undefined);
   t.throws(() => h.log.consistency(ORG, 0, 3), ServiceError);
   t.throws(() => h.log.consistency(ORG, 9, 3), ServiceError);
+});
+
+t.test('orgs interleaved in one commit: every chain, tree and receipt stays right', async (t) => {
+  const signer = testSigner();
+  const h = tempLog({ sealIntervalMs: 60_000, sealEvery: 1_000_000 }, signer);
+  t.teardown(() => h.close());
+  // Key order differs from append order (org_m < org_z, org_a first), so most event writes are
+  // not appends in LMDB's key order; sizes cross the stored Merkle levels (≥ 16 leaves).
+  const orgs = ['org_z', 'org_a', 'org_m'];
+  const counts = [37, 53, 16];
+  const pending: Promise<{ id: string; seq: number }>[][] = orgs.map(() => []);
+  for (let i = 0; i < 60; i++)
+    for (const [o, org] of orgs.entries())
+      if (i < (counts[o] as number))
+        (pending[o] as Promise<{ id: string; seq: number }>[]).push(
+          h.log.append({ org_id: org, event_type: 'e', details: { i } }),
+        );
+  const refs = await Promise.all(pending.map((p) => Promise.all(p)));
+  await h.log.flushSeals();
+  const roots = new Map<string, string>();
+  for (const [o, org] of orgs.entries()) {
+    t.match(h.log.integrity(org), { status: 'intact' }, `${org} is intact`);
+    const mine = refs[o] ?? [];
+    t.same(
+      mine.map((r) => r.seq),
+      [...Array(counts[o]).keys()].map((k) => k + 1),
+    );
+    let ok = 0;
+    for (const ref of mine) {
+      const r = h.log.receipt(org, ref.id);
+      const e = h.log.get(org, ref.id) as AuditEvent;
+      const { seal: _s, ...stored } = e;
+      if (r && verifyReceipt(r, signer.verifiers, stored).ok) ok++;
+    }
+    t.equal(ok, mine.length, `all ${mine.length} receipts of ${org} verify`);
+    const last = storedSeals(h.store, org).at(-1);
+    roots.set(org, last?.note ?? '');
+  }
+  // After a restart the heads are rebuilt from stored and recomputed nodes: the next seals extend
+  // the same trees (consistency from the old seal to the new one).
+  await h.reopen();
+  for (const org of orgs) await h.log.append({ org_id: org, event_type: 'after-restart' });
+  await h.log.flushSeals();
+  for (const org of orgs) {
+    const seals = storedSeals(h.store, org);
+    const [a, b] = [seals.at(-2), seals.at(-1)];
+    t.equal(a?.note, roots.get(org));
+    const p = h.log.consistency(org, a?.size as number, b?.size as number);
+    const proof = (p?.consistency_proof ?? []).map((x) => fromHex(x) as Uint8Array);
+    t.ok(
+      verifyConsistency(
+        a?.size as number,
+        b?.size as number,
+        rootOf(a?.note as string, signer),
+        rootOf(b?.note as string, signer),
+        proof,
+      ),
+      `${org}: the tree after the restart extends the one before`,
+    );
+  }
+});
+
+t.test('the stored text hashes to the event hash without re-serialising (any content)', async (t) => {
+  const h = tempLog({ sealIntervalMs: 60_000 });
+  t.teardown(() => h.close());
+  const key = fc.string({ minLength: 1, maxLength: 8 }).filter((k) => k !== '__proto__');
+  await fc.assert(
+    fc.asyncProperty(
+      fc.dictionary(key, fc.jsonValue({ maxDepth: 3 }), { maxKeys: 5 }),
+      fc.dictionary(key, fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
+      fc.option(fc.string(), { nil: undefined }),
+      async (details, personal, reason) => {
+        const ref = await h.log.append({
+          org_id: ORG,
+          event_type: 'prop',
+          details: details as AuditInput['details'],
+          personal: personal as AuditInput['personal'],
+          ...(reason === undefined ? {} : { reason }),
+        });
+        const raw = h.store.auditEvents.get([ORG, ref.seq]) as string;
+        const e = JSON.parse(raw) as Record<string, unknown>;
+        const fast = hashFromStoredText(e.prev_hash as string, e, raw);
+        return fast === e.hash && hashEvent(e.prev_hash as string, e) === e.hash;
+      },
+    ),
+    { numRuns: 300 },
+  );
+  // Not the writer's text: the shortcut gives up or disagrees; the verifier falls back to the
+  // parsed event and still finds a reformatted line intact, and an edited one modified.
+  const ref = await h.log.append({ org_id: ORG, event_type: 'prop', personal: { u: 'x' } });
+  const raw = h.store.auditEvents.get([ORG, ref.seq]) as string;
+  const e = JSON.parse(raw) as Record<string, unknown>;
+  const pretty = JSON.stringify(e, null, 2);
+  t.not(hashFromStoredText(e.prev_hash as string, e, pretty), e.hash, 'pretty-printed: no shortcut');
+  const check = (text: string) => {
+    const parsed = JSON.parse(text) as Record<string, unknown>;
+    const direct = new ChainVerifier({ verifiers: [] });
+    direct.pushEvent(parsed, text);
+    return direct.result().broken_events.filter((b) => b.reason === 'content_modified').length;
+  };
+  t.equal(check(raw), 0, 'the stored line is intact');
+  t.equal(check(pretty), 0, 'a pretty-printed copy is intact (slow path)');
+  t.equal(check(raw.replace('"prop"', '"pr0p"')), 1, 'an edited line is content_modified');
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -111,6 +111,44 @@ export function hashEventUnchecked(prevHash: string, event: object): string {
   return hash('sha256', prevHash + canonicalEventString(event), 'hex');
 }
 
+/**
+ * `hashEventUnchecked` computed from the event's stored JSON text instead of re-serialising the
+ * parsed event: the writer stores the canonical text itself (RFC 8785, with the full personal
+ * fields in place of their commitments and `hash` appended last), so the hashed text is that
+ * text without its `hash` member and with the personal fields swapped back for commitments.
+ * Returns undefined when `text` is not in that form. A hash that does not match proves nothing
+ * either way (the text may be canonical JSON written differently, e.g. by another tool): the
+ * caller then re-serialises the parsed event, so this is only ever a shortcut to "intact".
+ */
+export function hashFromStoredText(
+  prevHash: string,
+  event: Record<string, unknown>,
+  text: string,
+): string | undefined {
+  const stored = event.hash;
+  if (typeof stored !== 'string') return undefined;
+  const suffix = `,"hash":${JSON.stringify(stored)}}`;
+  if (!text.endsWith(suffix)) return undefined;
+  let body = `${text.slice(0, text.length - suffix.length)}}`;
+  const personal = event.personal;
+  if (typeof personal === 'object' && personal !== null && !Array.isArray(personal)) {
+    const fields = Object.keys(personal);
+    if (fields.length > 0) {
+      const full = `"personal":${JSON.stringify(personal)}`;
+      const at = body.lastIndexOf(full);
+      if (at < 0) return undefined;
+      let committed: string;
+      try {
+        committed = `"personal":${canonicalize(commitmentsOf(personal))}`;
+      } catch {
+        return undefined;
+      }
+      body = body.slice(0, at) + committed + body.slice(at + full.length);
+    }
+  }
+  return hash('sha256', prevHash + body, 'hex');
+}
+
 /** Links a draft after `prevHash`: sets `_chain_version`, `prev_hash` and `hash`. */
 export function linkEvent(prevHash: string, draft: EventDraft): ChainEvent {
   const linked = { ...draft, _chain_version: 2 as const, prev_hash: prevHash, hash: '' };

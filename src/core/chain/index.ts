@@ -43,6 +43,7 @@ export {
   type EventOrigin,
   GENESIS,
   hashEvent,
+  hashFromStoredText,
   type LegacyEvent,
   linkEvent,
 } from './event.js';

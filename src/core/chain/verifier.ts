@@ -3,7 +3,13 @@ import { bytesEqual, isHash, utf8 } from './bytes.js';
 import { parseCheckpoint } from './checkpoint.js';
 import { checkPersonalField } from './commitment.js';
 import { erasureTargets } from './erasure.js';
-import { type ChainEvent, GENESIS, hashEventUnchecked, type LegacyEvent } from './event.js';
+import {
+  type ChainEvent,
+  GENESIS,
+  hashEventUnchecked,
+  hashFromStoredText,
+  type LegacyEvent,
+} from './event.js';
 import { leafHashOf, leafHashUnchecked, MerkleBuilder } from './merkle.js';
 import { type NoteVerifier, parseNote, verifyNote } from './note.js';
 
@@ -94,9 +100,10 @@ export class ChainVerifier {
 
   /**
    * One stored line: a `ChainEvent`, a `LegacyEvent` or a `BridgeRecord`. Typed `unknown` on
-   * purpose: it is untrusted data, and anything malformed is reported, never thrown.
+   * purpose: it is untrusted data, and anything malformed is reported, never thrown. `text`, the
+   * line `e` was parsed from, lets an intact event's hash be checked without re-serialising it.
    */
-  pushEvent(e: ChainEvent | LegacyEvent | BridgeRecord | unknown): void {
+  pushEvent(e: ChainEvent | LegacyEvent | BridgeRecord | unknown, text?: string): void {
     if (typeof e !== 'object' || e === null || Array.isArray(e)) {
       const ordinal = ++this.#events;
       this.#report(this.#lastSeq + 1, null, 'content_modified', ordinal);
@@ -108,7 +115,7 @@ export class ChainVerifier {
     }
     const rec = e as Rec;
     if (rec._chain_version === undefined) this.#legacy(rec);
-    else this.#v2(rec);
+    else this.#v2(rec, text);
   }
 
   pushSeal(seal: SealRecord): void {
@@ -166,7 +173,7 @@ export class ChainVerifier {
     if (ordinal !== null) this.#brokenOrdinals.add(ordinal);
   }
 
-  #v2(e: Rec): void {
+  #v2(e: Rec, text: string | undefined): void {
     const ordinal = ++this.#events;
     const expected = this.#lastSeq + 1;
     const seqOk = typeof e.seq === 'number' && Number.isSafeInteger(e.seq) && e.seq >= 1;
@@ -175,7 +182,7 @@ export class ChainVerifier {
     const stored = typeof e.hash === 'string' ? e.hash : '';
     const prev = typeof e.prev_hash === 'string' ? e.prev_hash : '';
 
-    this.#checkContent(e, prev, stored, seq, id, ordinal);
+    this.#checkContent(e, prev, stored, seq, id, ordinal, text);
     if (seq !== expected || !seqOk || prev !== this.#lastHash) this.#report(seq, id, 'chain_broken', ordinal);
 
     this.#tree.push(isHash(stored) ? leafHashUnchecked(stored) : leafHashOf(utf8.encode(stored)));
@@ -212,12 +219,15 @@ export class ChainVerifier {
     line: number,
     id: string | null,
     ordinal: number,
+    text?: string,
   ): void {
-    let hashOk: boolean;
-    try {
-      hashOk = hashEventUnchecked(prev, e) === stored;
-    } catch {
-      hashOk = false;
+    let hashOk = text !== undefined && hashFromStoredText(prev, e, text) === stored;
+    if (!hashOk) {
+      try {
+        hashOk = hashEventUnchecked(prev, e) === stored;
+      } catch {
+        hashOk = false;
+      }
     }
     if (!hashOk) this.#report(line, id, 'content_modified', ordinal);
 
