@@ -1,5 +1,6 @@
 // Compiles the injection pattern table: sticky regexes per pattern, a case-insensitive pre-test per
-// trigger, one prefix-factored trigger regex, and the hidden-comment checks.
+// trigger, prefix-factored trigger regexes (one for words, one for markers), and the hidden-comment
+// checks.
 
 import { AI, DEFS } from './injection-patterns.js';
 import type { InjectionType } from './types.js';
@@ -73,7 +74,15 @@ export interface TriggerEntry {
   readonly comment: boolean;
 }
 
-function build(): { patterns: InjectionPattern[]; byTrigger: Map<string, TriggerEntry>; trigger: RegExp } {
+interface Built {
+  patterns: InjectionPattern[];
+  byTrigger: Map<string, TriggerEntry>;
+  words: RegExp;
+  marks: RegExp;
+  markPrefixes: string[];
+}
+
+function build(): Built {
   const patterns: InjectionPattern[] = [];
   const lists = new Map<string, InjectionPattern[]>();
   DEFS.forEach((d, id) => {
@@ -83,6 +92,7 @@ function build(): { patterns: InjectionPattern[]; byTrigger: Map<string, Trigger
     const p: InjectionPattern = { id, type: d.type, weight: d.weight, re };
     patterns.push(p);
     for (const t of triggers) {
+      if (t === '') throw new Error(`injection pattern ${id}: empty trigger`);
       const key = t.toLowerCase();
       const list = lists.get(key);
       if (list === undefined) lists.set(key, [p]);
@@ -106,8 +116,47 @@ function build(): { patterns: InjectionPattern[]; byTrigger: Map<string, Trigger
   const keys = [...lists.keys()];
   const words = keys.filter((k) => /^[a-z]/.test(k));
   const marks = keys.filter((k) => !/^[a-z]/.test(k));
-  const trigger = new RegExp(`\\b${trieSource(words)}\\b|${trieSource(marks)}`, 'gi');
-  return { patterns, byTrigger, trigger };
+  if (words.length === 0 || marks.length === 0) throw new Error('injection triggers: need words and markers');
+  assertDisjoint(words, marks);
+  return {
+    patterns,
+    byTrigger,
+    words: new RegExp(`\\b${trieSource(words)}\\b`, 'gi'),
+    marks: new RegExp(trieSource(marks), 'iy'),
+    markPrefixes: literalPrefixes(marks),
+  };
+}
+
+/**
+ * The word and marker triggers are found by two regexes and merged by position. That gives the same
+ * hits as one regex over both only if a match of one kind can never start inside a match of the
+ * other, i.e. no suffix of a trigger of one kind overlaps the start of a trigger of the other.
+ */
+function assertDisjoint(words: readonly string[], marks: readonly string[]): void {
+  const overlaps = (a: string, b: string): boolean => {
+    for (let k = 1; k < a.length; k++) {
+      const tail = a.slice(k);
+      if (tail.startsWith(b) || b.startsWith(tail)) return true;
+    }
+    return false;
+  };
+  for (const w of words) {
+    for (const m of marks) {
+      if (overlaps(w, m) || overlaps(m, w)) throw new Error(`injection triggers overlap: ${w} / ${m}`);
+    }
+  }
+}
+
+/**
+ * Strings one of which starts (case-sensitively) wherever a marker trigger matches: each marker up to
+ * its first letter, minus those that another one is a prefix of.
+ */
+function literalPrefixes(marks: readonly string[]): string[] {
+  const heads = marks.map((m) => {
+    const letter = m.search(/[a-z]/i);
+    return letter === -1 ? m : m.slice(0, letter);
+  });
+  return [...new Set(heads)].filter((h) => !heads.some((o) => o !== h && h.startsWith(o)));
 }
 
 const built = build();
@@ -116,5 +165,9 @@ const built = build();
 export const INJECTION_PATTERNS: readonly InjectionPattern[] = built.patterns;
 /** Patterns by lowercased trigger. */
 export const PATTERNS_BY_TRIGGER: ReadonlyMap<string, TriggerEntry> = built.byTrigger;
-/** Global, case-insensitive: finds every trigger occurrence in one pass. */
-export const TRIGGER: RegExp = built.trigger;
+/** Global, case-insensitive: every trigger word (`\b…\b`) in one pass. */
+export const WORD_TRIGGER: RegExp = built.words;
+/** Sticky: the longest marker trigger (`<|`, `[`, `###`, …) at an offset. */
+export const MARK_TRIGGER: RegExp = built.marks;
+/** Every marker trigger starts with one of these (see literalPrefixes). */
+export const MARK_PREFIXES: readonly string[] = built.markPrefixes;

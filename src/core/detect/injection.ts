@@ -1,6 +1,7 @@
-// Prompt-injection scan: one pass finds trigger words and markers, the patterns registered for a
-// trigger are tried (sticky) at its offset, and each category's score combines the weights of the
-// distinct patterns that matched as 1 − Π(1 − wᵢ).
+// Prompt-injection scan: one regex pass finds trigger words, markers are looked for where their first
+// characters occur, and at each trigger, in text order, the patterns registered for it are tried
+// (sticky) at its offset. Each category's score combines the weights of the distinct patterns that
+// matched as 1 − Π(1 − wᵢ).
 
 import {
   COMMENT_AI,
@@ -9,8 +10,10 @@ import {
   COMMENT_ORDER,
   COMMENT_RULES,
   INJECTION_PATTERNS,
+  MARK_PREFIXES,
+  MARK_TRIGGER,
   PATTERNS_BY_TRIGGER,
-  TRIGGER,
+  WORD_TRIGGER,
 } from './injection-table.js';
 import type { Finding, InjectionScores } from './types.js';
 
@@ -23,12 +26,28 @@ export function scanInjection(text: string, out: Finding[]): InjectionScores {
   const scores = emptyInjectionScores();
   let seen: Uint8Array | undefined;
   let commentEnd = -1;
-  const trigger = TRIGGER;
-  trigger.lastIndex = 0;
-  for (let m = trigger.exec(text); m !== null; m = trigger.exec(text)) {
-    const entry = PATTERNS_BY_TRIGGER.get(m[0].toLowerCase());
+  const words = WORD_TRIGGER;
+  words.lastIndex = 0;
+  let word = words.exec(text);
+  const markCount = findMarks(text);
+  let nextMark = 0;
+  for (;;) {
+    // The earlier of the next word and the next marker (they never overlap: see injection-table.ts).
+    let at: number;
+    let trigger: string;
+    if (word !== null && (nextMark === markCount || word.index < markAt[nextMark]!)) {
+      at = word.index;
+      trigger = word[0].toLowerCase();
+      word = words.exec(text);
+    } else if (nextMark < markCount) {
+      at = markAt[nextMark]!;
+      trigger = markText[nextMark]!;
+      nextMark++;
+    } else {
+      break;
+    }
+    const entry = PATTERNS_BY_TRIGGER.get(trigger);
     if (entry === undefined) continue;
-    const at = m.index;
     if (entry.comment) {
       if (at < commentEnd) continue;
       commentEnd = commentBodyEnd(text, at);
@@ -52,7 +71,6 @@ export function scanInjection(text: string, out: Finding[]): InjectionScores {
       seen ??= new Uint8Array(INJECTION_PATTERNS.length);
       seen[p.id] = 1;
     }
-    if (trigger.lastIndex === at) trigger.lastIndex = at + 1;
   }
   if (seen === undefined) return scores;
   const keep = emptyInjectionScores();
@@ -64,6 +82,43 @@ export function scanInjection(text: string, out: Finding[]): InjectionScores {
   }
   for (const t of Object.keys(keep) as (keyof InjectionScores)[]) scores[t] = round3(1 - keep[t]);
   return scores;
+}
+
+// Marker triggers of the current scan: offsets and lowercased text (reused), and candidate starts.
+const markAt: number[] = [];
+const markText: string[] = [];
+const markStarts: number[] = [];
+
+/**
+ * Fills markAt/markText with the marker triggers of `text` and returns their count. The sticky marker
+ * regex is tried only where one of MARK_PREFIXES occurs, in order and without overlaps, as a global
+ * scan would find them (markers are rare, and a scan of every position costs more than the rest).
+ */
+function findMarks(text: string): number {
+  markStarts.length = 0;
+  for (let k = 0; k < MARK_PREFIXES.length; k++) {
+    const prefix = MARK_PREFIXES[k]!;
+    for (let i = text.indexOf(prefix); i !== -1; i = text.indexOf(prefix, i + 1)) markStarts.push(i);
+  }
+  if (markStarts.length > 1) markStarts.sort(ascending);
+  let n = 0;
+  let next = 0;
+  for (let k = 0; k < markStarts.length; k++) {
+    const at = markStarts[k]!;
+    if (at < next) continue;
+    MARK_TRIGGER.lastIndex = at;
+    const m = MARK_TRIGGER.exec(text);
+    if (m === null) continue;
+    markAt[n] = at;
+    markText[n] = m[0].toLowerCase();
+    n++;
+    next = MARK_TRIGGER.lastIndex;
+  }
+  return n;
+}
+
+function ascending(a: number, b: number): number {
+  return a - b;
 }
 
 // Set by commentBodyEnd(): whether the comment it read addresses the model.

@@ -9,18 +9,23 @@ import type { Finding } from './types.js';
 const COLON = 58;
 const DOT = 46;
 
-const HIT = /:[0-9A-Fa-f]{0,4}:/g;
+// Sticky: tried at each ':' (a scan of every position would cost more than the whole IPv6 check).
+const HIT = /:[0-9A-Fa-f]{0,4}:/y;
 const IPV4_TAIL = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 
 export function scanIpv6(text: string, mask: number, out: Finding[]): void {
   const n = text.length;
-  HIT.lastIndex = 0;
-  for (let m = HIT.exec(text); m !== null; m = HIT.exec(text)) {
-    let s = m.index;
+  for (let at = text.indexOf(':'); at !== -1; ) {
+    HIT.lastIndex = at;
+    if (!HIT.test(text)) {
+      at = text.indexOf(':', at + 1);
+      continue;
+    }
+    let s = at;
     while (s > 0 && isV6Char(text.charCodeAt(s - 1))) s--;
-    let e = m.index + 1;
+    let e = at + 1;
     while (e < n && (isV6Char(text.charCodeAt(e)) || text.charCodeAt(e) === DOT)) e++;
-    HIT.lastIndex = e;
+    at = text.indexOf(':', e); // the next hit starts after this candidate
     while (e > s && text.charCodeAt(e - 1) === DOT) e--;
     if (text.charCodeAt(e - 1) === COLON && text.charCodeAt(e - 2) !== COLON) e--;
     if (s > 0) {

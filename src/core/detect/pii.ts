@@ -9,14 +9,20 @@ import { scanNumericPii } from './pii-numeric.js';
 import type { Finding } from './types.js';
 
 const NUMERIC = PII_BIT.phone | PII_BIT.card | PII_BIT.iban | PII_BIT.ssn | PII_BIT.ipv4;
-const ANY_DIGIT = /\d/;
+const DIGITS = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'];
 
 /** Appends PII findings of the types in `mask` (see pii-mask.ts) to `out`, unsorted. */
 export function scanPii(text: string, mask: number, out: Finding[]): void {
   if (mask === 0 || text.length === 0) return;
   if ((mask & PII_BIT.email) !== 0 && text.indexOf('@') !== -1) scanEmails(text, mask, out);
-  if (!ANY_DIGIT.test(text)) return;
+  if (!hasDigit(text)) return;
   if ((mask & NUMERIC) !== 0) scanNumericPii(text, mask, out);
   if ((mask & PII_BIT.ipv6) !== 0 && text.indexOf(':') !== -1) scanIpv6(text, mask, out);
   if ((mask & PII_BIT.dob) !== 0) scanDob(text, mask, out);
+}
+
+/** Ten indexOf calls (a vectorised byte search each) cost less than one regex scan for `\d`. */
+function hasDigit(text: string): boolean {
+  for (let d = 0; d < 10; d++) if (text.indexOf(DIGITS[d]!) !== -1) return true;
+  return false;
 }

@@ -18,7 +18,8 @@ const MIN_PASSWORD_LENGTH = 8;
 const MIN_CONN_PASSWORD_LENGTH = 4;
 const CONTEXT_WINDOW = 256;
 
-const NAME_HIT = /secret|pass(?:w|phrase)|pwd|token|key|credential|auth|bearer/gi;
+// A fragment of a secret-looking name (letters only, so a hit lies inside one identifier).
+const NAME_HIT = /secret|pass(?:w|phrase)|pwd|token|key|credential|auth|bearer/i;
 const ASSIGN = new RegExp(
   // optional closing quote, operator (group 1), optional auth scheme, then one value form (groups 2-5)
   '["\']?[ \\t]*(:=|=>|==?|:)[ \\t]*(?:(?:Bearer|Basic|Token)[ \\t]+)?' +
@@ -70,38 +71,71 @@ function isIdentChar(c: number): boolean {
   return isAsciiAlnum(c) || c === 95 || c === 45 || c === 46;
 }
 
+// isIdentChar as a table over ASCII, for the backward walk from each operator.
+const IDENT_CHAR = new Uint8Array(128);
+for (let c = 0; c < 128; c++) IDENT_CHAR[c] = isIdentChar(c) ? 1 : 0;
+
 /**
  * Appends assignment secrets to `out`, skipping values that overlap a secret the specific scanners
  * (which run first) already found (`found`).
+ *
+ * A name counts only with an operator after it, so the scan starts from each `:` and `=` and looks
+ * back at the identifier (a maximal run of identifier characters) before it; one that holds a name
+ * fragment at or after `from` (where the previous value ended) is tried. That visits the same
+ * identifiers, in the same order, as scanning the text for name fragments would.
  */
 export function scanAssignedSecrets(text: string, out: Finding[], found: SpanCursor): void {
-  const n = text.length;
-  NAME_HIT.lastIndex = 0;
-  for (let m = NAME_HIT.exec(text); m !== null; m = NAME_HIT.exec(text)) {
-    let s = m.index;
-    while (s > 0 && isIdentChar(text.charCodeAt(s - 1))) s--;
-    let e = m.index + m[0].length;
-    while (e < n && isIdentChar(text.charCodeAt(e))) e++;
-    NAME_HIT.lastIndex = e;
-    if (!assignmentFollows(text, e)) continue;
-    ASSIGN.lastIndex = e;
-    const a = ASSIGN.exec(text);
-    if (a === null) continue;
-    const quoted = a[5] === undefined;
-    const value = a[2] ?? a[3] ?? a[4] ?? a[5]!;
-    let vEnd = a.index + a[0].length - (quoted ? 1 : 0);
-    const vStart = vEnd - value.length;
-    if (!quoted && (text.charCodeAt(vEnd) === 40 || text.charCodeAt(vEnd) === 91)) continue; // call or index
-    const type = classify(text, s, e, value, quoted, a[1] === '=');
-    if (type === null) continue;
-    // `Password=…;` runs to the next `;` (it may hold characters the unquoted value class stops at).
-    if (!quoted && (type === 'connection_string' || type === 'azure_key') && text.charCodeAt(s - 1) !== 38) {
-      vEnd = valueEndInPairs(text, vEnd);
+  let from = 0;
+  let colon = text.indexOf(':');
+  let equals = text.indexOf('=');
+  while (colon !== -1 || equals !== -1) {
+    let op: number;
+    if (equals === -1 || (colon !== -1 && colon < equals)) {
+      op = colon;
+      colon = text.indexOf(':', op + 1);
+    } else {
+      op = equals;
+      equals = text.indexOf('=', op + 1);
     }
-    if (found.overlaps(vStart, vEnd)) continue;
-    out.push({ category: 'secret', type, start: vStart, end: vEnd });
-    NAME_HIT.lastIndex = vEnd;
+    // The identifier before the operator: spaces or tabs, then an optional closing quote.
+    let e = op;
+    let c = text.charCodeAt(e - 1); // NaN before the start: no character class
+    while (c === 32 || c === 9) c = text.charCodeAt(--e - 1);
+    if (c === 34 || c === 39) c = text.charCodeAt(--e - 1);
+    if (e <= from) continue;
+    let s = e;
+    while (c < 128 && IDENT_CHAR[c] === 1) c = text.charCodeAt(--s - 1);
+    const lo = Math.max(s, from);
+    // Every name fragment has at least three letters.
+    if (e - lo < 3 || !NAME_HIT.test(text.slice(lo, e))) continue;
+    from = e;
+    const vEnd = assignedValue(text, s, e, out, found);
+    if (vEnd > 0) from = vEnd;
   }
+}
+
+/**
+ * Reads the value assigned to the name `text[s, e)`; when it is a secret (and not inside one already
+ * found), appends the finding and returns its end, else -1.
+ */
+function assignedValue(text: string, s: number, e: number, out: Finding[], found: SpanCursor): number {
+  ASSIGN.lastIndex = e;
+  const a = ASSIGN.exec(text);
+  if (a === null) return -1;
+  const quoted = a[5] === undefined;
+  const value = a[2] ?? a[3] ?? a[4] ?? a[5]!;
+  let vEnd = a.index + a[0].length - (quoted ? 1 : 0);
+  const vStart = vEnd - value.length;
+  if (!quoted && (text.charCodeAt(vEnd) === 40 || text.charCodeAt(vEnd) === 91)) return -1; // call or index
+  const type = classify(text, s, e, value, quoted, a[1] === '=');
+  if (type === null) return -1;
+  // `Password=…;` runs to the next `;` (it may hold characters the unquoted value class stops at).
+  if (!quoted && (type === 'connection_string' || type === 'azure_key') && text.charCodeAt(s - 1) !== 38) {
+    vEnd = valueEndInPairs(text, vEnd);
+  }
+  if (found.overlaps(vStart, vEnd)) return -1;
+  out.push({ category: 'secret', type, start: vStart, end: vEnd });
+  return vEnd;
 }
 
 function classify(
@@ -135,14 +169,6 @@ function classify(
   }
   if (name.includes('aws') && name.includes('secret') && BASE64_40.test(value)) return 'aws_secret_key';
   return strongEnough(value, MIN_SECRET_LENGTH, SECRET_ENTROPY_THRESHOLD) ? 'generic_secret' : null;
-}
-
-/** Cheap pre-check for ASSIGN: an optional closing quote, spaces or tabs, then `:` or `=`. */
-function assignmentFollows(text: string, i: number): boolean {
-  let c = text.charCodeAt(i);
-  if (c === 34 || c === 39) c = text.charCodeAt(++i);
-  while (c === 32 || c === 9) c = text.charCodeAt(++i);
-  return c === 58 || c === 61;
 }
 
 function valueEndInPairs(text: string, i: number): number {

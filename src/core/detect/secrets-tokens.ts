@@ -7,7 +7,9 @@ import type { Finding, SecretType } from './types.js';
 
 // One alternative per capture group; GROUP_TYPES[k] is the type of group k + 1. Every alternative
 // starts with a lookbehind that rejects a start inside a run of token characters, so each run is
-// scanned from one start only and the scan stays linear on adversarial input.
+// tried from one start only and the scan stays linear on adversarial input. The regex is sticky and
+// tried only at the candidate starts tokenStarts() finds: letting the engine try every position
+// costs more than the rest of the secret scan, as no alternative starts with a literal.
 const RUN = '(?<![A-Za-z0-9_-])';
 const TOKENS = new RegExp(
   [
@@ -22,7 +24,7 @@ const TOKENS = new RegExp(
     `${RUN}(hf_[A-Za-z0-9]{30,40}|[sr]k_live_[A-Za-z0-9]{20,}|glpat-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}|` +
       'SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])',
   ].join('|'),
-  'g',
+  'y',
 );
 const GROUP_TYPES: readonly SecretType[] = [
   'aws_access_key',
@@ -47,19 +49,107 @@ const PASSWORD_PLACEHOLDER = new RegExp(
   'i',
 );
 
+// Candidate starts of the current scan (reused; sorted before use).
+const starts: number[] = [];
+
 export function scanTokens(text: string, out: Finding[]): void {
-  TOKENS.lastIndex = 0;
-  for (let m = TOKENS.exec(text); m !== null; m = TOKENS.exec(text)) {
-    let k = 1;
-    while (m[k] === undefined) k++;
-    let type = GROUP_TYPES[k - 1]!;
-    const value = m[k]!;
+  tokenStarts(text, starts);
+  if (starts.length > 1) starts.sort(ascending);
+  let next = 0; // end of the last match: like a global scan, matches do not overlap
+  for (let k = 0; k < starts.length; k++) {
+    const at = starts[k]!;
+    if (at < next) continue;
+    TOKENS.lastIndex = at;
+    const m = TOKENS.exec(text);
+    if (m === null) continue;
+    next = at + m[0].length;
+    let g = 1;
+    while (m[g] === undefined) g++;
+    let type = GROUP_TYPES[g - 1]!;
+    const value = m[g]!;
     if (type === 'openai_key') {
       if (value.startsWith('sk-ant-')) type = 'anthropic_key';
       else if (!hasDigitAndLetter(value, 3)) continue;
     }
-    out.push({ category: 'secret', type, start: m.index, end: m.index + value.length });
+    out.push({ category: 'secret', type, start: at, end: at + value.length });
   }
+}
+
+function ascending(a: number, b: number): number {
+  return a - b;
+}
+
+// Second letters of the AWS key id prefixes and AIza, as bits (1 << (code - 64)): B C G I K N P R S.
+const AWS_SECOND =
+  (1 << 2) | (1 << 3) | (1 << 7) | (1 << 9) | (1 << 11) | (1 << 14) | (1 << 16) | (1 << 18) | (1 << 19);
+
+/**
+ * Every position where a TOKENS alternative could match, found from characters that are rare in prose
+ * (`A`, `_`, `-`, `J`, `SG.`, `://`) at a fixed offset into each prefix. A superset is fine; a miss
+ * would lose a token, so each alternative's prefix must be covered here.
+ */
+function tokenStarts(text: string, into: number[]): void {
+  into.length = 0;
+  // AKIA, ASIA, ABIA, ACCA, AGPA, AIDA, AROA, AIPA, ANPA, ANVA, APKA; AIza
+  for (let p = text.indexOf('A'); p !== -1; p = text.indexOf('A', p + 1)) {
+    const c = text.charCodeAt(p + 1);
+    if (c >= 66 && c <= 83 && (AWS_SECOND & (1 << (c - 64))) !== 0) into.push(p);
+  }
+  // By the character before the `_`: hf_, sk_live_, rk_live_; gh[pousr]_; npm_; github_pat_.
+  for (let p = text.indexOf('_'); p !== -1; p = text.indexOf('_', p + 1)) {
+    switch (text.charCodeAt(p - 1)) {
+      case 102: // f
+      case 107: // k
+        if (prefixAt(text, 'hf', p - 2) || prefixAt(text, 'sk', p - 2) || prefixAt(text, 'rk', p - 2)) {
+          into.push(p - 2);
+        }
+        break;
+      case 112: // p
+      case 111: // o
+      case 117: // u
+      case 115: // s
+      case 114: // r
+        if (prefixAt(text, 'gh', p - 3)) into.push(p - 3);
+        break;
+      case 109: // m
+        if (prefixAt(text, 'npm', p - 3)) into.push(p - 3);
+        break;
+      case 98: // b
+        if (prefixAt(text, 'github', p - 6)) into.push(p - 6);
+        break;
+    }
+  }
+  // By the character before the `-`: sk- (sk-ant-, sk-proj-, …); xox[abposr]-, xapp-; glpat-.
+  for (let p = text.indexOf('-'); p !== -1; p = text.indexOf('-', p + 1)) {
+    switch (text.charCodeAt(p - 1)) {
+      case 107: // k
+        if (prefixAt(text, 'sk', p - 2)) into.push(p - 2);
+        break;
+      case 97: // a
+      case 98: // b
+      case 112: // p
+      case 111: // o
+      case 115: // s
+      case 114: // r
+        if (prefixAt(text, 'xox', p - 4) || prefixAt(text, 'xapp', p - 4)) into.push(p - 4);
+        break;
+      case 116: // t
+        if (prefixAt(text, 'glpat', p - 5)) into.push(p - 5);
+        break;
+    }
+  }
+  for (let p = text.indexOf('J'); p !== -1; p = text.indexOf('J', p + 1)) {
+    if (text.charCodeAt(p - 1) === 121 && text.charCodeAt(p - 2) === 101) into.push(p - 2); // eyJ
+  }
+  for (let p = text.indexOf('SG.'); p !== -1; p = text.indexOf('SG.', p + 1)) into.push(p);
+  for (let p = text.indexOf('://'); p !== -1; p = text.indexOf('://', p + 1)) {
+    if (prefixAt(text, 'https', p - 5)) into.push(p - 5);
+  }
+}
+
+/** Does `text` have `prefix` at `i` (false for a negative `i`, which startsWith would clamp to 0)? */
+function prefixAt(text: string, prefix: string, i: number): boolean {
+  return i >= 0 && text.startsWith(prefix, i);
 }
 
 function hasDigitAndLetter(s: string, from: number): boolean {
