@@ -15,9 +15,6 @@ export interface Store {
   readonly agentNames: AnyDb;
   readonly settings: AnyDb;
   readonly vault: AnyDb;
-  readonly events: AnyDb;
-  readonly eventIds: AnyDb;
-  readonly pipelineIndex: AnyDb;
   readonly idempotency: AnyDb;
   readonly meta: AnyDb;
   readonly policies: AnyDb;
@@ -91,9 +88,6 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     agentNames: db('agent_names'),
     settings: db('settings'),
     vault: db('vault'),
-    events: db('events'),
-    eventIds: db('event_ids'),
-    pipelineIndex: db('pipeline_index'),
     idempotency: db('idempotency'),
     meta: db('meta'),
     policies: db('policies'),

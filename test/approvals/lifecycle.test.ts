@@ -12,21 +12,9 @@ import {
   registerApprovalRoutes,
 } from '../../src/approvals/index.js';
 import type { AuditInput, AuditRef, AuditSink } from '../../src/audit/types.js';
-import { loadConfig } from '../../src/config/index.js';
-import { bootstrap } from '../../src/control/bootstrap.js';
-import { registerProvisioning } from '../../src/control/provisioning.js';
-import { createVault } from '../../src/crypto/vault.js';
-import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
-import { listen } from '../../src/http/listen.js';
-import { Router } from '../../src/http/router.js';
-import { IdentityRepo } from '../../src/identity/repo.js';
 import type { Principal } from '../../src/identity/types.js';
-import { UpstreamPools } from '../../src/providers/upstream.js';
-import { LocalSnapshot } from '../../src/snapshot/local.js';
 import { openStore, type Store } from '../../src/store/db.js';
-import { LmdbEventLog } from '../../src/store/event-log.js';
-import { SettingsRepo } from '../../src/store/settings.js';
-import { createLogger } from '../../src/util/log.js';
+import { startCoreHarness } from '../helpers/core-harness.js';
 
 const MIN = 60_000;
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -507,45 +495,23 @@ interface Res {
 }
 
 t.test('http: the approval routes', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-appr-http-'));
-  const store = openStore(join(dir, 'data'));
-  const identity = new IdentityRepo(store);
-  const settings = new SettingsRepo(store, createVault(randomBytes(32)));
-  const events = new LmdbEventLog(store);
-  const pools = new UpstreamPools({ timeoutMs: 5000, connections: 1 });
-  const snapshot = new LocalSnapshot(identity, settings, pools);
-  const approvals = new ApprovalStore(store, events);
-  const router = new Router<RouteHandler>();
-  registerProvisioning(router, { snapshot, identity, settings, audit: events, egressAllow: [] });
-  registerApprovalRoutes(router, { snapshot, approvals });
-  const config = loadConfig({
-    SERVICE_DATA_DIR: join(dir, 'data'),
-    SERVICE_KEYS_DIR: join(dir, 'keys'),
-    SERVICE_LOG_LEVEL: 'error',
+  let made: ApprovalStore | undefined;
+  const h = await startCoreHarness({
+    prefix: 'appr-http',
+    register: ({ store, snapshot, router }, audit) => {
+      made = new ApprovalStore(store, audit);
+      registerApprovalRoutes(router, { snapshot, approvals: made });
+    },
   });
-  const boot = await bootstrap(config, store, identity, settings, events);
-  const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
-  const server = await listen('uws', { host: '127.0.0.1', port: 0 }, handler);
-  t.teardown(async () => {
-    await server.close(1000);
-    await pools.close();
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const base = `http://127.0.0.1:${server.port}`;
+  t.teardown(() => h.close());
+  const approvals = made as ApprovalStore;
+  const identity = h.parts.identity;
   const call = async (path: string, token: string, body?: unknown): Promise<Res> => {
-    const res = await fetch(`${base}${path}`, {
-      method: body === undefined ? 'GET' : 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: res.status, body: await res.json() };
+    const res = await h.call(path, { token, body });
+    return { status: res.status, body: JSON.parse(res.text) };
   };
-  const root = boot.created?.token as string;
-  const defaultAgentKey = boot.created?.agentKey as string;
+  const root = h.pat;
+  const defaultAgentKey = h.agentKey;
   const defaultAgent = identity.getAgentByName('default', 'default-agent');
   if (!defaultAgent) throw new Error('bootstrap made no agent');
 
@@ -735,13 +701,13 @@ t.test('http: the approval routes', async (t) => {
 
   await t.test('every transition is in the org chain', async (t) => {
     const types = (a: ApprovalRecord): string[] =>
-      events.byPipeline(a.org_id, a.pipeline_id as string).map((e) => e.event_type);
+      h.audit.byPipeline(a.org_id, a.pipeline_id as string).map((e) => e.event_type);
     t.same(types(a1), ['approval.created', 'approval.decided', 'approval.revoked']);
     t.same(types(a2), ['approval.created', 'approval.cancelled']);
     t.same(types(b1), ['approval.created', 'approval.decided']);
     t.same(types(signed), ['approval.created']);
     t.same(types(foreign), ['approval.created']);
-    const decided = events.byPipeline('default', b1.pipeline_id as string)[1];
+    const decided = h.audit.byPipeline('default', b1.pipeline_id as string)[1];
     t.match(decided, {
       org_id: 'default',
       agent_id: 'second-agent',

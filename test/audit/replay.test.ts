@@ -1,8 +1,6 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
+import type { ChainLog } from '../../src/audit/chain-log.js';
 import {
   personalValue,
   REPLAYED_EVENT_TYPES,
@@ -13,30 +11,15 @@ import {
   storedDetections,
 } from '../../src/audit/replay.js';
 import { MAX_CANDIDATES, registerReplayRoutes } from '../../src/audit/replay-routes.js';
-import type { AuditEvent, AuditInput, AuditLog, AuditQuery, ChainLine } from '../../src/audit/types.js';
-import { loadConfig } from '../../src/config/index.js';
-import { bootstrap } from '../../src/control/bootstrap.js';
-import { registerProvisioning } from '../../src/control/provisioning.js';
+import type { AuditEvent, AuditInput, AuditLog, AuditQuery } from '../../src/audit/types.js';
 import { ERASED, erasePersonal, personalField } from '../../src/core/chain/index.js';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
 import { stringsIn } from '../../src/core/guardrails/index.js';
 import { type CompiledPolicy, compilePolicy } from '../../src/core/policy/index.js';
-import { createVault, loadVaultKey } from '../../src/crypto/vault.js';
 import { Governor } from '../../src/govern/governor.js';
-import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
-import { listen } from '../../src/http/listen.js';
-import { Router } from '../../src/http/router.js';
-import type { HttpServer } from '../../src/http/types.js';
-import { IdentityRepo } from '../../src/identity/repo.js';
-import { UpstreamPools } from '../../src/providers/upstream.js';
-import { LocalSnapshot } from '../../src/snapshot/local.js';
 import type { Snapshot } from '../../src/snapshot/types.js';
-import { openStore, type Store } from '../../src/store/db.js';
-import { LmdbEventLog } from '../../src/store/event-log.js';
 import { PolicyRepo } from '../../src/store/policies.js';
-import { SettingsRepo } from '../../src/store/settings.js';
-import { randomBase62 } from '../../src/util/ids.js';
-import { createLogger } from '../../src/util/log.js';
+import { type CoreHarness, type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
 
 function compiled(ruleSet: unknown): CompiledPolicy {
   const c = compilePolicy(ruleSet);
@@ -370,133 +353,75 @@ t.test('replayMany reads the events once and matches single replays', async (t) 
 });
 
 // ---------------------------------------------------------------------------------------------
-// Over HTTP: a real store and listener, LmdbEventLog behind a scanEvents adapter.
+// Over HTTP: a real store and listener, the routes reading the real ChainLog through a wrapper
+// that records their scans and counts their appends.
 
-type Res = { status: number; headers: Headers; body: any };
-type Call = (
-  path: string,
-  init?: { method?: string; token?: string; body?: unknown; headers?: Record<string, string> },
-) => Promise<Res>;
+type Res = HarnessResponse;
+type Call = CoreHarness<ChainLog>['call'];
 
 interface Harness {
   readonly call: Call;
   readonly pat: string;
-  readonly store: Store;
-  readonly events: LmdbEventLog;
-  readonly log: AuditLog;
+  /** The org chains; events appended here directly are not counted in `appends`. */
+  readonly log: ChainLog;
   readonly policies: PolicyRepo;
   /** Filters the routes handed to scanEvents, newest last. */
   readonly scans: { orgId: string; filters: Omit<AuditQuery, 'cursor' | 'limit'>; limit: number }[];
   /** Appends made through the AuditLog given to the routes. */
-  appends: number;
+  readonly appends: number;
   close(): Promise<void>;
 }
 
-function matches(e: AuditEvent, f: Omit<AuditQuery, 'cursor' | 'limit'>): boolean {
-  if (f.agent_id !== undefined && e.agent_id !== f.agent_id) return false;
-  if (f.session_id !== undefined && e.session_id !== f.session_id) return false;
-  if (f.event_type !== undefined && e.event_type !== f.event_type) return false;
-  if (f.since !== undefined && e.ts < f.since) return false;
-  if (f.until !== undefined && e.ts > f.until) return false;
-  return true;
-}
-
-/** The parts of AuditLog the replay routes use, over the plain LMDB event log. */
-function auditLogOver(store: Store, events: LmdbEventLog, h: Pick<Harness, 'scans' | 'appends'>): AuditLog {
-  const all = function* (orgId: string): Generator<AuditEvent> {
-    for (const { value } of store.events.getRange({ start: [orgId], end: [orgId, Number.MAX_SAFE_INTEGER] }))
-      yield value as AuditEvent;
-  };
-  const log = {
-    append(input: AuditInput) {
-      h.appends++;
-      return events.append(input);
+/** `log` as the replay routes see it: every call delegated, scans recorded, appends counted. */
+function observed(log: ChainLog, state: { scans: Harness['scans']; appends: number }): AuditLog {
+  return new Proxy(log, {
+    get(target, prop) {
+      if (prop === 'append')
+        return (input: AuditInput) => {
+          state.appends++;
+          return target.append(input);
+        };
+      if (prop === 'scanEvents')
+        return (orgId: string, filters: Omit<AuditQuery, 'cursor' | 'limit'>, limit: number) => {
+          state.scans.push({ orgId, filters, limit });
+          return target.scanEvents(orgId, filters, limit);
+        };
+      // ChainLog keeps its state in private fields: its methods must run on the log itself.
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
     },
-    get: (orgId: string, id: string) => events.get(orgId, id),
-    *scanEvents(orgId: string, filters: Omit<AuditQuery, 'cursor' | 'limit'>, limit: number) {
-      h.scans.push({ orgId, filters, limit });
-      let n = 0;
-      for (const e of all(orgId)) {
-        if (!matches(e, filters)) continue;
-        if (n++ >= limit) return;
-        yield e;
-      }
-    },
-    exportLines: (orgId: string): Iterable<ChainLine> => all(orgId),
-  };
-  return log as unknown as AuditLog;
+  });
 }
 
 async function startHarness(): Promise<Harness> {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-replay-'));
-  const pat = `gk_pat_${randomBase62(40)}`;
-  const config = loadConfig({
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: '0',
-    SERVICE_DATA_DIR: join(dir, 'data'),
-    SERVICE_KEYS_DIR: join(dir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: pat,
-    SERVICE_LOG_LEVEL: 'error',
-  });
-  const store = openStore(config.dataDir);
-  const identity = new IdentityRepo(store);
-  const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));
-  const events = new LmdbEventLog(store);
-  const pools = new UpstreamPools({ timeoutMs: 1000, connections: 1 });
-  const policies = new PolicyRepo(store);
-  const snapshot = new LocalSnapshot(identity, settings, pools, policies);
-  await bootstrap(config, store, identity, settings, events);
-  const router = new Router<RouteHandler>();
-  registerProvisioning(router, { snapshot, identity, settings, audit: events, egressAllow: [] });
   const state = { scans: [] as Harness['scans'], appends: 0 };
-  const log = auditLogOver(store, events, state);
-  registerReplayRoutes(router, {
-    snapshot,
-    log,
-    policies,
-    orgExists: (id) => identity.getOrg(id) !== undefined,
+  let policies: PolicyRepo | undefined;
+  const h = await startCoreHarness({
+    prefix: 'replay',
+    policies: (store) => {
+      policies = new PolicyRepo(store);
+      return policies;
+    },
+    register: ({ snapshot, orgExists, router }, log) => {
+      registerReplayRoutes(router, {
+        snapshot,
+        log: observed(log, state),
+        policies: policies as PolicyRepo,
+        orgExists,
+      });
+    },
   });
-  const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
-  const server: HttpServer = await listen('uws', { host: '127.0.0.1', port: 0 }, handler);
-  const base = `http://127.0.0.1:${server.port}`;
-  const call: Call = async (path, init = {}) => {
-    const headers: Record<string, string> = { ...init.headers };
-    if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
-    const body = init.body === undefined ? undefined : JSON.stringify(init.body);
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await fetch(`${base}${path}`, {
-      method: init.method ?? (body === undefined ? 'GET' : 'POST'),
-      headers,
-      body,
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.status, headers: res.headers, body: parsed };
-  };
-  const h: Harness = {
-    call,
-    pat,
-    store,
-    events,
-    log,
-    policies,
+  return {
+    call: h.call,
+    pat: h.pat,
+    log: h.audit,
+    policies: policies as PolicyRepo,
     scans: state.scans,
     get appends() {
       return state.appends;
     },
-    async close() {
-      await server.close(1000);
-      await pools.close();
-      await store.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
+    close: h.close,
   };
-  return h;
 }
 
 const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
@@ -539,7 +464,7 @@ async function record(
   opts: { agent?: string; session?: string; args?: Record<string, unknown> } = {},
 ): Promise<void> {
   const args = opts.args ?? {};
-  await h.events.append({
+  await h.log.append({
     org_id: orgId,
     event_type: 'govern.decision',
     agent_id: opts.agent ?? 'bot-1',
@@ -553,10 +478,8 @@ async function record(
       action: { type: 'TOOL_CALL', tool, server: null, model: null, provider: null },
       decision: { mode: 'enforce', outcome, rule_id: null, approval_consumed: null },
     },
-    personal: {
-      args: personalField('args', args, randomBase62(8)),
-      payload: personalField('payload', { tool, args }, randomBase62(8)),
-    },
+    // Plain values, as /v1/govern hands them over; the log wraps each in its commitment.
+    personal: { args, payload: { tool, args } },
   });
 }
 
@@ -596,6 +519,8 @@ t.test('replay over HTTP', async (t) => {
       ),
     );
   }
+  // Every event sealed now: from here on a chain changes only when something is appended to it.
+  await h.log.flushSeals();
   const chainA = chainOf(h, a.orgId);
   const chainB = chainOf(h, b.orgId);
   const chainC = chainOf(h, c.orgId);

@@ -1,11 +1,10 @@
 import type { Test } from 'tap';
 import t from 'tap';
+import type { ChainLog } from '../../src/audit/chain-log.js';
 import type { AuditEvent } from '../../src/audit/types.js';
 import { registerPolicies } from '../../src/control/policies.js';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
 import { DEFAULT_POLICY } from '../../src/core/policy/index.js';
-import type { Store } from '../../src/store/db.js';
-import type { LmdbEventLog } from '../../src/store/event-log.js';
 import { PolicyRepo } from '../../src/store/policies.js';
 import { type CoreHarness, type HarnessResponse as Res, startCoreHarness } from '../helpers/core-harness.js';
 
@@ -13,9 +12,9 @@ import { type CoreHarness, type HarnessResponse as Res, startCoreHarness } from 
 const THEN = 'then';
 
 interface Harness {
-  readonly call: CoreHarness<LmdbEventLog>['call'];
+  readonly call: CoreHarness<ChainLog>['call'];
   readonly pat: string;
-  readonly store: Store;
+  readonly audit: ChainLog;
   readonly policies: PolicyRepo;
   close(): Promise<void>;
 }
@@ -23,14 +22,14 @@ interface Harness {
 /** The provisioning and policy routes over a real listener, on a fresh store. */
 async function startHarness(): Promise<Harness> {
   let policies: PolicyRepo | undefined;
-  const h = await startCoreHarness<LmdbEventLog>({
+  const h = await startCoreHarness({
     prefix: 'policies',
     register: ({ snapshot, identity, store, router }, audit) => {
       policies = new PolicyRepo(store);
       registerPolicies(router, { snapshot, identity, policies, audit });
     },
   });
-  return { call: h.call, pat: h.pat, store: h.parts.store, policies: policies as PolicyRepo, close: h.close };
+  return { call: h.call, pat: h.pat, audit: h.audit, policies: policies as PolicyRepo, close: h.close };
 }
 
 const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
@@ -78,11 +77,11 @@ function assertError(t: Test, res: Res, code: ErrorCode, msg = ''): void {
   t.equal(res.body?.error?.request_id, res.headers.get('x-request-id'));
 }
 
-function adminEvents(store: Store, orgId: string): AuditEvent[] {
+/** The org's admin.policy_* events, oldest first, as the chain export lists them. */
+function adminEvents(log: ChainLog, orgId: string): AuditEvent[] {
   const out: AuditEvent[] = [];
-  for (const { value } of store.events.getRange({ start: [orgId], end: [orgId, Number.MAX_SAFE_INTEGER] })) {
-    const e = value as AuditEvent;
-    if (e.event_type.startsWith('admin.policy_')) out.push(e);
+  for (const line of log.exportLines(orgId)) {
+    if ('event_type' in line && line.event_type.startsWith('admin.policy_')) out.push(line);
   }
   return out;
 }
@@ -610,7 +609,7 @@ t.test('policies over HTTP', async (t) => {
   t.test('every change is an admin.policy_* event in the org chain', async (t) => {
     const admin2 = a.tokens.admin;
     const me = (await h.call('/api/me', { token: admin2 })).body.id as string;
-    const before = adminEvents(h.store, a.orgId).length;
+    const before = adminEvents(h.audit, a.orgId).length;
     const id = (await h.call(P, { token: admin2, body: { name: 'audited' } })).body.id as string;
     await h.call(`${P}/${id}/versions`, { token: admin2, body: { rules: RULES_V1 } });
     await h.call(`${P}/${id}/versions/1/rules`, {
@@ -628,7 +627,7 @@ t.test('policies over HTTP', async (t) => {
     await h.call(`${P}/${id}/versions`, { token: admin2, body: { rules: { rules: 'nope' } } });
     await h.call(`${P}/${id}/versions/1/publish`, { method: 'POST', token: a.tokens.developer });
 
-    const events = adminEvents(h.store, a.orgId).slice(before);
+    const events = adminEvents(h.audit, a.orgId).slice(before);
     t.same(
       events.map((e) => e.event_type),
       [
@@ -653,7 +652,7 @@ t.test('policies over HTTP', async (t) => {
     t.equal(events[4]?.details.scope_id, a.agent2Uuid);
     t.equal(events[5]?.details.active_version, null);
     t.same(
-      adminEvents(h.store, b.orgId).filter((e) => e.details.policy_id === id),
+      adminEvents(h.audit, b.orgId).filter((e) => e.details.policy_id === id),
       [],
       'nothing in B',
     );

@@ -1,4 +1,4 @@
-import { createHmac, generateKeyPairSync, type KeyObject, randomBytes, sign } from 'node:crypto';
+import { createHmac, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,23 +12,12 @@ import {
 import type { Test } from 'tap';
 import t from 'tap';
 import type { AuditInput, AuditSink } from '../../src/audit/types.js';
-import { loadConfig } from '../../src/config/index.js';
-import { bootstrap } from '../../src/control/bootstrap.js';
-import { registerProvisioning } from '../../src/control/provisioning.js';
 import { MandateKeys } from '../../src/crypto/mandate-keys.js';
-import { createVault } from '../../src/crypto/vault.js';
 import { registerMandateRoutes } from '../../src/govern/mandate-routes.js';
 import { type MandateRequest, MandateService } from '../../src/govern/mandates.js';
-import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
-import { listen } from '../../src/http/listen.js';
-import { Router } from '../../src/http/router.js';
-import { IdentityRepo } from '../../src/identity/repo.js';
-import { UpstreamPools } from '../../src/providers/upstream.js';
-import { LocalSnapshot } from '../../src/snapshot/local.js';
+import type { IdentityRepo } from '../../src/identity/repo.js';
 import { openStore, type Store } from '../../src/store/db.js';
-import { LmdbEventLog } from '../../src/store/event-log.js';
-import { SettingsRepo } from '../../src/store/settings.js';
-import { createLogger } from '../../src/util/log.js';
+import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
 
 const ISSUER = 'https://govgate.test';
 const T0 = Date.UTC(2025, 0, 15, 12, 0, 0);
@@ -383,78 +372,41 @@ interface Harness {
   readonly identity: IdentityRepo;
   readonly keys: MandateKeys;
   readonly mandates: MandateService;
+  /** What the mandate routes appended, in order. */
   readonly recorded: AuditInput[];
-  call(
-    path: string,
-    init?: { token?: string; body?: unknown; raw?: string },
-  ): Promise<{ status: number; headers: Headers; body: any }>;
+  call(path: string, init?: { token?: string; body?: unknown; raw?: string }): Promise<HarnessResponse>;
 }
 
+/** The provisioning and mandate routes over a real listener; the mandate routes' appends are recorded. */
 async function startHarness(t: Test): Promise<Harness> {
-  const dir = tempDir(t);
-  const pat = `gk_pat_${'A1b2C3d4E5'.repeat(4)}`;
-  const config = loadConfig({
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: '0',
-    SERVICE_DATA_DIR: join(dir, 'data'),
-    SERVICE_KEYS_DIR: join(dir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: pat,
-    SERVICE_LOG_LEVEL: 'error',
-  });
-  const store = openStore(config.dataDir);
-  const identity = new IdentityRepo(store);
-  const settings = new SettingsRepo(store, createVault(randomBytes(32)));
-  const events = new LmdbEventLog(store);
   const recorded: AuditInput[] = [];
-  const audit: AuditSink = {
-    append(input) {
-      recorded.push(input);
-      return events.append(input);
-    },
-  };
-  const pools = new UpstreamPools({ timeoutMs: 5_000, connections: 4 });
-  const snapshot = new LocalSnapshot(identity, settings, pools);
-  await bootstrap(config, store, identity, settings, events);
-  const keys = MandateKeys.load(config.keysDir);
   let url = '';
-  const mandates = new MandateService(keys, store, () => url);
-  const router = new Router<RouteHandler>();
-  registerProvisioning(router, { snapshot, identity, settings, audit, egressAllow: [] });
-  registerMandateRoutes(router, { snapshot, mandates, keys, audit });
-  const handler = createHttpHandler(router, { logger: createLogger('silent'), onFinish: () => {} });
-  const server = await listen('uws', { host: '127.0.0.1', port: 0 }, handler);
-  url = `http://127.0.0.1:${server.port}`;
-  t.teardown(async () => {
-    await server.close(1_000);
-    await pools.close();
-    await store.close();
+  let keys: MandateKeys | undefined;
+  let mandates: MandateService | undefined;
+  const h = await startCoreHarness({
+    prefix: 'mandates',
+    register: ({ config, store, snapshot, router }, log) => {
+      const audit: AuditSink = {
+        append(input) {
+          recorded.push(input);
+          return log.append(input);
+        },
+      };
+      keys = MandateKeys.load(config.keysDir);
+      mandates = new MandateService(keys, store, () => url);
+      registerMandateRoutes(router, { snapshot, mandates, keys, audit });
+    },
   });
+  t.teardown(() => h.close());
+  url = h.url;
   return {
     url,
-    pat,
-    identity,
-    keys,
-    mandates,
+    pat: h.pat,
+    identity: h.parts.identity,
+    keys: keys as MandateKeys,
+    mandates: mandates as MandateService,
     recorded,
-    async call(path, init = {}) {
-      const headers: Record<string, string> = {};
-      if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
-      const body = init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body));
-      if (body !== undefined) headers['content-type'] = 'application/json';
-      const res = await fetch(`${url}${path}`, {
-        method: body === undefined ? 'GET' : 'POST',
-        headers,
-        body,
-      });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        /* not JSON */
-      }
-      return { status: res.status, headers: res.headers, body: parsed as any };
-    },
+    call: h.call,
   };
 }
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ChainLog } from '../../src/audit/chain-log.js';
 import type { AuditSink } from '../../src/audit/types.js';
 import { type Config, loadConfig } from '../../src/config/index.js';
 import { bootstrap } from '../../src/control/bootstrap.js';
@@ -14,10 +15,10 @@ import { UpstreamPools } from '../../src/providers/upstream.js';
 import { LocalSnapshot } from '../../src/snapshot/local.js';
 import type { PolicySource } from '../../src/snapshot/types.js';
 import { openStore, type Store } from '../../src/store/db.js';
-import { LmdbEventLog } from '../../src/store/event-log.js';
 import { SettingsRepo } from '../../src/store/settings.js';
 import { randomBase62 } from '../../src/util/ids.js';
 import { createLogger } from '../../src/util/log.js';
+import { testSigner } from '../audit/helpers.js';
 
 /** What a module's routes are built from: the same pieces src/server.ts wires. */
 export interface CoreParts {
@@ -58,11 +59,21 @@ export interface CoreHarness<S extends AuditSink> {
   close(): Promise<void>;
 }
 
+/** The default audit sink: a ChainLog over the harness store, sealed by the test signer. */
+function testChainLog(store: Store, config: Config): ChainLog {
+  return new ChainLog(store, testSigner(), {
+    dataDir: config.dataDir,
+    rotationMaxMb: config.audit.rotationMaxMb,
+  });
+}
+
 /**
  * A fresh store, bootstrap, the provisioning routes plus whatever `register` adds, on a real
- * listener at 127.0.0.1:0 — for tests of one module's routes without the whole service.
+ * listener at 127.0.0.1:0 — for tests of one module's routes without the whole service. The
+ * audit sink is `sink`'s (closed by `closeSink`), else a ChainLog over the store sealed by the
+ * test signer, closed by the harness before the store.
  */
-export async function startCoreHarness<S extends AuditSink = LmdbEventLog>(opts: {
+export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
   readonly prefix: string;
   readonly register: (parts: CoreParts, audit: S) => void;
   readonly sink?: (store: Store, config: Config) => S;
@@ -83,7 +94,9 @@ export async function startCoreHarness<S extends AuditSink = LmdbEventLog>(opts:
   const store = openStore(config.dataDir);
   const identity = new IdentityRepo(store);
   const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));
-  const audit = opts.sink ? opts.sink(store, config) : (new LmdbEventLog(store) as unknown as S);
+  // Without `sink`, S is its default, ChainLog (a caller naming S passes `sink`).
+  const log = opts.sink ? undefined : testChainLog(store, config);
+  const audit = opts.sink?.(store, config) ?? (log as unknown as S);
   const pools = new UpstreamPools({ timeoutMs: 1000, connections: 1 });
   const snapshot = new LocalSnapshot(identity, settings, pools, opts.policies?.(store));
   const boot = await bootstrap(config, store, identity, settings, audit);
@@ -123,7 +136,8 @@ export async function startCoreHarness<S extends AuditSink = LmdbEventLog>(opts:
     async close() {
       await server.close(1000);
       await pools.close();
-      await opts.closeSink?.(audit);
+      if (log) await log.close();
+      else await opts.closeSink?.(audit);
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
