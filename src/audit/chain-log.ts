@@ -15,7 +15,7 @@ import { newId } from '../util/ids.js';
 import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { JsonlLog, type LogLine } from './jsonl-log.js';
-import { boundMs, familyOf, HOUR_KIND, ID_KIND, INDEX_KINDS, MINUTE_KIND } from './layout.js';
+import { boundMs, familyOf, HOUR_KIND, ID_KIND, INDEX_KINDS, isDerivedId, MINUTE_KIND } from './layout.js';
 import {
   type Batch,
   type Bucket,
@@ -292,8 +292,11 @@ export class ChainLog implements AuditLog {
       if (!appended) auditEvents.putSync(key, batch.json[i]);
       auditIndex.putSync([org, ID_KIND, e.id], seq);
       postings.add(INDEX_KINDS.pipeline_id, e.pipeline_id, seq);
-      postings.add(INDEX_KINDS.session_id, e.session_id, seq);
-      postings.add(INDEX_KINDS.task_id, e.task_id, seq);
+      const pl = e.pipeline_id;
+      if (e.session_id !== null && !isDerivedId('session_id', e.session_id, pl))
+        postings.add(INDEX_KINDS.session_id, e.session_id, seq);
+      if (e.task_id !== null && !isDerivedId('task_id', e.task_id, pl))
+        postings.add(INDEX_KINDS.task_id, e.task_id, seq);
       postings.add(INDEX_KINDS.agent_id, e.agent_id, seq);
       postings.add(INDEX_KINDS.event_type, e.event_type, seq);
       postings.add(INDEX_KINDS.action, e.outcome, seq);

@@ -51,6 +51,39 @@ export const INDEXED_FILTERS: readonly IndexedFilter[] = [
   'category',
 ];
 
+/**
+ * Call ids that share one random body: a call govgate assigns ids to gets `pl_X`, and (when the
+ * caller named none) `ses_X` and `tsk_X` with the same X. Such a session or task id is not given
+ * its own index entry (it would be one write per event for a value used by one call); its events
+ * are found through the pipeline index of `pl_X` instead (see `DerivedIdList`).
+ */
+export const DERIVED_PREFIX = { session_id: 'ses_', task_id: 'tsk_' } as const;
+export const PIPELINE_PREFIX = 'pl_';
+
+/** Is `value` of `field` the id derived from the event's own pipeline id? */
+export function isDerivedId(
+  field: 'session_id' | 'task_id',
+  value: string,
+  pipelineId: string | null,
+): boolean {
+  const prefix = DERIVED_PREFIX[field];
+  return (
+    pipelineId !== null &&
+    value.length - prefix.length === pipelineId.length - PIPELINE_PREFIX.length &&
+    value.startsWith(prefix) &&
+    pipelineId.startsWith(PIPELINE_PREFIX) &&
+    value.endsWith(pipelineId.slice(PIPELINE_PREFIX.length))
+  );
+}
+
+/** The pipeline id a session or task id of the derived form would come from, or undefined. */
+export function derivedPipeline(field: 'session_id' | 'task_id', value: string): string | undefined {
+  const prefix = DERIVED_PREFIX[field];
+  return value.startsWith(prefix) && value.length > prefix.length
+    ? PIPELINE_PREFIX + value.slice(prefix.length)
+    : undefined;
+}
+
 /** The event family: `event_type` up to its first '.' (`admin.user_created` → `admin`). */
 export function familyOf(eventType: string): string {
   const dot = eventType.indexOf('.');

@@ -38,8 +38,15 @@ function asSeqs(v: unknown): readonly number[] {
   return Array.isArray(v) ? (v as number[]) : [];
 }
 
+/** What search needs of an index: membership, ordered seqs in a range, and a bounded count. */
+export interface SeqIndex {
+  has(seq: number): boolean;
+  seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number>;
+  count(lo: number, hi: number, cap: number): number;
+}
+
 /** Reads the posting lists of one (kind, value) of an org. */
-export class PostingList {
+export class PostingList implements SeqIndex {
   readonly #store: Store;
   readonly #org: string;
   readonly #kind: string;
@@ -149,4 +156,84 @@ function binarySearch(sorted: readonly number[], x: number): boolean {
     else b = mid - 1;
   }
   return false;
+}
+
+/**
+ * The events of a session or task id of the derived form (`ses_X`, `tsk_X`; see layout.ts): those
+ * indexed under the id itself (the caller named it, or data written before derived ids), merged
+ * with the events of pipeline `pl_X` whose field holds the id (govgate assigned it; no entry of
+ * its own). A pipeline holds the few events of one call, so checking them costs a few reads.
+ */
+export class DerivedIdList implements SeqIndex {
+  readonly #own: PostingList;
+  readonly #via: PostingList;
+  readonly #store: Store;
+  readonly #org: string;
+  readonly #field: 'session_id' | 'task_id';
+  readonly #value: string;
+  readonly #checked = new Map<number, boolean>();
+
+  constructor(
+    store: Store,
+    org: string,
+    kind: string,
+    field: 'session_id' | 'task_id',
+    value: string,
+    pipelineKind: string,
+    pipelineId: string,
+  ) {
+    this.#store = store;
+    this.#org = org;
+    this.#field = field;
+    this.#value = value;
+    this.#own = new PostingList(store, org, kind, value);
+    this.#via = new PostingList(store, org, pipelineKind, pipelineId);
+  }
+
+  /** Does the event at `seq` (in the pipeline's list) carry this id? */
+  #holds(seq: number): boolean {
+    let ok = this.#checked.get(seq);
+    if (ok === undefined) {
+      const raw: unknown = this.#store.auditEvents.get([this.#org, seq]);
+      ok =
+        typeof raw === 'string' && (JSON.parse(raw) as Record<string, unknown>)[this.#field] === this.#value;
+      this.#checked.set(seq, ok);
+    }
+    return ok;
+  }
+
+  has(seq: number): boolean {
+    return this.#own.has(seq) || (this.#via.has(seq) && this.#holds(seq));
+  }
+
+  *seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
+    const a = this.#own.seqs(lo, hi, dir);
+    const b = this.#viaSeqs(lo, hi, dir);
+    let x = a.next();
+    let y = b.next();
+    const before = dir === 'asc' ? (p: number, q: number) => p < q : (p: number, q: number) => p > q;
+    while (x.done !== true || y.done !== true) {
+      if (y.done === true || (x.done !== true && before(x.value, y.value))) {
+        yield x.value as number;
+        x = a.next();
+      } else if (x.done === true || before(y.value, x.value)) {
+        yield y.value;
+        y = b.next();
+      } else {
+        yield x.value; // in both (indexed twice by an older writer): once
+        x = a.next();
+        y = b.next();
+      }
+    }
+  }
+
+  *#viaSeqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
+    for (const seq of this.#via.seqs(lo, hi, dir)) if (this.#holds(seq)) yield seq;
+  }
+
+  count(lo: number, hi: number, cap: number): number {
+    let n = 0;
+    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
+    return n;
+  }
 }

@@ -4,6 +4,7 @@ import { withSeal } from './chain-reader.js';
 import {
   boundMs,
   decodeCursor,
+  derivedPipeline,
   encodeCursor,
   type Filters,
   HOUR_KIND,
@@ -13,7 +14,7 @@ import {
   MIN_KEY,
   MINUTE_KIND,
 } from './layout.js';
-import { PostingList } from './postings.js';
+import { DerivedIdList, PostingList, type SeqIndex } from './postings.js';
 import { addEvent, emptyRollup, mergeRollup, planRange, type Rollup, toOverview } from './rollups.js';
 import type { AuditEvent, AuditOverview, AuditPage, AuditQuery } from './types.js';
 
@@ -29,9 +30,9 @@ export const MAX_LIMIT = 1000;
 
 interface Plan {
   /** The driving index, or undefined to walk the events themselves. */
-  readonly driver: PostingList | undefined;
+  readonly driver: SeqIndex | undefined;
   /** Other indexed filters, checked against their index before the event is read. */
-  readonly checks: readonly PostingList[];
+  readonly checks: readonly SeqIndex[];
   /** Lower-cased `q`. */
   readonly needle: string | undefined;
 }
@@ -151,10 +152,18 @@ export class AuditSearch {
 
   /** Picks the most selective index among the filters given: the fewest entries in the window. */
   #plan(org: string, f: Filters, lo: number, hi: number): Plan {
-    const given: PostingList[] = [];
+    const given: SeqIndex[] = [];
+    const store = this.reader.store;
     for (const name of INDEXED_FILTERS) {
       const v = nonEmpty(f[name]);
-      if (v !== undefined) given.push(new PostingList(this.reader.store, org, INDEX_KINDS[name], v));
+      if (v === undefined) continue;
+      const derived = name === 'session_id' || name === 'task_id' ? name : undefined;
+      const pipeline = derived === undefined ? undefined : derivedPipeline(derived, v);
+      given.push(
+        derived === undefined || pipeline === undefined
+          ? new PostingList(store, org, INDEX_KINDS[name], v)
+          : new DerivedIdList(store, org, INDEX_KINDS[name], derived, v, INDEX_KINDS.pipeline_id, pipeline),
+      );
     }
     const q = nonEmpty(f.q);
     const needle = q?.toLowerCase();
@@ -162,7 +171,7 @@ export class AuditSearch {
     let best = 0;
     let bestCount = Number.POSITIVE_INFINITY;
     for (let i = 0; i < given.length; i++) {
-      const n = (given[i] as PostingList).count(lo, hi, PROBE_CAP);
+      const n = (given[i] as SeqIndex).count(lo, hi, PROBE_CAP);
       if (n < bestCount) {
         best = i;
         bestCount = n;

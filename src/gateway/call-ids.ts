@@ -1,6 +1,8 @@
 import { ServiceError } from '../core/errors.js';
 import type { Ctx } from '../http/context.js';
-import { newId } from '../util/ids.js';
+import { randomBase62 } from '../util/ids.js';
+
+const ID_BODY = 20;
 
 /** Per-call identifiers: the session pins across calls, task and pipeline are this call's. */
 export interface CallIds {
@@ -19,9 +21,12 @@ export function callIds(ctx: Ctx, bodySessionId?: unknown): CallIds {
     });
   }
   const task = ctx.header('x-task-id');
+  // One random body for the ids govgate assigns (pl_X, ses_X, tsk_X): the audit log indexes such
+  // a session or task through its pipeline instead of with an entry of its own.
+  const body = randomBase62(ID_BODY);
   return {
-    sessionId: given ?? newId('ses_'),
-    taskId: task !== undefined && ID_RE.test(task) ? task : newId('tsk_'),
-    pipelineId: newId('pl_'),
+    sessionId: given ?? `ses_${body}`,
+    taskId: task !== undefined && ID_RE.test(task) ? task : `tsk_${body}`,
+    pipelineId: `pl_${body}`,
   };
 }

@@ -453,8 +453,15 @@ function searchInput(i: number): AuditInput {
     org_id: ORG,
     event_type: TYPES[i % TYPES.length] as string,
     agent_id: i % 7 === 0 ? null : (AGENTS[i % 3] as string),
-    session_id: `sess-${i % 4}`,
-    task_id: i % 6 === 0 ? null : `task-${i % 5}`,
+    // ses_K / tsk_K are the derived form: indexed through pipeline pl_K when K is the event's own
+    // pipeline (i % 5 === 1, 2), under their own value when named for another pipeline (i % 13 === 3).
+    session_id:
+      i % 13 === 3
+        ? `ses_${Math.floor(i / 2) + 1}`
+        : i % 5 === 1
+          ? `ses_${Math.floor(i / 2)}`
+          : `sess-${i % 4}`,
+    task_id: i % 6 === 0 ? null : i % 5 === 2 ? `tsk_${Math.floor(i / 2)}` : `task-${i % 5}`,
     pipeline_id: `pl_${Math.floor(i / 2)}`,
     outcome: OUTCOMES[i % 4] ?? null,
     reason: i % 9 === 0 ? 'Shell is DISABLED here' : null,
@@ -556,6 +563,48 @@ for (const searchBudget of [undefined, 17])
         { agent_id: 'nobody' },
         { agent_id: 'agent-a', session_id: 'sess-0', task_id: 'task-4', pipeline_id: 'pl_9' },
       ];
+      // Derived-form session and task ids, including ones held both by events of their own
+      // pipeline (no index entry) and by events that named them (an entry of their own).
+      const derived = (field: 'session_id' | 'task_id', prefix: string): string[] => {
+        const seen = new Map<string, Set<string>>();
+        for (const e of all()) {
+          const v = e[field];
+          if (typeof v !== 'string' || !v.startsWith(prefix)) continue;
+          const own = e.pipeline_id === `pl_${v.slice(prefix.length)}` ? 'own' : 'named';
+          seen.set(v, (seen.get(v) ?? new Set()).add(own));
+        }
+        const both = [...seen].filter(([, k]) => k.size === 2).map(([v]) => v);
+        return [...both.slice(0, 3), ...[...seen.keys()].filter((v) => !both.includes(v)).slice(0, 4)];
+      };
+      const sessions = derived('session_id', 'ses_');
+      const tasks = derived('task_id', 'tsk_');
+      t.ok(sessions.length >= 5 && tasks.length >= 4, 'the data has derived ids to look for');
+      const entries = (kind: string, v: string): number =>
+        [
+          ...h.store.auditIndex.getKeys({
+            start: [ORG, kind, v],
+            end: [ORG, kind, v, Number.MAX_SAFE_INTEGER],
+          }),
+        ].length;
+      const ownOnly = all().filter(
+        (e) =>
+          e.session_id === `ses_${e.pipeline_id?.slice(3)}` &&
+          !all().some((o) => o.session_id === e.session_id && o.pipeline_id !== e.pipeline_id),
+      );
+      t.ok(ownOnly.length > 0, 'some derived sessions are held only by their own pipeline');
+      t.equal(
+        ownOnly.reduce((n, e) => n + entries('s', e.session_id as string), 0),
+        0,
+        'a derived session id of its own pipeline gets no index entry',
+      );
+      t.ok(entries('s', 'sess-1') > 0, 'a named session does');
+      filters.push(
+        ...sessions.map((session_id) => ({ session_id })),
+        ...tasks.map((task_id) => ({ task_id })),
+        { session_id: sessions[0] as string, agent_id: 'agent-b' },
+        { task_id: tasks[1] as string, session_id: sessions[1] as string },
+        { session_id: 'ses_nothing' },
+      );
       for (const f of filters) {
         const before = all();
         const expected = before
