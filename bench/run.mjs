@@ -7,10 +7,12 @@
 // Usage: node run.mjs [--quick] [--rounds=N] [--targets=direct,passthrough,portkey,govgate]
 //                     [--connections=N] [--rate=RPS] [--gen-cpu=0] [--server-cpu=1] [--nice=N]
 //                     [--out=NAME]   (results/NAME.json and .md; default latest)
+//                     [--baseline=DIR] (also measure the govgate build in DIR, e.g. a dist/ of an
+//                                       older commit, as target govgate-base: A/B in one run)
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import {
   BENCH_DIR,
   clkTck,
@@ -51,6 +53,9 @@ function parseArgs(argv) {
   const targets = (flags.get('targets') ?? ALL_TARGETS.join(',')).split(',').filter(Boolean);
   for (const t of targets) if (!ALL_TARGETS.includes(t)) throw new Error(`unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // the baseline for added latency
+  // --baseline=DIR: also measure the govgate build in DIR (a dist/ of another commit), A/B in one run.
+  const baseline = flags.get('baseline');
+  if (baseline !== undefined) targets.push('govgate-base');
   const out = flags.get('out') ?? 'latest';
   if (!/^[a-z0-9][a-z0-9-]*$/.test(out)) throw new Error('--out must be a simple name like latest');
   return {
@@ -58,6 +63,7 @@ function parseArgs(argv) {
     out,
     rounds: Math.max(1, Math.round(num('rounds', 3))),
     targets,
+    baseline: baseline === undefined ? null : resolve(baseline),
     connections: Math.round(num('connections', 50)),
     rate: num('rate', 1000),
     genCpu: Math.round(num('gen-cpu', 0)),
@@ -272,6 +278,8 @@ async function main(cfg) {
     passthrough: () => startPassthrough(mock, serverCpu),
     portkey: () => startPortkey(mock, serverCpu, bodies),
     govgate: () => startGovgate(mock, serverCpu),
+    'govgate-base': () =>
+      startGovgate(mock, serverCpu, { cli: join(cfg.baseline, 'src', 'cli.js'), name: 'govgate-base' }),
   };
   for (const name of cfg.targets) {
     try {

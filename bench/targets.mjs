@@ -274,9 +274,9 @@ function base62(n) {
   return s;
 }
 
-export async function startGovgate(mock, cpu) {
-  if (!existsSync(GOVGATE_CLI))
-    throw new Error(`govgate is not built (${GOVGATE_CLI} missing; run npm ci at the root)`);
+/** `cli`: another build's dist/src/cli.js (an A/B baseline in the same run); `name`: its label. */
+export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govgate' } = {}) {
+  if (!existsSync(cli)) throw new Error(`govgate is not built (${cli} missing; run npm ci at the root)`);
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'govgate-bench-'));
   const token = `gk_pat_${base62(40)}`;
@@ -290,7 +290,7 @@ export async function startGovgate(mock, cpu) {
     SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
     SERVICE_LOG_LEVEL: 'warn',
   };
-  const child = spawnNode('govgate', [GOVGATE_CLI, 'start'], { cpu, env });
+  const child = spawnNode(name, [cli, 'start'], { cpu, env });
   child.cleanup = () => rmSync(dataDir, { recursive: true, force: true });
   child.proc.once('exit', () => child.cleanup());
   const origin = `http://${LOOPBACK}:${port}`;
@@ -325,7 +325,7 @@ export async function startGovgate(mock, cpu) {
       throw new Error(`providers: HTTP ${providers.status} ${providers.text.slice(0, 300)}`);
     }
     return {
-      name: 'govgate',
+      name,
       origin,
       path: '/v1/chat/completions',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
