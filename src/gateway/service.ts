@@ -495,7 +495,7 @@ export class GatewayService {
       for (const tc of choice?.delta.tool_calls ?? [])
         if (tc.function?.name) toolCalls.push(tc.function.name);
     };
-    let first: IteratorResult<ChatCompletionChunk>;
+    let first: IteratorResult<readonly ChatCompletionChunk[]>;
     try {
       first = await iterator.next();
     } catch (err) {
@@ -522,10 +522,12 @@ export class GatewayService {
     };
     try {
       let step = first;
-      while (!step.done) {
-        observe(step.value);
-        if (!emit(governor ? governor.push(step.value) : [step.value])) break;
-        if (governor?.blocked) break;
+      reading: while (!step.done) {
+        for (const c of step.value) {
+          observe(c);
+          if (!emit(governor ? governor.push(c) : [c])) break reading;
+          if (governor?.blocked) break reading;
+        }
         step = await iterator.next();
       }
       if (governor && !governor.blocked && !ctx.res.aborted) emit(governor.end());

@@ -6,6 +6,7 @@ import {
   type AnthropicStreamEvent,
   AnthropicStreamToOpenai,
   anthropicResponseToOpenai,
+  type ChatCompletionChunk,
   openaiRequestToAnthropic,
   SseParser,
   WireStreamError,
@@ -58,6 +59,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       let done = false;
       for await (const piece of text) {
         if (done) continue; // read to the end so the connection is reused
+        const batch: ChatCompletionChunk[] = [];
         for (const event of parser.push(piece)) {
           let parsed: AnthropicStreamEvent;
           try {
@@ -68,7 +70,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
             });
           }
           try {
-            yield* convert.push(parsed);
+            for (const c of convert.push(parsed)) batch.push(c);
           } catch (err) {
             if (err instanceof WireStreamError) {
               throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
@@ -82,6 +84,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
             break;
           }
         }
+        if (batch.length > 0) yield batch;
       }
     },
     async embed() {

@@ -132,7 +132,7 @@ export function mockProvider(): Provider {
         usage: usageFor(call.request, a),
       };
     },
-    async *chatStream(call: ChatCall): AsyncIterable<ChatCompletionChunk> {
+    async *chatStream(call: ChatCall): AsyncIterable<readonly ChatCompletionChunk[]> {
       checkModel(call.request.model);
       const a = answer(call.request);
       const base = {
@@ -141,43 +141,54 @@ export function mockProvider(): Provider {
         created: Math.floor(Date.now() / 1000),
         model: call.request.model,
       };
-      yield {
-        ...base,
-        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
-      };
+      yield [
+        {
+          ...base,
+          choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }],
+        },
+      ];
       if (a.content) {
         for (const piece of a.content.match(/\S+\s*|\s+/g) ?? []) {
-          yield { ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] };
+          yield [{ ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] }];
         }
       }
       for (const [index, tc] of (a.toolCalls ?? []).entries()) {
-        yield {
-          ...base,
-          choices: [
-            {
-              index: 0,
-              delta: {
-                tool_calls: [
-                  { index, id: tc.id, type: 'function', function: { name: tc.function.name, arguments: '' } },
-                ],
+        yield [
+          {
+            ...base,
+            choices: [
+              {
+                index: 0,
+                delta: {
+                  tool_calls: [
+                    {
+                      index,
+                      id: tc.id,
+                      type: 'function',
+                      function: { name: tc.function.name, arguments: '' },
+                    },
+                  ],
+                },
+                finish_reason: null,
               },
-              finish_reason: null,
-            },
-          ],
-        };
-        yield {
-          ...base,
-          choices: [
-            {
-              index: 0,
-              delta: { tool_calls: [{ index, function: { arguments: tc.function.arguments } }] },
-              finish_reason: null,
-            },
-          ],
-        };
+            ],
+          },
+        ];
+        yield [
+          {
+            ...base,
+            choices: [
+              {
+                index: 0,
+                delta: { tool_calls: [{ index, function: { arguments: tc.function.arguments } }] },
+                finish_reason: null,
+              },
+            ],
+          },
+        ];
       }
-      yield { ...base, choices: [{ index: 0, delta: {}, finish_reason: a.finish }] };
-      yield { ...base, choices: [], usage: usageFor(call.request, a) };
+      yield [{ ...base, choices: [{ index: 0, delta: {}, finish_reason: a.finish }] }];
+      yield [{ ...base, choices: [], usage: usageFor(call.request, a) }];
     },
     async embed(request: EmbeddingRequest): Promise<EmbeddingResponse> {
       checkModel(request.model);

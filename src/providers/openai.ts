@@ -51,6 +51,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       let done = false;
       for await (const piece of text) {
         if (done) continue;
+        const batch: ChatCompletionChunk[] = [];
         for (const event of parser.push(piece)) {
           if (event.data === '[DONE]') {
             done = true;
@@ -70,8 +71,9 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
               'upstream_error',
               `provider openai stream failed: ${error.message ?? 'error'}`,
             );
-          yield chunk;
+          batch.push(chunk);
         }
+        if (batch.length > 0) yield batch;
       }
     },
     async embed(request: EmbeddingRequest, signal: AbortSignal) {

@@ -31,7 +31,11 @@ export interface Cancellation {
 export interface Provider {
   readonly name: ProviderName;
   chat(call: ChatCall): Promise<ChatCompletion>;
-  chatStream(call: ChatCall): AsyncIterable<ChatCompletionChunk>;
+  /**
+   * The answer as chunks, in batches: each item holds the chunks decoded from one read of the
+   * upstream (never empty), so a consumer pays one await per network read, not one per chunk.
+   */
+  chatStream(call: ChatCall): AsyncIterable<readonly ChatCompletionChunk[]>;
   embed(request: EmbeddingRequest, signal: AbortSignal): Promise<EmbeddingResponse>;
   listModels(signal: AbortSignal): Promise<string[]>;
 }
