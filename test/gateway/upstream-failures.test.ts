@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { ENGINES, startService, useMockUpstream } from '../helpers/service.js';
 
@@ -63,7 +63,8 @@ for (const engine of ENGINES) {
     t.equal(events.status, 200);
   });
 
-  t.test(`a client disconnect aborts the upstream call (${engine})`, async (t) => {
+  /** A service whose OpenAI provider is a fresh recording upstream, both closed after `t`. */
+  const withUpstream = async (t: Test) => {
     const upstream = await startMockUpstream();
     const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
     t.teardown(async () => {
@@ -72,6 +73,11 @@ for (const engine of ENGINES) {
       await upstream.close();
     });
     await useMockUpstream(svc, svc.pat, upstream.url);
+    return { upstream, svc };
+  };
+
+  t.test(`a client disconnect aborts the upstream call (${engine})`, async (t) => {
+    const { upstream, svc } = await withUpstream(t);
     upstream.behaviour = { kind: 'hang' };
     const ac = new AbortController();
     const pending = fetch(`${svc.url}/v1/chat/completions`, {
@@ -92,14 +98,7 @@ for (const engine of ENGINES) {
   });
 
   t.test(`a client disconnect mid-stream aborts the upstream stream (${engine})`, async (t) => {
-    const upstream = await startMockUpstream();
-    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-    t.teardown(async () => {
-      upstream.behaviour = { kind: 'normal' };
-      await svc.close();
-      await upstream.close();
-    });
-    await useMockUpstream(svc, svc.pat, upstream.url);
+    const { upstream, svc } = await withUpstream(t);
     upstream.behaviour = { kind: 'stall-stream' };
     const ac = new AbortController();
     const res = await fetch(`${svc.url}/v1/chat/completions`, {
