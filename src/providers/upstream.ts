@@ -133,7 +133,8 @@ function abortedError(): Error {
 abstract class Exchange implements Dispatcher.DispatchHandler {
   protected status = 0;
   protected headers: IncomingHeaders = {};
-  protected failed = false;
+  /** The exchange is over (answered or failed): a late cancellation has nothing to abort. */
+  private over = false;
   private errorChunks: Buffer[] | undefined;
   private errorSize = 0;
   protected controller: Dispatcher.DispatchController | undefined;
@@ -145,7 +146,10 @@ abstract class Exchange implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (onCancel(this.cancel, () => controller.abort(abortedError()))) controller.abort(abortedError());
+    const abort = (): void => {
+      if (!this.over) controller.abort(abortedError());
+    };
+    if (onCancel(this.cancel, abort)) abort();
   }
 
   onResponseStart(
@@ -173,6 +177,7 @@ abstract class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    this.over = true;
     const errors = this.errorChunks;
     if (errors === undefined) {
       this.ended();
@@ -183,6 +188,7 @@ abstract class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.over = true;
     this.fail(transportError(this.provider, err));
   }
 
