@@ -28,36 +28,14 @@ import {
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import {
-  BENCH_DIR,
-  killAllSync,
-  log,
-  median,
-  percentile,
-  ROOT_DIR,
-  relaunchInSession,
-  setAutogroupNice,
-  sleep,
-} from './targets.mjs';
+import { BENCH_DIR, log, median, parseFlags, percentile, ROOT_DIR, runBench, sleep } from './targets.mjs';
 
 const DIST = join(ROOT_DIR, 'dist', 'src');
 const CHAIN_LOG_JS = join(DIST, 'audit', 'chain-log.js');
 
 function parseArgs(argv) {
-  const flags = new Map();
-  for (const a of argv) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(a);
-    if (!m) throw new Error(`unknown argument ${a}`);
-    flags.set(m[1], m[2] ?? 'true');
-  }
-  const quick = flags.get('quick') === 'true';
-  const num = (k, d) => {
-    const v = flags.has(k) ? Number(flags.get(k)) : d;
-    if (!Number.isFinite(v) || v < 0) throw new Error(`--${k} must be a number`);
-    return v;
-  };
-  const out = flags.get('out') ?? 'audit';
-  if (!/^[a-z0-9][a-z0-9-]*$/.test(out)) throw new Error('--out must be a simple name like audit');
+  const { flags, quick, num, outName } = parseFlags(argv);
+  const out = outName('audit');
   return {
     quick,
     out,
@@ -688,25 +666,4 @@ async function main(cfg) {
 }
 
 const cfg0 = parseArgs(process.argv.slice(2));
-if (!relaunchInSession({ nice: cfg0.nice, cpu: cfg0.cpu })) {
-  setAutogroupNice(cfg0.nice);
-  const stop = (code) => {
-    killAllSync();
-    process.exit(code);
-  };
-  if (process.send) {
-    process.on('message', (m) => {
-      if (m?.stop) stop(130);
-    });
-    process.on('disconnect', () => stop(130));
-  }
-  process.on('SIGINT', () => stop(130));
-  process.on('SIGTERM', () => stop(143));
-  main(cfg0).then(
-    () => process.exit(0),
-    (err) => {
-      log(`error: ${err?.stack ?? err}`);
-      process.exit(1);
-    },
-  );
-}
+runBench(main, cfg0, { nice: cfg0.nice, cpu: cfg0.cpu });

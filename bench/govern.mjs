@@ -22,15 +22,14 @@ import {
   directTarget,
   hasTaskset,
   http,
-  killAllSync,
   log,
   median,
+  parseFlags,
   parseJson,
   percentile,
   pinSelf,
   ROOT_DIR,
-  relaunchInSession,
-  setAutogroupNice,
+  runBench,
   sleep,
   smokeCheck,
   spawnNode,
@@ -39,7 +38,6 @@ import {
   startLoadgen,
   startMock,
   startPassthrough,
-  stopAll,
 } from './targets.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -366,23 +364,11 @@ function chatBodies4k() {
 // Arguments
 
 function parseArgs(argv) {
-  const flags = new Map();
-  for (const a of argv) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(a);
-    if (!m) throw new Error(`unknown argument ${a}`);
-    flags.set(m[1], m[2] ?? 'true');
-  }
-  const quick = flags.get('quick') === 'true';
-  const num = (k, d) => {
-    const v = flags.has(k) ? Number(flags.get(k)) : d;
-    if (!Number.isFinite(v) || v < 0) throw new Error(`--${k} must be a number`);
-    return v;
-  };
+  const { flags, quick, num, outName } = parseFlags(argv);
   const skip = new Set((flags.get('skip') ?? '').split(',').filter(Boolean));
   for (const s of skip)
     if (!['inproc', 'govern', 'gateway'].includes(s)) throw new Error(`unknown --skip ${s}`);
-  const out = flags.get('out') ?? 'govern';
-  if (!/^[a-z0-9][a-z0-9-]*$/.test(out)) throw new Error('--out must be a simple name like govern');
+  const out = outName('govern');
   return {
     inproc: flags.get('inproc') === 'true', // internal: the pinned in-process child
     quick,
@@ -1019,20 +1005,6 @@ async function main(cfg) {
   process.stdout.write(`\n${md}\n`);
 }
 
-let stopping = false;
-async function shutdown(code) {
-  if (stopping) return;
-  stopping = true;
-  if (code === 130 || code === 143) log('interrupted: stopping every child process');
-  const force = setTimeout(() => {
-    killAllSync();
-    process.exit(code);
-  }, 5000);
-  await stopAll().catch(() => {});
-  clearTimeout(force);
-  process.exit(code);
-}
-
 const cfg0 = parseArgs(process.argv.slice(2));
 if (cfg0.inproc) {
   // The pinned in-process child: answers its parent over IPC.
@@ -1040,31 +1012,6 @@ if (cfg0.inproc) {
     (result) => process.send({ result }, () => process.exit(0)),
     (err) => process.send({ error: String(err?.stack ?? err) }, () => process.exit(1)),
   );
-} else if (!relaunchInSession({ nice: cfg0.nice })) {
-  setAutogroupNice(cfg0.nice);
-  if (process.send) {
-    process.on('message', (m) => {
-      if (m?.stop) shutdown(130);
-    });
-    process.on('disconnect', () => shutdown(130));
-  }
-  process.on('SIGINT', () => shutdown(130));
-  process.on('SIGTERM', () => shutdown(143));
-  process.on('exit', killAllSync);
-  process.on('uncaughtException', (err) => {
-    log(`error: ${err?.stack ?? err}`);
-    shutdown(1);
-  });
-  process.on('unhandledRejection', (err) => {
-    log(`error: ${err?.stack ?? err}`);
-    shutdown(1);
-  });
-  main(cfg0).then(
-    () => shutdown(0),
-    (err) => {
-      if (stopping) return;
-      log(`error: ${err?.stack ?? err}`);
-      shutdown(1);
-    },
-  );
+} else {
+  runBench(main, cfg0, { nice: cfg0.nice });
 }

@@ -1,16 +1,4 @@
-// Benchmark orchestrator. Starts the mock upstream and the load generator on the generator CPU and
-// every target server on the server CPU, keeps them all running, and loads one target at a time.
-// For each round (target order rotated every round) and each target: saturation for a plain and a
-// streaming chat (RPS, server CPU µs/request), then an evenly paced 1,000 RPS run for each (p50/p99).
-// Writes results/latest.json and results/latest.md and prints the Markdown table.
-//
-// Usage: node run.mjs [--quick] [--rounds=N] [--targets=direct,passthrough,portkey,govgate]
-//                     [--connections=N] [--rate=RPS] [--gen-cpu=0] [--server-cpu=1] [--nice=N]
-//                     [--out=NAME]   (results/NAME.json and .md; default latest)
-//                     [--baseline=DIR] (also measure the govgate build in DIR, e.g. a dist/ of an
-//                                       older commit, as target govgate-base: A/B in one run)
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import {
@@ -19,10 +7,11 @@ import {
   directTarget,
   GOVGATE_CLI,
   hasTaskset,
-  killAllSync,
   log,
+  parseFlags,
   pinSelf,
   portkeyVersion,
+  runBench,
   sleep,
   smokeCheck,
   spawnOptions,
@@ -31,33 +20,20 @@ import {
   startMock,
   startPassthrough,
   startPortkey,
-  stopAll,
 } from './targets.mjs';
 
 const ALL_TARGETS = ['direct', 'passthrough', 'portkey', 'govgate'];
 const SCENARIOS = ['chat', 'stream'];
 
 function parseArgs(argv) {
-  const flags = new Map();
-  for (const a of argv) {
-    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(a);
-    if (!m) throw new Error(`unknown argument ${a}`);
-    flags.set(m[1], m[2] ?? 'true');
-  }
-  const quick = flags.get('quick') === 'true';
-  const num = (k, d) => {
-    const v = flags.has(k) ? Number(flags.get(k)) : d;
-    if (!Number.isFinite(v) || v < 0) throw new Error(`--${k} must be a number`);
-    return v;
-  };
+  const { flags, quick, num, outName } = parseFlags(argv);
   const targets = (flags.get('targets') ?? ALL_TARGETS.join(',')).split(',').filter(Boolean);
   for (const t of targets) if (!ALL_TARGETS.includes(t)) throw new Error(`unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // the baseline for added latency
   // --baseline=DIR: also measure the govgate build in DIR (a dist/ of another commit), A/B in one run.
   const baseline = flags.get('baseline');
   if (baseline !== undefined) targets.push('govgate-base');
-  const out = flags.get('out') ?? 'latest';
-  if (!/^[a-z0-9][a-z0-9-]*$/.test(out)) throw new Error('--out must be a simple name like latest');
+  const out = outName('latest');
   return {
     quick,
     out,
@@ -415,76 +391,5 @@ async function main(cfg) {
   }
 }
 
-let stopping = false;
-async function shutdown(code) {
-  if (stopping) return;
-  stopping = true;
-  if (code === 130 || code === 143) log('interrupted: stopping every child process');
-  const force = setTimeout(() => {
-    killAllSync();
-    process.exit(code);
-  }, 5000);
-  await stopAll().catch(() => {});
-  clearTimeout(force);
-  process.exit(code);
-}
-// A negative niceness only counts within the process's scheduler autogroup (one per session when
-// kernel.sched_autogroup_enabled=1), so the run re-launches itself in a new session (setsid) whose
-// autogroup gets that niceness; the outer process only relays signals and the exit code. The inner
-// run stops by itself if the outer one disappears (IPC disconnect).
-function relaunchInNewSession(cfg) {
-  if (process.env.BENCH_INNER === '1' || cfg.nice === null || cfg.nice >= 0) return null;
-  if (!existsSync('/proc/self/autogroup') || spawnSync('setsid', ['-V'], { stdio: 'ignore' }).status !== 0) {
-    return null;
-  }
-  const child = spawn('setsid', ['-w', process.execPath, ...process.argv.slice(1)], {
-    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
-    env: { ...process.env, BENCH_INNER: '1' },
-  });
-  const relay = (signal) => {
-    if (child.connected) child.send({ stop: signal });
-  };
-  process.on('SIGINT', () => relay('SIGINT'));
-  process.on('SIGTERM', () => relay('SIGTERM'));
-  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
-  return child;
-}
-
-function setAutogroupNice(nice) {
-  try {
-    writeFileSync('/proc/self/autogroup', String(nice));
-    log(`scheduler autogroup niceness ${nice}`);
-  } catch (err) {
-    log(`could not set autogroup niceness (${err.code ?? err.message}); measurements share the CPUs evenly`);
-  }
-}
-
 const cfg0 = parseArgs(process.argv.slice(2));
-if (!relaunchInNewSession(cfg0)) {
-  if (process.env.BENCH_INNER === '1' && cfg0.nice !== null) setAutogroupNice(cfg0.nice);
-  if (process.send) {
-    process.on('message', (m) => {
-      if (m?.stop) shutdown(130);
-    });
-    process.on('disconnect', () => shutdown(130));
-  }
-  process.on('SIGINT', () => shutdown(130));
-  process.on('SIGTERM', () => shutdown(143));
-  process.on('exit', killAllSync);
-  process.on('uncaughtException', (err) => {
-    log(`error: ${err?.stack ?? err}`);
-    shutdown(1);
-  });
-  process.on('unhandledRejection', (err) => {
-    log(`error: ${err?.stack ?? err}`);
-    shutdown(1);
-  });
-  main(cfg0).then(
-    () => shutdown(0),
-    (err) => {
-      if (stopping) return; // children killed by a signal: their failures are expected
-      log(`error: ${err?.stack ?? err}`);
-      shutdown(1);
-    },
-  );
-}
+runBench(main, cfg0, { nice: cfg0.nice });

@@ -425,3 +425,74 @@ export function median(xs) {
   const m = v.length >> 1;
   return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
+
+/**
+ * `--name=value` / `--flag` arguments: the flags, whether `--quick` was given, and `num(name,
+ * default)` for a non-negative number.
+ */
+export function parseFlags(argv) {
+  const flags = new Map();
+  for (const a of argv) {
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(a);
+    if (!m) throw new Error(`unknown argument ${a}`);
+    flags.set(m[1], m[2] ?? 'true');
+  }
+  const num = (k, d) => {
+    const v = flags.has(k) ? Number(flags.get(k)) : d;
+    if (!Number.isFinite(v) || v < 0) throw new Error(`--${k} must be a number`);
+    return v;
+  };
+  const outName = (d) => {
+    const out = flags.get('out') ?? d;
+    if (!/^[a-z0-9][a-z0-9-]*$/.test(out)) throw new Error(`--out must be a simple name like ${d}`);
+    return out;
+  };
+  return { flags, quick: flags.get('quick') === 'true', num, outName };
+}
+
+/**
+ * Runs a benchmark's `main(cfg)` the same way for every script: re-launched in its own session
+ * (and pinned to `cpu` when given) by `relaunchInSession`; then every child process is stopped
+ * on the way out, whether the run ends, fails, is interrupted (SIGINT, SIGTERM, a stop message
+ * from the outer process) or loses its parent (IPC disconnect).
+ */
+export function runBench(main, cfg, { nice, cpu } = {}) {
+  if (relaunchInSession({ nice, cpu })) return;
+  setAutogroupNice(nice);
+  let stopping = false;
+  const shutdown = async (code) => {
+    if (stopping) return;
+    stopping = true;
+    if (code === 130 || code === 143) log('interrupted: stopping every child process');
+    const force = setTimeout(() => {
+      killAllSync();
+      process.exit(code);
+    }, 5000);
+    await stopAll().catch(() => {});
+    clearTimeout(force);
+    process.exit(code);
+  };
+  if (process.send) {
+    process.on('message', (m) => {
+      if (m?.stop) shutdown(130);
+    });
+    process.on('disconnect', () => shutdown(130));
+  }
+  process.on('SIGINT', () => shutdown(130));
+  process.on('SIGTERM', () => shutdown(143));
+  process.on('exit', killAllSync);
+  for (const event of ['uncaughtException', 'unhandledRejection']) {
+    process.on(event, (err) => {
+      log(`error: ${err?.stack ?? err}`);
+      shutdown(1);
+    });
+  }
+  main(cfg).then(
+    () => shutdown(0),
+    (err) => {
+      if (stopping) return; // children killed by a signal: their failures are expected
+      log(`error: ${err?.stack ?? err}`);
+      shutdown(1);
+    },
+  );
+}
