@@ -13,6 +13,7 @@ import {
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
 import { decisionRecord, detectionRecord } from '../govern/governor.js';
+import type { ApprovalRequest } from '../govern/types.js';
 import type { Ctx } from '../http/context.js';
 import type { Metrics } from '../metrics/index.js';
 import type { Provider } from '../providers/types.js';
@@ -41,18 +42,7 @@ import {
 } from './validate.js';
 
 /** Creates a pending approval for a call the policy wants a human to approve. */
-export type ApprovalRequester = (input: {
-  org_id: string;
-  agent_id: string;
-  agent_uuid: string;
-  fingerprint: string;
-  tier: 'standard' | 'signed';
-  summary: string;
-  matched_rule: string | null;
-  pipeline_id: string;
-  behavior_type: string;
-  tool: string | null;
-}) => Promise<ApprovalRef>;
+export type ApprovalRequester = (input: ApprovalRequest) => Promise<ApprovalRef>;
 
 export interface GatewayDeps {
   readonly snapshot: Snapshot;

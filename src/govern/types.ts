@@ -32,20 +32,23 @@ export interface MandateAuthority {
   revoke(jti: string, orgId: string, by: string, reason?: string): unknown;
 }
 
+/** What a call the policy wants a human to approve asks for. */
+export interface ApprovalRequest {
+  org_id: string;
+  agent_id: string;
+  agent_uuid: string;
+  fingerprint: string;
+  tier: 'standard' | 'signed';
+  summary: string;
+  matched_rule: string | null;
+  pipeline_id: string;
+  behavior_type: string;
+  tool: string | null;
+}
+
 /** Creates approvals on behalf of govern and gateway calls (the approval store implements it). */
 export interface ApprovalDesk {
-  request(input: {
-    org_id: string;
-    agent_id: string;
-    agent_uuid: string;
-    fingerprint: string;
-    tier: 'standard' | 'signed';
-    summary: string;
-    matched_rule: string | null;
-    pipeline_id: string;
-    behavior_type: string;
-    tool: string | null;
-  }): Promise<ApprovalRef>;
+  request(input: ApprovalRequest): Promise<ApprovalRef>;
   preApprove(
     input: {
       org_id: string;
