@@ -1,0 +1,57 @@
+import t from 'tap';
+import { ENGINES, startService } from '../helpers/service.js';
+
+// The ids of a call (spec: service.session_id, task_id, audit_url) and how the audit API finds
+// the call by each of them, whether govgate assigned the id or the agent named it.
+for (const engine of ENGINES) {
+  t.test(`a call is found by its session, task and pipeline, assigned or named (${engine})`, async (t) => {
+    const svc = await startService({ engine });
+    t.teardown(() => svc.close());
+    const chat = (headers: Record<string, string> = {}) =>
+      svc.call('/v1/chat/completions', {
+        token: svc.agentKey,
+        headers,
+        body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+      });
+    const events = async (path: string) => {
+      const res = await svc.call(path, { token: svc.pat });
+      t.equal(res.status, 200, path);
+      return (res.body.data ?? []) as { event_type: string; session_id: string; task_id: string }[];
+    };
+
+    // Assigned: one random body for the three ids.
+    const a = await chat();
+    t.equal(a.status, 200);
+    const { session_id: session, task_id: task } = a.body.service;
+    const pipeline = new URL(a.body.service.audit_url).pathname.split('/').pop() as string;
+    t.match(pipeline, /^pl_[A-Za-z0-9]{20}$/);
+    t.equal(session, `ses_${pipeline.slice(3)}`, 'an assigned session shares the pipeline id body');
+    t.equal(task, `tsk_${pipeline.slice(3)}`, 'an assigned task shares the pipeline id body');
+    for (const path of [
+      `/api/audit/pipeline/${pipeline}`,
+      `/api/audit/session/${session}`,
+      `/api/audit/task/${task}`,
+      `/api/audit?session_id=${session}`,
+      `/api/audit?task_id=${task}&event_type=llm_call`,
+    ]) {
+      const found = await events(path);
+      t.equal(found.filter((e) => e.event_type === 'llm_call').length, 1, `${path} finds the call`);
+    }
+
+    // The agent continues the assigned session by naming it: both calls are in the session.
+    const b = await chat({ 'x-session-id': session });
+    t.equal(b.body.service.session_id, session);
+    t.not(b.body.service.task_id, task, 'a new call is a new task');
+    const both = await events(`/api/audit/session/${session}`);
+    t.equal(both.filter((e) => e.event_type === 'llm_call').length, 2, 'named and assigned uses merge');
+    t.equal((await events(`/api/audit/task/${task}`)).length, 1, 'the first task is still one call');
+
+    // A session named by the agent from the start.
+    await chat({ 'x-session-id': 'support-42', 'x-task-id': 'refund-7' });
+    await chat({ 'x-session-id': 'support-42', 'x-task-id': 'refund-7' });
+    t.equal((await events('/api/audit/session/support-42')).length, 2);
+    t.equal((await events('/api/audit/task/refund-7')).length, 2);
+    const none = await svc.call(`/api/audit/session/ses_${'x'.repeat(20)}`, { token: svc.pat });
+    t.equal(none.status, 404, 'an id of the assigned form that no call has finds nothing');
+  });
+}
