@@ -12,9 +12,10 @@
 //
 // Usage: node govern.mjs [--quick] [--rounds=N] [--skip=inproc,govern,gateway] [--rate=RPS]
 //                        [--connections=N] [--gen-cpu=0] [--server-cpu=1] [--nice=N] [--out=NAME]
+//                        [--baseline=DIR]  (gateway rounds also run the build in DIR: A/B)
 import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   BENCH_DIR,
@@ -369,8 +370,11 @@ function parseArgs(argv) {
   for (const s of skip)
     if (!['inproc', 'govern', 'gateway'].includes(s)) throw new Error(`unknown --skip ${s}`);
   const out = outName('govern');
+  const baseline = flags.get('baseline');
   return {
     inproc: flags.get('inproc') === 'true', // internal: the pinned in-process child
+    // --baseline=DIR: the gateway rounds also measure the govgate build in DIR (default policy).
+    baseline: baseline === undefined ? null : resolve(baseline),
     quick,
     out,
     skip: [...skip],
@@ -962,6 +966,10 @@ async function main(cfg) {
         return t;
       },
     };
+    if (cfg.baseline !== null) {
+      const cli = join(cfg.baseline, 'src', 'cli.js');
+      starters['govgate-base'] = () => startGovgate(mock, serverCpu, { cli, name: 'govgate-base' });
+    }
     const wanted = cfg.skip.includes('gateway') ? ['govgate-200'] : Object.keys(starters);
     for (const name of wanted) {
       try {
