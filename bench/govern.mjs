@@ -19,6 +19,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   BENCH_DIR,
+  chatBodies,
   clkTck,
   directTarget,
   hasTaskset,
@@ -348,18 +349,6 @@ const PROSE = [
 const SYSTEM =
   'You are a careful operations analyst. Answer in plain English, keep a neutral tone, and say so ' +
   'when the review does not contain the answer.';
-
-function chatBodies4k() {
-  const base = {
-    model: 'gpt-4o-mini',
-    messages: [
-      { role: 'system', content: SYSTEM },
-      { role: 'user', content: PROSE },
-    ],
-    temperature: 0.2,
-  };
-  return { chat: JSON.stringify(base), stream: JSON.stringify({ ...base, stream: true }) };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Arguments
@@ -924,7 +913,7 @@ async function main(cfg) {
   if (Number.isInteger(cfg.nice) && cfg.nice !== 0) spawnOptions.nice = cfg.nice;
   const ticks = clkTck();
   const build = govgateBuildTime();
-  const bodies = chatBodies4k();
+  const bodies = chatBodies(SYSTEM, PROSE);
   log(`config: ${JSON.stringify({ ...cfg, pin, chatBytes: bodies.chat.length })}`);
   const result = {
     date: new Date().toISOString(),

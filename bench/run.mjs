@@ -3,11 +3,13 @@ import { cpus } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import {
   BENCH_DIR,
+  chatBodies,
   clkTck,
   directTarget,
   GOVGATE_CLI,
   hasTaskset,
   log,
+  median,
   parseFlags,
   pinSelf,
   portkeyVersion,
@@ -66,25 +68,6 @@ const USER =
   'European currencies, the renewal of a large supplier contract, and slower hiring in customer ' +
   'support. Guidance for the next quarter is growth of eight to ten percent, with two new integrations ' +
   'planned. Mention anything that looks unusual.';
-
-function chatBodies() {
-  const base = {
-    model: 'gpt-4o-mini',
-    messages: [
-      { role: 'system', content: SYSTEM },
-      { role: 'user', content: USER },
-    ],
-    temperature: 0.2,
-  };
-  return { chat: JSON.stringify(base), stream: JSON.stringify({ ...base, stream: true }) };
-}
-
-function median(xs) {
-  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
-  if (v.length === 0) return null;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
 
 const r2 = (x, d = 2) => (x === null || !Number.isFinite(x) ? null : Math.round(x * 10 ** d) / 10 ** d);
 const ratio = (a, b, minDen = 0) =>
@@ -239,7 +222,7 @@ async function main(cfg) {
   if (Number.isInteger(cfg.nice) && cfg.nice !== 0) spawnOptions.nice = cfg.nice;
   const ticks = clkTck();
   const govgateBuild = govgateBuildTime(); // before start: a rebuild during the run must not show
-  const bodies = chatBodies();
+  const bodies = chatBodies(SYSTEM, USER);
   log(`config: ${JSON.stringify({ ...cfg, pin, chatBytes: bodies.chat.length })}`);
 
   const mock = await startMock(genCpu);

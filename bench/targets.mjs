@@ -419,6 +419,19 @@ export function percentile(sorted, q, n = sorted.length) {
   return sorted[Math.min(n - 1, Math.max(0, Math.ceil(q * n) - 1))];
 }
 
+/** The benchmark's chat request bodies (plain and streaming) for a system and a user message. */
+export function chatBodies(system, user) {
+  const base = {
+    model: 'gpt-4o-mini',
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    temperature: 0.2,
+  };
+  return { chat: JSON.stringify(base), stream: JSON.stringify({ ...base, stream: true }) };
+}
+
 export function median(xs) {
   const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
   if (v.length === 0) return null;
