@@ -19,7 +19,15 @@ import { type CompiledPolicy, compilePolicy } from '../../src/core/policy/index.
 import { Governor } from '../../src/govern/governor.js';
 import type { Snapshot } from '../../src/snapshot/types.js';
 import { PolicyRepo } from '../../src/store/policies.js';
-import { type CoreHarness, type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
+import {
+  type CoreHarness,
+  type HarnessResponse,
+  orgWithRoles,
+  ROLES,
+  type RoleName,
+  type RoleOrg,
+  startCoreHarness,
+} from '../helpers/core-harness.js';
 
 function compiled(ruleSet: unknown): CompiledPolicy {
   const c = compilePolicy(ruleSet);
@@ -424,9 +432,6 @@ async function startHarness(): Promise<Harness> {
   };
 }
 
-const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
-type RoleName = (typeof ROLES)[number];
-
 interface Org {
   readonly orgId: string;
   readonly tokens: Readonly<Record<RoleName, string>>;
@@ -434,19 +439,8 @@ interface Org {
 }
 
 async function makeOrg(h: Harness, name: string): Promise<Org> {
-  const org = await h.call('/api/orgs', { token: h.pat, body: { name } });
-  const orgId = org.body.org_id as string;
-  const tokens = {} as Record<RoleName, string>;
-  for (const role of ROLES) {
-    const user = await h.call('/api/users', {
-      token: h.pat,
-      body: { email: `${role}@${name}.test`, role, org_id: orgId },
-    });
-    const tok = await h.call('/api/tokens', { token: h.pat, body: { user_id: user.body.user_id } });
-    tokens[role] = tok.body.token as string;
-  }
-  const a = await h.call('/api/agents/onboard', { token: tokens.admin, body: { agent_id: `${name}-bot` } });
-  return { orgId, tokens, agentKey: a.body.api_key.api_key };
+  const o = await orgWithRoles(h, name, [`${name}-bot`]);
+  return { orgId: o.orgId, tokens: o.tokens, agentKey: (o.agents[0] as RoleOrg['agents'][number]).apiKey };
 }
 
 function assertError(t: Test, res: Res, code: ErrorCode, msg = ''): void {

@@ -13,7 +13,14 @@ import {
   verifyReceipt,
 } from '../../src/core/chain/index.js';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
-import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
+import {
+  type CoreHarness,
+  type HarnessResponse,
+  orgWithRoles,
+  type RoleName,
+  type RoleOrg,
+  startCoreHarness,
+} from '../helpers/core-harness.js';
 import { testSigner } from './helpers.js';
 
 type Res = HarnessResponse;
@@ -43,7 +50,7 @@ async function startHarness(): Promise<Harness> {
       registerAuditRoutes(router, { snapshot, log, orgExists, clock: () => clock.now });
     },
   });
-  harnessPost = async (path, token, body) => (await h.call(path, { token, body })).body;
+  core = h;
   return {
     call: (path, token) => h.call(path, token === undefined ? {} : { token }),
     pat: h.pat,
@@ -53,10 +60,8 @@ async function startHarness(): Promise<Harness> {
   };
 }
 
-let harnessPost: (path: string, token: string, body: unknown) => Promise<any>;
-
-const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
-type RoleName = (typeof ROLES)[number];
+/** The harness behind `Harness`, for org set-up. */
+let core: CoreHarness<ChainLog>;
 
 interface Org {
   readonly orgId: string;
@@ -64,21 +69,9 @@ interface Org {
   readonly agentKey: string;
 }
 
-async function makeOrg(h: Harness, name: string): Promise<Org> {
-  const org = await harnessPost('/api/orgs', h.pat, { name });
-  const orgId = org.org_id as string;
-  const tokens = {} as Record<RoleName, string>;
-  for (const role of ROLES) {
-    const user = await harnessPost('/api/users', h.pat, {
-      email: `${role}@${name}.test`,
-      role,
-      org_id: orgId,
-    });
-    const tok = await harnessPost('/api/tokens', h.pat, { user_id: user.user_id });
-    tokens[role] = tok.token as string;
-  }
-  const agent = await harnessPost('/api/agents/onboard', tokens.admin, { agent_id: `${name}-agent` });
-  return { orgId, tokens, agentKey: agent.api_key.api_key as string };
+async function makeOrg(_h: Harness, name: string): Promise<Org> {
+  const o = await orgWithRoles(core, name);
+  return { orgId: o.orgId, tokens: o.tokens, agentKey: (o.agents[0] as RoleOrg['agents'][number]).apiKey };
 }
 
 function assertError(t: Test, res: Res, code: ErrorCode, msg = ''): void {

@@ -6,7 +6,15 @@ import { registerPolicies } from '../../src/control/policies.js';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
 import { DEFAULT_POLICY } from '../../src/core/policy/index.js';
 import { PolicyRepo } from '../../src/store/policies.js';
-import { type CoreHarness, type HarnessResponse as Res, startCoreHarness } from '../helpers/core-harness.js';
+import {
+  type CoreHarness,
+  orgWithRoles,
+  type HarnessResponse as Res,
+  ROLES,
+  type RoleName,
+  type RoleOrg,
+  startCoreHarness,
+} from '../helpers/core-harness.js';
 
 /** The rule key `then`, through a constant so the linter's thenable check stays quiet. */
 const THEN = 'then';
@@ -32,8 +40,6 @@ async function startHarness(): Promise<Harness> {
   return { call: h.call, pat: h.pat, audit: h.audit, policies: policies as PolicyRepo, close: h.close };
 }
 
-const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
-type RoleName = (typeof ROLES)[number];
 /** Lowest first; written out so the test does not take its expectations from the code under test. */
 const atLeast = (role: RoleName, min: RoleName): boolean => ROLES.indexOf(role) >= ROLES.indexOf(min);
 
@@ -46,25 +52,14 @@ interface Org {
 }
 
 async function makeOrg(h: Harness, name: string): Promise<Org> {
-  const org = await h.call('/api/orgs', { token: h.pat, body: { name } });
-  const orgId = org.body.org_id as string;
-  const tokens = {} as Record<RoleName, string>;
-  for (const role of ROLES) {
-    const user = await h.call('/api/users', {
-      token: h.pat,
-      body: { email: `${role}@${name}.test`, role, org_id: orgId },
-    });
-    const tok = await h.call('/api/tokens', { token: h.pat, body: { user_id: user.body.user_id } });
-    tokens[role] = tok.body.token as string;
-  }
-  const a1 = await h.call('/api/agents/onboard', { token: tokens.admin, body: { agent_id: `${name}-one` } });
-  const a2 = await h.call('/api/agents/onboard', { token: tokens.admin, body: { agent_id: `${name}-two` } });
+  const o = await orgWithRoles(h, name, [`${name}-one`, `${name}-two`]);
+  const [a1, a2] = o.agents as [RoleOrg['agents'][number], RoleOrg['agents'][number]];
   return {
-    orgId,
-    tokens,
-    agentKey: a1.body.api_key.api_key,
-    agentUuid: a1.body.agent_uuid,
-    agent2Uuid: a2.body.agent_uuid,
+    orgId: o.orgId,
+    tokens: o.tokens,
+    agentKey: a1.apiKey,
+    agentUuid: a1.agentUuid,
+    agent2Uuid: a2.agentUuid,
   };
 }
 

@@ -143,3 +143,40 @@ export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
     },
   };
 }
+
+/** The org roles below super_admin, lowest first. */
+export const ROLES = ['requester', 'auditor', 'developer', 'org_admin', 'admin'] as const;
+export type RoleName = (typeof ROLES)[number];
+
+export interface RoleOrg {
+  readonly orgId: string;
+  /** A PAT of a user holding each role. */
+  readonly tokens: Readonly<Record<RoleName, string>>;
+  /** The onboarded agents, in the order asked for. */
+  readonly agents: readonly { readonly apiKey: string; readonly agentUuid: string }[];
+}
+
+/** A new org (created by the super_admin `pat`) with one user per role and the given agents. */
+export async function orgWithRoles(
+  h: Pick<CoreHarness<AuditSink>, 'call' | 'pat'>,
+  name: string,
+  agentIds: readonly string[] = [`${name}-agent`],
+): Promise<RoleOrg> {
+  const org = await h.call('/api/orgs', { token: h.pat, body: { name } });
+  const orgId = org.body.org_id as string;
+  const tokens = {} as Record<RoleName, string>;
+  for (const role of ROLES) {
+    const user = await h.call('/api/users', {
+      token: h.pat,
+      body: { email: `${role}@${name}.test`, role, org_id: orgId },
+    });
+    const tok = await h.call('/api/tokens', { token: h.pat, body: { user_id: user.body.user_id } });
+    tokens[role] = tok.body.token as string;
+  }
+  const agents = [];
+  for (const agent_id of agentIds) {
+    const a = await h.call('/api/agents/onboard', { token: tokens.admin, body: { agent_id } });
+    agents.push({ apiKey: a.body.api_key.api_key as string, agentUuid: a.body.agent_uuid as string });
+  }
+  return { orgId, tokens, agents };
+}
