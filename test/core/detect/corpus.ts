@@ -2,7 +2,13 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DetectionCategory, DetectionResult, Finding } from '../../../src/core/detect/index.js';
+import type { Test } from 'tap';
+import {
+  type DetectionCategory,
+  type DetectionResult,
+  detect,
+  type Finding,
+} from '../../../src/core/detect/index.js';
 
 export interface ExpectedSpan {
   type: string;
@@ -138,4 +144,23 @@ export function describe(family: string, s: Score): string {
     `${family}: precision ${s.precision.toFixed(3)} recall ${s.recall.toFixed(3)} ` +
     `(tp ${s.tp}, fp ${s.fp}, fn ${s.fn}; ${s.positives} positive / ${s.negatives} negative cases)`
   );
+}
+
+/**
+ * The corpus check every span detector shares: the corpus `file` holds at least 30 positive and
+ * 30 negative cases, and `detect()` reaches recall ≥ 0.9 and precision ≥ 0.95 on `category`
+ * (both printed). Returns the cases for detector-specific checks.
+ */
+export function checkCorpus(t: Test, file: string, category: DetectionCategory, family: string): SpanCase[] {
+  const cases = loadCases<SpanCase>(file);
+  const score = scoreSpans(cases, category, (text) => detect(text));
+  t.comment(describe(family, score));
+  for (const e of score.errors) t.comment(`  ${e}`);
+  t.ok(
+    score.positives >= 30 && score.negatives >= 30,
+    'corpus has at least 30 positive and 30 negative cases',
+  );
+  t.ok(score.recall >= 0.9, `recall ${score.recall} >= 0.9`);
+  t.ok(score.precision >= 0.95, `precision ${score.precision} >= 0.95`);
+  return cases;
 }

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { detect } from '../../../src/core/detect/index.js';
 import { validIpv6 } from '../../../src/core/detect/pii-ipv6.js';
-import { describe, loadCases, type SpanCase, scoreSpans } from './corpus.js';
+import { checkCorpus } from './corpus.js';
 
 function pii(text: string, types?: readonly string[]): [string, string][] {
   return detect(text, { pii: types ?? true, secrets: false, injection: false, unicode: false }).findings.map(
@@ -10,16 +10,7 @@ function pii(text: string, types?: readonly string[]): [string, string][] {
 }
 
 t.test('corpus: precision and recall', async (t) => {
-  const cases = loadCases<SpanCase>('pii.json');
-  const score = scoreSpans(cases, 'pii', (text) => detect(text));
-  t.comment(describe('pii', score));
-  for (const e of score.errors) t.comment(`  ${e}`);
-  t.ok(
-    score.positives >= 30 && score.negatives >= 30,
-    'corpus has at least 30 positive and 30 negative cases',
-  );
-  t.ok(score.recall >= 0.9, `recall ${score.recall} >= 0.9`);
-  t.ok(score.precision >= 0.95, `precision ${score.precision} >= 0.95`);
+  const cases = checkCorpus(t, 'pii.json', 'pii', 'pii');
   for (const c of cases.filter((c) => c.expect.length === 0)) {
     t.same(pii(c.text), [], `no PII in negative: ${c.text.slice(0, 50)}`);
   }

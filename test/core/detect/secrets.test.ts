@@ -1,7 +1,7 @@
 import t from 'tap';
 import { detect, MIN_SECRET_LENGTH, SECRET_ENTROPY_THRESHOLD } from '../../../src/core/detect/index.js';
 import { shannonEntropy } from '../../../src/core/detect/validators.js';
-import { describe, loadCases, type SpanCase, scoreSpans } from './corpus.js';
+import { checkCorpus } from './corpus.js';
 
 function secrets(text: string): [string, string][] {
   return detect(text, { pii: false, injection: false, unicode: false }).findings.map((f) => [
@@ -11,16 +11,7 @@ function secrets(text: string): [string, string][] {
 }
 
 t.test('corpus: precision and recall', async (t) => {
-  const cases = loadCases<SpanCase>('secrets.json');
-  const score = scoreSpans(cases, 'secret', (text) => detect(text));
-  t.comment(describe('secrets', score));
-  for (const e of score.errors) t.comment(`  ${e}`);
-  t.ok(
-    score.positives >= 30 && score.negatives >= 30,
-    'corpus has at least 30 positive and 30 negative cases',
-  );
-  t.ok(score.recall >= 0.9, `recall ${score.recall} >= 0.9`);
-  t.ok(score.precision >= 0.95, `precision ${score.precision} >= 0.95`);
+  const cases = checkCorpus(t, 'secrets.json', 'secret', 'secrets');
   for (const c of cases.filter((c) => c.expect.length === 0)) {
     t.same(secrets(c.text), [], `no secret in negative: ${c.text.slice(0, 50)}`);
   }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { detect } from '../../../src/core/detect/index.js';
-import { describe, loadCases, type SpanCase, scoreSpans } from './corpus.js';
+import { checkCorpus } from './corpus.js';
 
 function tricks(text: string): [string, number, number][] {
   return detect(text, { pii: false, secrets: false, injection: false }).findings.map((f) => [
@@ -11,16 +11,7 @@ function tricks(text: string): [string, number, number][] {
 }
 
 t.test('corpus: precision and recall', async (t) => {
-  const cases = loadCases<SpanCase>('unicode.json');
-  const score = scoreSpans(cases, 'unicode', (text) => detect(text));
-  t.comment(describe('unicode', score));
-  for (const e of score.errors) t.comment(`  ${e}`);
-  t.ok(
-    score.positives >= 30 && score.negatives >= 30,
-    'corpus has at least 30 positive and 30 negative cases',
-  );
-  t.ok(score.recall >= 0.9, `recall ${score.recall} >= 0.9`);
-  t.ok(score.precision >= 0.95, `precision ${score.precision} >= 0.95`);
+  checkCorpus(t, 'unicode.json', 'unicode', 'unicode');
 });
 
 t.test('every listed code point is reported with its type', async (t) => {
