@@ -60,28 +60,21 @@ export const INDEXED_FILTERS: readonly IndexedFilter[] = [
 export const DERIVED_PREFIX = { session_id: 'ses_', task_id: 'tsk_' } as const;
 export const PIPELINE_PREFIX = 'pl_';
 
-/** Is `value` of `field` the id derived from the event's own pipeline id? */
-export function isDerivedId(
-  field: 'session_id' | 'task_id',
-  value: string,
-  pipelineId: string | null,
-): boolean {
-  const prefix = DERIVED_PREFIX[field];
-  return (
-    pipelineId !== null &&
-    value.length - prefix.length === pipelineId.length - PIPELINE_PREFIX.length &&
-    value.startsWith(prefix) &&
-    pipelineId.startsWith(PIPELINE_PREFIX) &&
-    value.endsWith(pipelineId.slice(PIPELINE_PREFIX.length))
-  );
-}
-
 /** The pipeline id a session or task id of the derived form would come from, or undefined. */
 export function derivedPipeline(field: 'session_id' | 'task_id', value: string): string | undefined {
   const prefix = DERIVED_PREFIX[field];
   return value.startsWith(prefix) && value.length > prefix.length
     ? PIPELINE_PREFIX + value.slice(prefix.length)
     : undefined;
+}
+
+/** Is `value` of `field` the id derived from the event's own pipeline id? */
+export function isDerivedId(
+  field: 'session_id' | 'task_id',
+  value: string,
+  pipelineId: string | null,
+): boolean {
+  return pipelineId !== null && derivedPipeline(field, value) === pipelineId;
 }
 
 /** The event family: `event_type` up to its first '.' (`admin.user_created` → `admin`). */
