@@ -83,6 +83,11 @@ export {
   type BrokenEvent,
   ChainVerifier,
   type ChainVerifierOptions,
+  checkLine,
+  checkSeal,
+  type EventVerdict,
   type IntegrityReason,
   type IntegrityResult,
+  type LineVerdict,
+  type SealCheck,
 } from './verifier.js';

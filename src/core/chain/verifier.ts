@@ -2,7 +2,7 @@ import { type BridgeRecord, isBridgeRecord, parseBridge, type SealRecord } from 
 import { bytesEqual, isHash, utf8 } from './bytes.js';
 import { parseCheckpoint } from './checkpoint.js';
 import { checkPersonalField } from './commitment.js';
-import { erasureTargets } from './erasure.js';
+import { ERASURE_EVENT_TYPE, type ErasureTarget, erasureTargets } from './erasure.js';
 import {
   type ChainEvent,
   GENESIS,
@@ -55,6 +55,104 @@ export interface ChainVerifierOptions {
 
 type Rec = Record<string, unknown>;
 
+/** The empty list of a verdict with no tombstones or grants (shared; never mutated). */
+const NONE: never[] = [];
+
+/**
+ * What one stored line says on its own, apart from its place in the chain: its shape, the fields
+ * the chain checks, and the outcome of its content checks (hash, personal commitments). Computed
+ * by `checkLine`, possibly in another thread (it is plain, structured-cloneable data), and applied
+ * in chain order by `ChainVerifier#pushChecked`.
+ */
+export type LineVerdict = { kind: 'invalid' } | { kind: 'bridge'; bridge: unknown } | EventVerdict;
+
+/** `LineVerdict` of an event (v2, or legacy v1). */
+export interface EventVerdict {
+  kind: 'v2' | 'legacy';
+  /** `seq` as stored when it is a safe integer, else null. */
+  seq: number | null;
+  id: string | null;
+  /** `hash` and `prev_hash` as stored ('' when not strings). */
+  hash: string;
+  prev: string;
+  hashOk: boolean;
+  /** `personal` is malformed or a value no longer matches its commitment. */
+  personalBad: boolean;
+  /** Tombstoned personal fields (erased values), in field order. */
+  erased: string[];
+  /** What the event authorises when it is an intact erasure event. */
+  grants: ErasureTarget[];
+}
+
+/** A seal's signature check, made apart from the chain: `body` undefined when the note is unparseable. */
+export interface SealCheck {
+  ok: boolean;
+  body: string | undefined;
+}
+
+/**
+ * The content checks of one stored line (parsed as `e` from `text`, when known): everything
+ * `ChainVerifier` needs of it that does not depend on the lines before it.
+ */
+export function checkLine(e: unknown, text?: string): LineVerdict {
+  if (typeof e !== 'object' || e === null || Array.isArray(e)) return { kind: 'invalid' };
+  if (isBridgeRecord(e)) return { kind: 'bridge', bridge: e._chain_bridge };
+  const rec = e as Rec;
+  const stored = typeof rec.hash === 'string' ? rec.hash : '';
+  const prev = typeof rec.prev_hash === 'string' ? rec.prev_hash : '';
+  let hashOk = text !== undefined && hashFromStoredText(prev, rec, text) === stored;
+  if (!hashOk) {
+    try {
+      hashOk = hashEventUnchecked(prev, rec) === stored;
+    } catch {
+      hashOk = false;
+    }
+  }
+  let personalBad = false;
+  let erased: string[] = NONE;
+  const personal = rec.personal;
+  if (personal !== undefined && personal !== null) {
+    if (typeof personal !== 'object' || Array.isArray(personal)) {
+      personalBad = true;
+    } else {
+      const p = personal as Rec;
+      for (const field of Object.keys(p)) {
+        const status = checkPersonalField(field, p[field]);
+        if (status === 'mismatch') personalBad = true;
+        else if (status === 'erased') erased = [...erased, field];
+      }
+    }
+  }
+  return {
+    kind: rec._chain_version === undefined ? 'legacy' : 'v2',
+    seq: typeof rec.seq === 'number' && Number.isSafeInteger(rec.seq) ? rec.seq : null,
+    id: typeof rec.id === 'string' ? rec.id : null,
+    hash: stored,
+    prev,
+    hashOk,
+    personalBad,
+    erased,
+    grants: hashOk && rec.event_type === ERASURE_EVENT_TYPE ? erasureTargets(rec) : NONE,
+  };
+}
+
+/** The signature check of a seal note against trusted keys (both algorithms must verify). */
+export function checkSeal(seal: SealRecord, verifiers: readonly NoteVerifier[]): SealCheck {
+  const note = typeof seal.note === 'string' ? seal.note : '';
+  const verdict = verifyNote(note, verifiers);
+  if (verdict.ok) return { ok: true, body: verdict.body };
+  try {
+    return { ok: false, body: parseNote(note).body };
+  } catch {
+    return { ok: false, body: undefined };
+  }
+}
+
+interface PendingSeal {
+  seal: SealRecord;
+  check: SealCheck | null;
+}
+
 interface PendingTombstone {
   line: number;
   ordinal: number;
@@ -90,7 +188,7 @@ export class ChainVerifier {
   #legacyHash = GENESIS;
   #legacyCount = 0;
 
-  readonly #pendingSeals = new Map<number, SealRecord[]>();
+  readonly #pendingSeals = new Map<number, PendingSeal[]>();
   readonly #authorised = new Map<string, Set<string>>();
   readonly #pendingTombstones = new Map<string, PendingTombstone>();
 
@@ -104,32 +202,40 @@ export class ChainVerifier {
    * line `e` was parsed from, lets an intact event's hash be checked without re-serialising it.
    */
   pushEvent(e: ChainEvent | LegacyEvent | BridgeRecord | unknown, text?: string): void {
-    if (typeof e !== 'object' || e === null || Array.isArray(e)) {
-      const ordinal = ++this.#events;
-      this.#report(this.#lastSeq + 1, null, 'content_modified', ordinal);
-      return;
-    }
-    if (isBridgeRecord(e)) {
-      this.#bridge(e._chain_bridge);
-      return;
-    }
-    const rec = e as Rec;
-    if (rec._chain_version === undefined) this.#legacy(rec);
-    else this.#v2(rec, text);
+    this.pushChecked(checkLine(e, text), e);
   }
 
-  pushSeal(seal: SealRecord): void {
+  /**
+   * The next stored line, already checked by `checkLine` (e.g. in a worker thread). `e`, the
+   * line itself when at hand, is what the `erasures` option is asked about.
+   */
+  pushChecked(v: LineVerdict, e?: unknown): void {
+    if (v.kind === 'invalid') {
+      const ordinal = ++this.#events;
+      this.#report(this.#lastSeq + 1, null, 'content_modified', ordinal);
+    } else if (v.kind === 'bridge') {
+      this.#bridge(v.bridge);
+    } else if (v.kind === 'legacy') {
+      this.#legacy(v, e);
+    } else {
+      this.#v2(v, e);
+    }
+  }
+
+  /** A seal line; `check`, its signature check made ahead (`checkSeal`), saves verifying it here. */
+  pushSeal(seal: SealRecord, check?: SealCheck): void {
     const size = (seal as { size?: unknown } | null)?.size;
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
       this.#report(this.#lastSeq, null, 'checkpoint_mismatch', null);
       return;
     }
+    const pending: PendingSeal = { seal, check: check ?? null };
     if (size === this.#lastSeq) {
-      this.#checkSeal(seal, size, this.#lastId, this.#lastOrdinal);
+      this.#checkSeal(pending, size, this.#lastId, this.#lastOrdinal);
     } else if (size > this.#lastSeq) {
       const list = this.#pendingSeals.get(size);
-      if (list === undefined) this.#pendingSeals.set(size, [seal]);
-      else list.push(seal);
+      if (list === undefined) this.#pendingSeals.set(size, [pending]);
+      else list.push(pending);
     } else {
       // Too late to recompute that root from O(log n) state: it cannot be confirmed.
       this.#report(size, null, 'checkpoint_mismatch', null);
@@ -173,17 +279,16 @@ export class ChainVerifier {
     if (ordinal !== null) this.#brokenOrdinals.add(ordinal);
   }
 
-  #v2(e: Rec, text: string | undefined): void {
+  #v2(v: EventVerdict, e: unknown): void {
     const ordinal = ++this.#events;
     const expected = this.#lastSeq + 1;
-    const seqOk = typeof e.seq === 'number' && Number.isSafeInteger(e.seq) && e.seq >= 1;
-    const seq = seqOk ? (e.seq as number) : expected;
-    const id = typeof e.id === 'string' ? e.id : null;
-    const stored = typeof e.hash === 'string' ? e.hash : '';
-    const prev = typeof e.prev_hash === 'string' ? e.prev_hash : '';
+    const seqOk = v.seq !== null && v.seq >= 1;
+    const seq = seqOk ? (v.seq as number) : expected;
+    const { id, hash: stored } = v;
 
-    this.#checkContent(e, prev, stored, seq, id, ordinal, text);
-    if (seq !== expected || !seqOk || prev !== this.#lastHash) this.#report(seq, id, 'chain_broken', ordinal);
+    this.#applyContent(v, seq, ordinal, e);
+    if (seq !== expected || !seqOk || v.prev !== this.#lastHash)
+      this.#report(seq, id, 'chain_broken', ordinal);
 
     this.#tree.push(isHash(stored) ? leafHashUnchecked(stored) : leafHashOf(utf8.encode(stored)));
     this.#started = true;
@@ -199,60 +304,26 @@ export class ChainVerifier {
     }
   }
 
-  #legacy(e: Rec): void {
+  #legacy(v: EventVerdict, e: unknown): void {
     const ordinal = ++this.#events;
     const position = ++this.#legacyCount;
-    const line = typeof e.seq === 'number' && Number.isSafeInteger(e.seq) ? e.seq : position;
-    const id = typeof e.id === 'string' ? e.id : null;
-    const stored = typeof e.hash === 'string' ? e.hash : '';
-    const prev = typeof e.prev_hash === 'string' ? e.prev_hash : '';
-    this.#checkContent(e, prev, stored, line, id, ordinal);
-    if (prev !== this.#legacyHash) this.#report(line, id, 'chain_broken', ordinal);
-    this.#legacyHash = stored;
+    const line = v.seq ?? position;
+    this.#applyContent(v, line, ordinal, e);
+    if (v.prev !== this.#legacyHash) this.#report(line, v.id, 'chain_broken', ordinal);
+    this.#legacyHash = v.hash;
   }
 
-  /** Hash, personal commitments, tombstone authority; collects an intact erasure event's grants. */
-  #checkContent(
-    e: Rec,
-    prev: string,
-    stored: string,
-    line: number,
-    id: string | null,
-    ordinal: number,
-    text?: string,
-  ): void {
-    let hashOk = text !== undefined && hashFromStoredText(prev, e, text) === stored;
-    if (!hashOk) {
-      try {
-        hashOk = hashEventUnchecked(prev, e) === stored;
-      } catch {
-        hashOk = false;
-      }
-    }
-    if (!hashOk) this.#report(line, id, 'content_modified', ordinal);
-
-    const personal = e.personal;
-    if (personal !== undefined && personal !== null) {
-      if (typeof personal !== 'object' || Array.isArray(personal)) {
-        this.#report(line, id, 'content_modified', ordinal);
-      } else {
-        const p = personal as Rec;
-        for (const field of Object.keys(p)) {
-          const status = checkPersonalField(field, p[field]);
-          if (status === 'mismatch') this.#report(line, id, 'content_modified', ordinal);
-          else if (status === 'erased') this.#tombstone(e, field, line, id, ordinal);
-        }
-      }
-    }
-
-    if (hashOk) {
-      for (const t of erasureTargets(e)) this.#grant(t.event_id, t.fields);
-    }
+  /** Reports a line's content findings; records an intact erasure event's grants. */
+  #applyContent(v: EventVerdict, line: number, ordinal: number, e: unknown): void {
+    if (!v.hashOk) this.#report(line, v.id, 'content_modified', ordinal);
+    if (v.personalBad) this.#report(line, v.id, 'content_modified', ordinal);
+    for (const field of v.erased) this.#tombstone(e ?? { id: v.id, seq: v.seq }, field, line, v.id, ordinal);
+    for (const t of v.grants) this.#grant(t.event_id, t.fields);
   }
 
-  #tombstone(e: Rec, field: string, line: number, id: string | null, ordinal: number): void {
+  #tombstone(e: unknown, field: string, line: number, id: string | null, ordinal: number): void {
     if (id !== null && this.#authorised.get(id)?.has(field)) return;
-    if (this.#opts.erasures?.(e, field)) return;
+    if (this.#opts.erasures?.(e as Readonly<Rec>, field)) return;
     if (id === null) {
       this.#report(line, id, 'unauthorized_erasure', ordinal);
       return;
@@ -276,17 +347,11 @@ export class ChainVerifier {
     if (pending !== undefined && pending.fields.size === 0) this.#pendingTombstones.delete(eventId);
   }
 
-  #checkSeal(seal: SealRecord, line: number, eventId: string | null, ordinal: number | null): void {
-    const note = typeof seal.note === 'string' ? seal.note : '';
-    const verdict = verifyNote(note, this.#opts.verifiers);
-    if (!verdict.ok) this.#report(line, eventId, 'signature_invalid', ordinal);
-    let body: string;
-    try {
-      body = verdict.ok ? verdict.body : parseNote(note).body;
-    } catch {
-      return; // unparseable: already reported as signature_invalid
-    }
-    if (!this.#checkpointMatches(body, seal.size, this.#tree, this.#lastHash)) {
+  #checkSeal(p: PendingSeal, line: number, eventId: string | null, ordinal: number | null): void {
+    const { ok, body } = p.check ?? checkSeal(p.seal, this.#opts.verifiers);
+    if (!ok) this.#report(line, eventId, 'signature_invalid', ordinal);
+    if (body === undefined) return; // unparseable: already reported as signature_invalid
+    if (!this.#checkpointMatches(body, p.seal.size, this.#tree, this.#lastHash)) {
       this.#report(line, eventId, 'checkpoint_mismatch', ordinal);
     }
   }
