@@ -248,7 +248,12 @@ export class ChainReader {
    * when it ends before `lo`). A seal whose event is missing comes before the next event present.
    */
   *lines(org: string, lo: number, hi: number, sealAfter: number, sealHi = hi): Generator<LogLine> {
-    const seals = this.sealsBetween(org, nextKey(sealAfter), sealHi);
+    yield* this.linesBetween(org, lo, hi, nextKey(sealAfter), sealHi);
+  }
+
+  /** `lines` with the seals' lower bound inclusive: sealFrom ≤ size ≤ sealHi. */
+  *linesBetween(org: string, lo: number, hi: number, sealFrom: number, sealHi: number): Generator<LogLine> {
+    const seals = this.sealsBetween(org, sealFrom, sealHi);
     let seal = seals.next();
     for (const { seq, json } of this.eventTexts(org, lo, hi)) {
       while (!seal.done && seal.value.size < seq) {

@@ -2,13 +2,19 @@ import { createHash, createPublicKey, verify as cryptoVerify, type KeyObject } f
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import {
   ChainVerifier,
+  checkLine,
   checkpointOrigin,
+  checkSeal,
   fromBase64,
   type IntegrityResult,
+  type LineVerdict,
   type NoteVerifier,
   noteVerifier,
+  type SealCheck,
+  type SealRecord,
 } from '../core/chain/index.js';
 import type { ChainReader } from './chain-reader.js';
+import type { LogLine } from './jsonl-log.js';
 import { BRIDGE_KIND } from './layout.js';
 import { lastSeal } from './org-head.js';
 import type { SigningKeyDocument } from './types.js';
@@ -72,33 +78,81 @@ function ed25519Key(raw: Uint8Array): KeyObject | undefined {
   }
 }
 
+/** One contiguous piece of an org chain's lines, checkable on its own (in a worker thread). */
+export interface ScanChunk {
+  readonly org: string;
+  /** Events with lo ≤ seq ≤ hi… */
+  readonly lo: number;
+  readonly hi: number;
+  /** …and seals with sealFrom ≤ size ≤ sealHi, in store order (`ChainReader#linesBetween`). */
+  readonly sealFrom: number;
+  readonly sealHi: number;
+}
+
+/** A checked line of a chunk: an event's verdict, or a seal with its signature check. */
+export type CheckedLine =
+  | { readonly v: LineVerdict }
+  | { readonly seal: SealRecord; readonly check: SealCheck };
+
 /**
- * The integrity scan of one org chain, resumable in steps so the endpoint can yield to the event
- * loop between them: the stored lines go through `ChainVerifier` in store order (a retention
- * bridge first, then events with each seal after the event it ends at). Scans the events
- * committed when it started.
+ * The lines of `chunk` with their content and signature checks (`checkLine`, `checkSeal`): the
+ * part of a scan that does not depend on the lines before, run by the integrity workers.
+ */
+export function checkChunk(
+  reader: ChainReader,
+  chunk: ScanChunk,
+  verifiers: readonly NoteVerifier[],
+): CheckedLine[] {
+  const out: CheckedLine[] = [];
+  for (const l of reader.linesBetween(chunk.org, chunk.lo, chunk.hi, chunk.sealFrom, chunk.sealHi)) {
+    if ('seal' in l) {
+      const seal = { seq: l.seal.seq, size: l.seal.size, note: l.seal.note };
+      out.push({ seal, check: checkSeal(seal, verifiers) });
+    } else {
+      out.push({ v: checkLine(parseLine(l.line), l.line) });
+    }
+  }
+  return out;
+}
+
+/**
+ * The integrity scan of one org chain, over the lines committed when it started: a retention
+ * bridge first, then events in seq order with each seal after the event it ends at. Runs either
+ * inline, resumable in steps so the endpoint can yield to the event loop between them (`step`),
+ * or in chunks whose lines were checked elsewhere and are applied here in order (`chunks`,
+ * `apply`): `ChainVerifier` keeps everything that depends on order (links, the Merkle tree,
+ * checkpoints, tombstone authority), so both ways give the same result.
  */
 export class IntegrityScan {
   readonly #verifier: ChainVerifier;
-  readonly #lines: Iterator<
-    { seq: number; line: string } | { seal: { seq: number; size: number; note: string } }
-  >;
+  readonly #reader: ChainReader;
+  readonly #org: string;
+  readonly #hi: number;
+  readonly #sealHi: number;
+  #lines: Iterator<LogLine> | undefined;
   #done = false;
 
   constructor(reader: ChainReader, org: string, verifiers: readonly NoteVerifier[]) {
+    this.#reader = reader;
+    this.#org = org;
     this.#verifier = new ChainVerifier({ verifiers, origin: checkpointOrigin(org) });
     const bridge: unknown = reader.store.auditMeta.get([org, BRIDGE_KIND]);
     if (bridge !== undefined) this.#verifier.pushEvent({ _chain_bridge: bridge });
     // Events committed now, and every seal committed now (seals commit after their events, so a
     // seal past the last event means events were removed).
-    const hi = reader.lastSeq(org);
-    const sealHi = Math.max(hi, lastSeal(reader.store, org)?.size ?? 0);
-    this.#lines = reader.lines(org, 0, hi, 0, sealHi)[Symbol.iterator]();
+    this.#hi = reader.lastSeq(org);
+    this.#sealHi = Math.max(this.#hi, lastSeal(reader.store, org)?.size ?? 0);
   }
 
-  /** Processes up to `n` lines; true when the scan is complete. */
+  /** Events in the scan (the last committed seq). */
+  get size(): number {
+    return this.#hi;
+  }
+
+  /** Processes up to `n` lines inline; true when the scan is complete. */
   step(n: number): boolean {
     if (this.#done) return true;
+    this.#lines ??= this.#reader.lines(this.#org, 0, this.#hi, 0, this.#sealHi)[Symbol.iterator]();
     for (let i = 0; i < n; i++) {
       const r = this.#lines.next();
       if (r.done === true) {
@@ -112,9 +166,49 @@ export class IntegrityScan {
     return false;
   }
 
+  /**
+   * The scan's lines cut into chunks of about `events` events each; applying the checked chunks in
+   * this order (`apply`) is the same scan as `step`.
+   */
+  chunks(events: number): ScanChunk[] {
+    const org = this.#org;
+    const out: ScanChunk[] = [];
+    const width = Math.max(1, Math.floor(events));
+    // The chunks partition the whole scan's key ranges exactly (events 0 ≤ seq ≤ hi, seals
+    // 1 ≤ size ≤ sealHi), stored keys that are not whole numbers (a tampered store) included.
+    let lo = 0;
+    let sealFrom = 1;
+    let hi = Math.max(this.#reader.firstSeq(org), 1) + width - 1;
+    for (;;) {
+      if (hi >= this.#hi) {
+        out.push({ org, lo, hi: this.#hi, sealFrom, sealHi: this.#sealHi });
+        return out;
+      }
+      out.push({ org, lo, hi, sealFrom, sealHi: hi });
+      lo = nextAbove(hi);
+      sealFrom = lo;
+      hi += width;
+    }
+  }
+
+  /** Applies the next chunk's checked lines (chunks in `chunks` order). */
+  apply(lines: readonly CheckedLine[]): void {
+    for (const l of lines) {
+      if ('v' in l) this.#verifier.pushChecked(l.v);
+      else this.#verifier.pushSeal(l.seal, l.check);
+    }
+  }
+
   result(): IntegrityResult {
     return this.#verifier.result();
   }
+}
+/** The smallest double greater than `x` (x ≥ 1): the exclusive lower bound of the next chunk. */
+function nextAbove(x: number): number {
+  const f = new Float64Array([x]);
+  const bits = new BigInt64Array(f.buffer);
+  bits[0] = (bits[0] as bigint) + 1n;
+  return f[0] as number;
 }
 
 function parseLine(line: string): unknown {

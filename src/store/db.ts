@@ -7,6 +7,8 @@ import { BatchWriter } from './batch-writer.js';
 type AnyDb = Database<any, any>;
 
 export interface Store {
+  /** The directory the store was opened in (`openStore`'s argument). */
+  readonly dataDir: string;
   readonly root: RootDatabase;
   readonly orgs: AnyDb;
   readonly users: AnyDb;
@@ -80,6 +82,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     timer.unref();
   }
   const store: Store = {
+    dataDir,
     root,
     orgs: db('orgs'),
     users: db('users'),

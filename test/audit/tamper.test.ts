@@ -1,5 +1,9 @@
+import { join } from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
+import { ChainReader } from '../../src/audit/chain-reader.js';
+import { IntegrityScan, verifiersFor } from '../../src/audit/integrity.js';
+import { IntegrityPool } from '../../src/audit/integrity-pool.js';
 import type { AuditEvent, StoredSeal } from '../../src/audit/types.js';
 import {
   type BrokenEvent,
@@ -12,7 +16,9 @@ import {
 import { storedSeals, tempLog } from './helpers.js';
 
 // Tampering straight in LMDB, behind the log's back, must always be found and pinned to the
-// right line. One honest chain is built once; every run tampers, scans and restores it.
+// right line. One honest chain is built once; every run tampers, scans and restores it. Each scan
+// runs three ways: inline, through the log's integrity workers (the endpoint's path) and on a pool
+// cutting the chain into chunks of a size that changes every run; all three must agree exactly.
 
 const ORG = 'org_tamper';
 const N = 40; // ordinary events; event N + 1 is an erasure event
@@ -20,8 +26,18 @@ const SEAL_AT = [8, 16, 24, 32, 40, 41];
 const PERSONAL = (seq: number): boolean => seq % 3 === 0 || seq === 5;
 const ERASED_SEQ = 5;
 
-const h = tempLog({ sealIntervalMs: 60_000, sealEvery: 10_000 });
-t.teardown(() => h.close());
+const h = tempLog({
+  sealIntervalMs: 60_000,
+  sealEvery: 10_000,
+  integrityWorkers: 2,
+  integrityParallelMin: 0,
+  integrityChunk: 6,
+});
+const pool = new IntegrityPool({ dataDir: join(h.dir, 'data'), workers: 2 });
+t.teardown(async () => {
+  await pool.close();
+  await h.close();
+});
 
 let prevCut = 0;
 const ids: string[] = [];
@@ -87,9 +103,27 @@ const put = (key: number, e: unknown): void => {
 };
 const sealOf = (size: number): StoredSeal => originalSeals.find((s) => s.size === size) as StoredSeal;
 
-function scan(): IntegrityResult {
+const CHUNKS = [1, 2, 3, 5, 7, 8, 13, 40, 41, 100];
+let scans = 0;
+let disagreements = 0;
+
+async function scan(): Promise<IntegrityResult> {
   try {
-    return h.log.integrity(ORG);
+    const inline = h.log.integrity(ORG);
+    const chunk = CHUNKS[scans++ % CHUNKS.length] as number;
+    const doc = h.log.publicDocument();
+    const pooled = await pool.run(
+      new IntegrityScan(new ChainReader(h.store), ORG, verifiersFor(doc)),
+      JSON.stringify(doc),
+      chunk,
+    );
+    const endpoint = await h.log.integrityAsync(ORG);
+    const want = JSON.stringify(inline);
+    if (JSON.stringify(pooled) !== want || JSON.stringify(endpoint) !== want) {
+      disagreements++;
+      t.comment(JSON.stringify({ chunk, inline, pooled, endpoint }));
+    }
+    return inline;
   } finally {
     restore();
   }
@@ -149,13 +183,13 @@ t.test('an edited field is content_modified at its line', async (t) => {
       e.extra = true;
     },
   ];
-  fc.assert(
-    fc.property(seqArb, fc.integer({ min: 0, max: edits.length - 1 }), (seq, which) => {
+  await fc.assert(
+    fc.asyncProperty(seqArb, fc.integer({ min: 0, max: edits.length - 1 }), async (seq, which) => {
       const e = eventAt(seq) as unknown as Record<string, unknown>;
       edits[which]?.(e);
       put(seq, e);
       const expected = [{ line: seq, event_id: ids[seq - 1] as string, reason: 'content_modified' as const }];
-      return check(scan(), expected, seq, true);
+      return check(await scan(), expected, seq, true);
     }),
     OPTS,
   );
@@ -163,8 +197,8 @@ t.test('an edited field is content_modified at its line', async (t) => {
 });
 
 t.test('an edited field with its hash recomputed breaks the link after it', async (t) => {
-  fc.assert(
-    fc.property(fc.integer({ min: 1, max: TOTAL - 1 }), (seq) => {
+  await fc.assert(
+    fc.asyncProperty(fc.integer({ min: 1, max: TOTAL - 1 }), async (seq) => {
       const e = eventAt(seq) as unknown as Record<string, unknown>;
       e.outcome = 'forged';
       e.hash = hashEvent(e.prev_hash as string, { ...e, hash: undefined });
@@ -175,7 +209,7 @@ t.test('an edited field with its hash recomputed breaks the link after it', asyn
         ...expected,
         { line: seal, event_id: ids[seal - 1] as string, reason: 'checkpoint_mismatch' as const },
       ];
-      return check(scan(), withSeal, seq);
+      return check(await scan(), withSeal, seq);
     }),
     OPTS,
   );
@@ -184,12 +218,12 @@ t.test('an edited field with its hash recomputed breaks the link after it', asyn
 
 t.test('an edited personal value is content_modified at its line', async (t) => {
   const personal = ids.map((_, i) => i + 1).filter((s) => s <= N && PERSONAL(s));
-  fc.assert(
-    fc.property(
+  await fc.assert(
+    fc.asyncProperty(
       fc.constantFrom(...personal),
       fc.constantFrom('end_user', 'prompt'),
       fc.string(),
-      (seq, field, v) => {
+      async (seq, field, v) => {
         const e = eventAt(seq) as unknown as { personal: Record<string, { value: unknown }> };
         const f = e.personal[field] as { value: unknown };
         f.value = f.value === v ? `${v}!` : v;
@@ -197,7 +231,7 @@ t.test('an edited personal value is content_modified at its line', async (t) => 
         const expected = [
           { line: seq, event_id: ids[seq - 1] as string, reason: 'content_modified' as const },
         ];
-        return check(scan(), expected, seq, true);
+        return check(await scan(), expected, seq, true);
       },
     ),
     OPTS,
@@ -206,8 +240,8 @@ t.test('an edited personal value is content_modified at its line', async (t) => 
 });
 
 t.test('an inserted event breaks the chain at the next original line', async (t) => {
-  fc.assert(
-    fc.property(fc.integer({ min: 0, max: TOTAL - 1 }), (after) => {
+  await fc.assert(
+    fc.asyncProperty(fc.integer({ min: 0, max: TOTAL - 1 }), async (after) => {
       // A well-formed forgery: right seq, linked to its predecessor, correct hash of its own.
       const prev = after === 0 ? '0'.repeat(64) : eventAt(after).hash;
       const forged: Record<string, unknown> = {
@@ -222,7 +256,7 @@ t.test('an inserted event breaks the chain at the next original line', async (t)
       forged.hash = hashEvent(prev as string, { ...forged, hash: undefined });
       put(after + 0.5, forged);
       const expected = [{ line: after + 1, event_id: ids[after] as string, reason: 'chain_broken' as const }];
-      return check(scan(), expected, after + 1);
+      return check(await scan(), expected, after + 1);
     }),
     OPTS,
   );
@@ -230,15 +264,15 @@ t.test('an inserted event breaks the chain at the next original line', async (t)
 });
 
 t.test('a deleted event breaks the chain at the next line (or its seal, at the end)', async (t) => {
-  fc.assert(
-    fc.property(seqArb, (seq) => {
+  await fc.assert(
+    fc.asyncProperty(seqArb, async (seq) => {
       h.store.auditEvents.removeSync([ORG, seq]);
       const expected: BrokenEvent[] =
         seq < TOTAL
           ? [{ line: seq + 1, event_id: ids[seq] as string, reason: 'chain_broken' }]
           : [{ line: seq, event_id: null, reason: 'checkpoint_mismatch' }];
       if (SEAL_AT.includes(seq)) expected.push({ line: seq, event_id: null, reason: 'checkpoint_mismatch' });
-      return check(scan(), expected, seq);
+      return check(await scan(), expected, seq);
     }),
     OPTS,
   );
@@ -246,8 +280,8 @@ t.test('a deleted event breaks the chain at the next line (or its seal, at the e
 });
 
 t.test('reordered events are chain_broken at both lines', async (t) => {
-  fc.assert(
-    fc.property(seqArb, seqArb, (a, b) => {
+  await fc.assert(
+    fc.asyncProperty(seqArb, seqArb, async (a, b) => {
       fc.pre(a !== b);
       const [i, j] = a < b ? [a, b] : [b, a];
       put(i, eventAt(j));
@@ -256,7 +290,7 @@ t.test('reordered events are chain_broken at both lines', async (t) => {
         { line: i, event_id: ids[i - 1] as string, reason: 'chain_broken' },
         { line: j, event_id: ids[j - 1] as string, reason: 'chain_broken' },
       ];
-      return check(scan(), expected, i);
+      return check(await scan(), expected, i);
     }),
     OPTS,
   );
@@ -264,12 +298,12 @@ t.test('reordered events are chain_broken at both lines', async (t) => {
 });
 
 t.test("a seal with another seal's signature is signature_invalid at its line", async (t) => {
-  fc.assert(
-    fc.property(
+  await fc.assert(
+    fc.asyncProperty(
       fc.constantFrom(...SEAL_AT),
       fc.constantFrom(...SEAL_AT),
       fc.constantFrom(0, 1),
-      (size, donor, which) => {
+      async (size, donor, which) => {
         fc.pre(size !== donor);
         const seal = sealOf(size);
         const sigLines = (note: string) => note.slice(note.lastIndexOf('\n\n') + 2).split('\n');
@@ -281,7 +315,7 @@ t.test("a seal with another seal's signature is signature_invalid at its line", 
         const expected = [
           { line: size, event_id: ids[size - 1] as string, reason: 'signature_invalid' as const },
         ];
-        return check(scan(), expected, size, true);
+        return check(await scan(), expected, size, true);
       },
     ),
     OPTS,
@@ -296,21 +330,30 @@ t.test('a forged tombstone is unauthorized_erasure; an authorised one is fine', 
     put(seq, e);
   };
   const personal = ids.map((_, i) => i + 1).filter((s) => s <= N && PERSONAL(s));
-  fc.assert(
-    fc.property(fc.constantFrom(...personal), fc.constantFrom('end_user', 'prompt'), (seq, field) => {
-      fc.pre(!(seq === ERASED_SEQ && field === 'end_user'));
-      tombstone(seq, field);
-      const expected = [
-        { line: seq, event_id: ids[seq - 1] as string, reason: 'unauthorized_erasure' as const },
-      ];
-      return check(scan(), expected, seq, true);
-    }),
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom(...personal),
+      fc.constantFrom('end_user', 'prompt'),
+      async (seq, field) => {
+        fc.pre(!(seq === ERASED_SEQ && field === 'end_user'));
+        tombstone(seq, field);
+        const expected = [
+          { line: seq, event_id: ids[seq - 1] as string, reason: 'unauthorized_erasure' as const },
+        ];
+        return check(await scan(), expected, seq, true);
+      },
+    ),
     OPTS,
   );
   tombstone(ERASED_SEQ, 'end_user');
-  t.match(scan(), { status: 'intact', broken: 0 }, 'named by the gdpr.erasure_executed event');
+  t.match(await scan(), { status: 'intact', broken: 0 }, 'named by the gdpr.erasure_executed event');
 });
 
 t.test('restored, the chain is intact again', async (t) => {
   t.match(h.log.integrity(ORG), { status: 'intact', events: TOTAL, broken: 0 });
+});
+
+t.test('the scan on integrity workers, in chunks of any size, agrees with the inline scan', async (t) => {
+  t.ok(scans >= 300, `${scans} tampered scans compared`);
+  t.equal(disagreements, 0);
 });

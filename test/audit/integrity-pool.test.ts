@@ -1,0 +1,60 @@
+import { join } from 'node:path';
+import t from 'tap';
+import { ChainReader } from '../../src/audit/chain-reader.js';
+import { IntegrityScan, verifiersFor } from '../../src/audit/integrity.js';
+import { IntegrityPool } from '../../src/audit/integrity-pool.js';
+import { tempLog } from './helpers.js';
+
+// The integrity workers read the store the log writes: each scan sees what was committed when it
+// started, however soon after the previous one, and a closed pool fails instead of hanging.
+
+const ORG = 'org_pool';
+const h = tempLog({ sealIntervalMs: 60_000, sealEvery: 7, integrityWorkers: 1, integrityParallelMin: 0 });
+const pool = new IntegrityPool({ dataDir: join(h.dir, 'data'), workers: 1, chunkEvents: 1_000 });
+t.teardown(async () => {
+  await pool.close();
+  await h.close();
+});
+
+const refs = await Promise.all(
+  Array.from({ length: 30 }, (_, i) =>
+    h.log.append({ org_id: ORG, event_type: 'llm_call', agent_id: 'a', details: { n: i } }),
+  ),
+);
+await h.log.flushSeals();
+const doc = h.log.publicDocument();
+const scan = () =>
+  pool.run(new IntegrityScan(new ChainReader(h.store), ORG, verifiersFor(doc)), JSON.stringify(doc));
+
+t.test('back-to-back scans each see the latest commit', async (t) => {
+  t.match(await scan(), { status: 'intact', events: 30 });
+  const original = h.store.auditEvents.get([ORG, 12]) as string;
+  for (let round = 0; round < 20; round++) {
+    h.store.auditEvents.putSync([ORG, 12], original.replace('"n":11', '"n":-11'));
+    t.match(
+      await scan(),
+      {
+        status: 'compromised',
+        broken_events: [{ line: 12, event_id: refs[11]?.id, reason: 'content_modified' }],
+      },
+      `round ${round}: the edit is seen`,
+    );
+    h.store.auditEvents.putSync([ORG, 12], original);
+    t.match(await scan(), { status: 'intact', events: 30 }, `round ${round}: the restore is seen`);
+  }
+});
+
+t.test('the endpoint scan runs on the log’s workers and agrees with the inline scan', async (t) => {
+  t.same(await h.log.integrityAsync(ORG), h.log.integrity(ORG));
+});
+
+t.test('a closed pool rejects its scans', async (t) => {
+  const other = new IntegrityPool({ dataDir: join(h.dir, 'data'), workers: 1 });
+  t.match(await scanWith(other), { status: 'intact' });
+  await other.close();
+  await t.rejects(scanWith(other), /closed/);
+});
+
+function scanWith(p: IntegrityPool) {
+  return p.run(new IntegrityScan(new ChainReader(h.store), ORG, verifiersFor(doc)), JSON.stringify(doc));
+}
