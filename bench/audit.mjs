@@ -6,8 +6,10 @@
 //      1,000 events or 250 ms per org, Ed25519 + ML-DSA-65), for one org and for ten orgs.
 //   2. Per-append latency, open loop at a fixed rate: the synchronous append() call, and append()
 //      to its promise resolving (the event committed).
-//   3. The integrity scan (ChainLog#integrity: every hash, link, Merkle root and seal signature)
-//      over the one-org chain (≥ 100,000 events).
+//   3. The integrity scan (every hash, link, Merkle root and seal signature) over the one-org
+//      chain (≥ 100,000 events): inline on the pinned core (ChainLog#integrity), and as the
+//      endpoint runs it (ChainLog#integrityAsync: chunks checked on the integrity worker threads,
+//      applied in order on the main thread) with the process allowed every CPU of the machine.
 //   4. Receipts: ChainLog#receipt (inclusion proof + seal note) and verifyReceipt (both seal
 //      signatures, the inclusion proof, and the event's hash recomputed) for random events.
 // When chain-log.js is not built yet, polls for it (every 3 minutes, up to --wait-min minutes).
@@ -15,6 +17,8 @@
 //
 // Usage: node audit.mjs [--quick] [--duration=S] [--batch=N] [--rates=EPS,EPS] [--cpu=1] [--nice=N]
 //                       [--wait-min=40] [--out=NAME]
+
+import { spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -28,7 +32,17 @@ import {
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { BENCH_DIR, log, median, parseFlags, percentile, ROOT_DIR, runBench, sleep } from './targets.mjs';
+import {
+  BENCH_DIR,
+  hasTaskset,
+  log,
+  median,
+  parseFlags,
+  percentile,
+  ROOT_DIR,
+  runBench,
+  sleep,
+} from './targets.mjs';
 
 const DIST = join(ROOT_DIR, 'dist', 'src');
 const CHAIN_LOG_JS = join(DIST, 'audit', 'chain-log.js');
@@ -235,7 +249,9 @@ async function loadModules() {
 function openLog(M, signer, root, name) {
   const dataDir = join(root, name);
   const store = M.openStore(dataDir);
-  const chain = new M.ChainLog(store, signer, { dataDir, rotationMaxMb: 256 });
+  // Integrity workers for every CPU of the machine (the default counts the pinned one only).
+  const integrityWorkers = Math.min(4, cpus().length);
+  const chain = new M.ChainLog(store, signer, { dataDir, rotationMaxMb: 256, integrityWorkers });
   return { dataDir, store, log: chain };
 }
 
@@ -389,6 +405,43 @@ function integrityScan(h, org, times) {
   };
 }
 
+// The endpoint's scan (integrityAsync, on the integrity workers) with every thread of the process
+// allowed on `cpuList` (taskset -a), then pinned back to `pinned`.
+async function integrityScanParallel(h, org, times, cpuList, pinned) {
+  const setAffinity = (list) =>
+    spawnSync('taskset', ['-a', '-p', '-c', list, String(process.pid)], { stdio: 'ignore' }).status === 0;
+  const widened = hasTaskset() && setAffinity(cpuList);
+  const runs = [];
+  let res;
+  try {
+    for (let i = 0; i < times + 1; i++) {
+      const c0 = cpuUs();
+      const t0 = nowNs();
+      res = await h.log.integrityAsync(org);
+      const s = Number(nowNs() - t0) / 1e9;
+      // The first run starts the workers and verifies every seal signature once (later runs
+      // remember them, like the inline scans before): it is reported, not counted.
+      runs.push({ s, cores: (cpuUs() - c0) / 1e6 / s });
+    }
+  } finally {
+    if (widened) setAffinity(String(pinned));
+  }
+  if (res.status !== 'intact') throw new Error(`integrity: ${res.status} (${res.broken} broken)`);
+  const counted = runs.slice(1);
+  const s = median(counted.map((x) => x.s));
+  return {
+    events: res.events,
+    cpus: widened ? cpuList : 'not widened (no taskset)',
+    workers: Math.min(4, cpus().length),
+    runs: counted.length,
+    seconds: r(s, 3),
+    eventsPerS: r(res.events / s, 0),
+    coresBusy: r(median(counted.map((x) => x.cores)), 2),
+    firstRunEventsPerS: r(res.events / runs[0].s, 0),
+    perRun: counted.map((x) => r(res.events / x.s, 0)),
+  };
+}
+
 function receipts(M, h, org, ids, count, signer) {
   const verifiers = M.verifiersFor(signer.publicDocument());
   const pick = [];
@@ -462,7 +515,13 @@ function report(res) {
   const s = res.integrity;
   if (s) {
     lines.push(
-      `| integrity scan, 1 org | **${f(s.eventsPerS)} events/s** | one thread | ${f(s.seconds, 2)} s for ${f(s.events)} events (median of ${s.runs}) | per run: ${s.perRun.map((x) => f(x)).join(' / ')} events/s |`,
+      `| integrity scan, 1 org, inline | **${f(s.eventsPerS)} events/s** | one thread, the pinned core | ${f(s.seconds, 2)} s for ${f(s.events)} events (median of ${s.runs}) | per run: ${s.perRun.map((x) => f(x)).join(' / ')} events/s |`,
+    );
+  }
+  const sp = res.integrityParallel;
+  if (sp) {
+    lines.push(
+      `| integrity scan, 1 org, as the endpoint runs it | **${f(sp.eventsPerS)} events/s** | ${sp.workers} integrity workers + main thread on CPUs ${sp.cpus}; ${f(sp.coresBusy, 2)} cores busy | ${f(sp.seconds, 2)} s for ${f(sp.events)} events (median of ${sp.runs}) | per run: ${sp.perRun.map((x) => f(x)).join(' / ')} events/s; first run (workers starting, every seal signature verified) ${f(sp.firstRunEventsPerS)} events/s |`,
     );
   }
   const rc = res.receipts;
@@ -490,7 +549,6 @@ async function main(cfg) {
   if (typeof M.ChainLog !== 'function') throw new Error('dist/src/audit/chain-log.js exports no ChainLog');
   let affinity = null;
   try {
-    const { spawnSync } = await import('node:child_process');
     affinity = spawnSync('taskset', ['-p', '-c', String(process.pid)], { encoding: 'utf8' }).stdout.trim();
   } catch {}
   log(`config: ${JSON.stringify(cfg)}; ${affinity ?? 'affinity unknown'}`);
@@ -513,6 +571,7 @@ async function main(cfg) {
     paced: [],
     pacedHarness: null,
     integrity: null,
+    integrityParallel: null,
     receipts: null,
     storage: null,
   };
@@ -579,6 +638,15 @@ async function main(cfg) {
     log('integrity scan');
     res.integrity = integrityScan(one, 'org_bench_one', cfg.quick ? 1 : 3);
     log(`  ${res.integrity.events} events, ${res.integrity.eventsPerS} events/s`);
+    log('integrity scan on the integrity workers');
+    res.integrityParallel = await integrityScanParallel(
+      one,
+      'org_bench_one',
+      cfg.quick ? 1 : 3,
+      `0-${cpus().length - 1}`,
+      cfg.cpu,
+    );
+    log(`  ${res.integrityParallel.eventsPerS} events/s on CPUs ${res.integrityParallel.cpus}`);
     log('receipts');
     res.receipts = receipts(M, one, 'org_bench_one', ids, cfg.receipts, signer);
     log(`  build p50 ${res.receipts.build.p50Us} µs, verify p50 ${res.receipts.verify.p50Us} µs`);
@@ -648,9 +716,11 @@ async function main(cfg) {
       met: main10.eventsPerS >= 20_000,
     },
     {
-      target: 'integrity scan ≥ 100,000 events/s (over ≥ 100k events)',
-      measured: `${fmt(res.integrity.eventsPerS)} events/s over ${fmt(res.integrity.events)} events`,
-      met: res.integrity.eventsPerS >= 100_000 && res.integrity.events >= 100_000,
+      target: 'integrity scan ≥ 100,000 events/s (over ≥ 100k events), as the endpoint runs it',
+      measured: res.integrityParallel
+        ? `${fmt(res.integrityParallel.eventsPerS)} events/s over ${fmt(res.integrityParallel.events)} events on CPUs ${res.integrityParallel.cpus} (inline on one core: ${fmt(res.integrity.eventsPerS)})`
+        : `${fmt(res.integrity.eventsPerS)} events/s over ${fmt(res.integrity.events)} events`,
+      met: (res.integrityParallel ?? res.integrity).eventsPerS >= 100_000 && res.integrity.events >= 100_000,
     },
   ];
   const md = [
