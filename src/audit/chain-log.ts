@@ -61,7 +61,7 @@ export interface ChainLogOptions {
   /**
    * Worker threads for integrity scans (default: the CPUs available, at most 4; 0 scans on the
    * event loop, in steps). Only chains of at least `integrityParallelMin` events (default 20,000)
-   * use them; `integrityChunk` is the events per piece of work (default 8,192).
+   * use them; `integrityChunk` is the events per piece of work (default 2,048).
    */
   readonly integrityWorkers?: number;
   readonly integrityParallelMin?: number;

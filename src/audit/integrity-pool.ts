@@ -1,16 +1,19 @@
+import { setImmediate as yieldTurn } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import type { IntegrityResult } from '../core/chain/index.js';
 import type { CheckedLine, IntegrityScan, ScanChunk } from './integrity.js';
 
 const WORKER_URL = new URL('./integrity-worker.js', import.meta.url);
 const CLOSE_GRACE_MS = 2_000;
+/** Checked lines applied per event-loop turn (a few ms of work). */
+const APPLY_STEP = 1_024;
 
 export interface IntegrityPoolOptions {
   /** The store's data directory (the workers open the same LMDB environment). */
   readonly dataDir: string;
   /** Worker threads (≥ 1). */
   readonly workers: number;
-  /** Events per chunk handed to a worker (default 8,192). */
+  /** Events per chunk handed to a worker (default 2,048). */
   readonly chunkEvents?: number;
 }
 
@@ -42,7 +45,7 @@ export class IntegrityPool {
     if (!Number.isInteger(opts.workers) || opts.workers < 1)
       throw new RangeError('workers is an integer ≥ 1');
     this.#dataDir = opts.dataDir;
-    this.#chunkEvents = Math.max(1, Math.floor(opts.chunkEvents ?? 8_192));
+    this.#chunkEvents = Math.max(1, Math.floor(opts.chunkEvents ?? 2_048));
     this.#slots = Array.from({ length: opts.workers }, () => ({ worker: null, pending: new Map() }));
   }
 
@@ -67,7 +70,11 @@ export class IntegrityPool {
       }
       const lines = await (results[i] as Promise<CheckedLine[]>);
       results[i] = undefined;
-      scan.apply(lines);
+      // Applied a slice at a time, yielding between slices: the event loop is never held long.
+      for (let at = 0; at < lines.length; at += APPLY_STEP) {
+        if (at > 0) await yieldTurn();
+        scan.apply(lines, at, Math.min(at + APPLY_STEP, lines.length));
+      }
     }
     return scan.result();
   }

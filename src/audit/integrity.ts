@@ -191,9 +191,10 @@ export class IntegrityScan {
     }
   }
 
-  /** Applies the next chunk's checked lines (chunks in `chunks` order). */
-  apply(lines: readonly CheckedLine[]): void {
-    for (const l of lines) {
+  /** Applies checked lines `from` ≤ i < `to` of the next chunk (chunks in `chunks` order). */
+  apply(lines: readonly CheckedLine[], from = 0, to = lines.length): void {
+    for (let i = from; i < to; i++) {
+      const l = lines[i] as CheckedLine;
       if ('v' in l) this.#verifier.pushChecked(l.v);
       else this.#verifier.pushSeal(l.seal, l.check);
     }

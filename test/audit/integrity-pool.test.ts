@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ChainReader } from '../../src/audit/chain-reader.js';
@@ -47,6 +48,23 @@ t.test('back-to-back scans each see the latest commit', async (t) => {
 t.test('the endpoint scan runs on the log’s workers and agrees with the inline scan', async (t) => {
   t.same(await h.log.integrityAsync(ORG), h.log.integrity(ORG));
 });
+
+t.test(
+  'scan workers run at a lower priority than the event loop (Linux)',
+  { skip: process.platform !== 'linux' },
+  async (t) => {
+    await scan(); // the workers are up
+    const nices = readdirSync('/proc/self/task').map((tid) => {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      return { tid: Number(tid), nice: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) };
+    });
+    t.equal(nices.find((x) => x.tid === process.pid)?.nice, 0, 'the main thread keeps its priority');
+    t.ok(
+      nices.filter((x) => x.nice === 10).length >= 2,
+      'the pool’s and the log’s workers run at niceness 10',
+    );
+  },
+);
 
 t.test('a closed pool rejects its scans', async (t) => {
   const other = new IntegrityPool({ dataDir: join(h.dir, 'data'), workers: 1 });
