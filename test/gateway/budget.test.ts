@@ -1,17 +1,10 @@
 import t from 'tap';
-import { startMockUpstream } from '../helpers/mock-upstream.js';
-import { startService, useMockUpstream } from '../helpers/service.js';
+import { serviceOnMockUpstream } from '../helpers/service.js';
 
 t.test(
   'the per-call budget blocks calls that may cost more, fails closed, and costs are recorded',
   async (t) => {
-    const upstream = await startMockUpstream();
-    const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-    t.teardown(async () => {
-      await svc.close();
-      await upstream.close();
-    });
-    await useMockUpstream(svc, svc.pat, upstream.url);
+    const { svc, upstream } = await serviceOnMockUpstream(t);
     const created = await svc.call('/api/v2/policies', { token: svc.pat, body: { name: 'budget' } });
     const draft = await svc.call(`/api/v2/policies/${created.body.id}/versions`, {
       token: svc.pat,

@@ -2,8 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import OpenAI from 'openai';
 import t from 'tap';
-import { startMockUpstream } from '../helpers/mock-upstream.js';
-import { startService, type TestService, useMockUpstream } from '../helpers/service.js';
+import { serviceOnMockUpstream, type TestService } from '../helpers/service.js';
 
 /** Creates, drafts, publishes and assigns (to the org) a rule set; returns the policy id. */
 async function publishPolicy(svc: TestService, token: string, name: string, rules: unknown): Promise<string> {
@@ -35,13 +34,7 @@ async function newVersion(svc: TestService, token: string, id: string, rules: un
 }
 
 t.test('governance on the gateway and the govern API', async (t) => {
-  const upstream = await startMockUpstream();
-  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-  t.teardown(async () => {
-    await svc.close();
-    await upstream.close();
-  });
-  await useMockUpstream(svc, svc.pat, upstream.url);
+  const { svc, upstream } = await serviceOnMockUpstream(t);
   const openai = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
   const anthropic = new Anthropic({ apiKey: svc.agentKey, baseURL: svc.url, maxRetries: 0 });
   const lastUpstreamText = (): string => JSON.stringify(upstream.requests.at(-1)?.body ?? {});

@@ -1,16 +1,9 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { startMockUpstream } from '../helpers/mock-upstream.js';
-import { startService, useMockUpstream } from '../helpers/service.js';
+import { serviceOnMockUpstream } from '../helpers/service.js';
 
 t.test('Idempotency-Key replays the stored response without a second upstream call', async (t) => {
-  const upstream = await startMockUpstream();
-  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-  t.teardown(async () => {
-    await svc.close();
-    await upstream.close();
-  });
-  await useMockUpstream(svc, svc.pat, upstream.url);
+  const { svc, upstream } = await serviceOnMockUpstream(t);
   const client = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
   const body = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'charge once' }] };
 

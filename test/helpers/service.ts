@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { type RunningService, startAllInOne } from '../../src/server.js';
 import { randomBase62 } from '../../src/util/ids.js';
 import { createLogger } from '../../src/util/log.js';
+import { type MockUpstream, startMockUpstream } from './mock-upstream.js';
 
 export type Engine = 'uws' | 'node';
 export const ENGINES: readonly Engine[] = ['uws', 'node'];
@@ -125,4 +126,21 @@ export async function useMockUpstream(svc: TestService, token: string, upstreamU
     },
   });
   if (res.status !== 200) throw new Error(`provider setup failed: ${JSON.stringify(res.body)}`);
+}
+
+/**
+ * A service whose org routes every provider to a fresh mock upstream (egress allowed to it), both
+ * closed when `t` ends.
+ */
+export async function serviceOnMockUpstream(t: {
+  teardown(fn: () => Promise<void>): void;
+}): Promise<{ svc: TestService; upstream: MockUpstream }> {
+  const upstream = await startMockUpstream();
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+  t.teardown(async () => {
+    await svc.close();
+    await upstream.close();
+  });
+  await useMockUpstream(svc, svc.pat, upstream.url);
+  return { svc, upstream };
 }
