@@ -19,6 +19,7 @@ import { SettingsRepo } from '../../src/store/settings.js';
 import { randomBase62 } from '../../src/util/ids.js';
 import { createLogger } from '../../src/util/log.js';
 import { testSigner } from '../audit/helpers.js';
+import { callHttp } from './http.js';
 
 /** What a module's routes are built from: the same pieces src/server.ts wires. */
 export interface CoreParts {
@@ -114,25 +115,11 @@ export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
     url,
     pat,
     agentKey: boot.created?.agentKey ?? '',
-    async call(path, init = {}) {
-      const headers: Record<string, string> = { ...init.headers };
-      if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
-      const body = init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body));
-      if (body !== undefined) headers['content-type'] ??= 'application/json';
-      const res = await fetch(`${url}${path}`, {
-        method: init.method ?? (body === undefined ? 'GET' : 'POST'),
-        headers,
-        body,
-      });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        /* not JSON */
-      }
-      return { status: res.status, headers: res.headers, body: parsed, text };
-    },
+    call: (path, init = {}) =>
+      callHttp(`${url}${path}`, {
+        ...init,
+        body: init.raw ?? (init.body === undefined ? undefined : JSON.stringify(init.body)),
+      }),
     async close() {
       await server.close(1000);
       await pools.close();

@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { type RunningService, startAllInOne } from '../../src/server.js';
 import { randomBase62 } from '../../src/util/ids.js';
 import { createLogger } from '../../src/util/log.js';
+import { callHttp } from './http.js';
 import { type MockUpstream, startMockUpstream } from './mock-upstream.js';
 
 export type Engine = 'uws' | 'node';
@@ -45,26 +46,10 @@ export async function startService(
   const url = service.baseUrl;
   const created = service.bootstrap.created;
   const call: TestService['call'] = async (path, init = {}) => {
-    const headers: Record<string, string> = { ...init.headers };
-    if (init.token !== undefined) headers.authorization = `Bearer ${init.token}`;
-    let body: string | undefined;
-    if (init.body !== undefined) {
-      body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
-      headers['content-type'] ??= 'application/json';
-    }
-    const res = await fetch(`${url}${path}`, {
-      method: init.method ?? (body === undefined ? 'GET' : 'POST'),
-      headers,
-      body,
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.status, headers: res.headers, body: parsed as any };
+    const body =
+      init.body === undefined || typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+    const res = await callHttp(`${url}${path}`, { ...init, body });
+    return { status: res.status, headers: res.headers, body: res.body as any };
   };
   return {
     service,

@@ -1,21 +1,17 @@
 import t from 'tap';
 import { detect, INJECTION_TYPES } from '../../../src/core/detect/index.js';
 import { INJECTION_PATTERNS, trieSource } from '../../../src/core/detect/injection-table.js';
-import { describe, type InjectionCase, loadCases, scoreInjection } from './corpus.js';
+import { checkScore, type InjectionCase, loadCases, scoreInjection } from './corpus.js';
 
 const THRESHOLD = 0.5;
 
 t.test('corpus: precision and recall at 0.5', async (t) => {
   const cases = loadCases<InjectionCase>('injection.json');
-  const score = scoreInjection(cases, THRESHOLD, (text) => detect(text));
-  t.comment(describe('injection', score));
-  for (const e of score.errors) t.comment(`  ${e}`);
-  t.ok(
-    score.positives >= 30 && score.negatives >= 30,
-    'corpus has at least 30 positive and 30 negative cases',
+  checkScore(
+    t,
+    'injection',
+    scoreInjection(cases, THRESHOLD, (text) => detect(text)),
   );
-  t.ok(score.recall >= 0.9, `recall ${score.recall} >= 0.9`);
-  t.ok(score.precision >= 0.95, `precision ${score.precision} >= 0.95`);
   for (const type of INJECTION_TYPES) {
     const own = cases.filter((c) => c.expect.includes(type));
     const s = scoreInjection(own, THRESHOLD, (text) => detect(text));
