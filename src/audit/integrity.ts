@@ -204,6 +204,7 @@ export class IntegrityScan {
     return this.#verifier.result();
   }
 }
+
 /** The smallest double greater than `x` (x ≥ 1): the exclusive lower bound of the next chunk. */
 function nextAbove(x: number): number {
   const f = new Float64Array([x]);

@@ -66,6 +66,12 @@ t.test(
   },
 );
 
+t.test('a chunk a worker cannot check rejects the scan', async (t) => {
+  const scanned = pool.run(new IntegrityScan(new ChainReader(h.store), ORG, verifiersFor(doc)), '{not json');
+  await t.rejects(scanned, /integrity worker: .*JSON/);
+  t.match(await scan(), { status: 'intact', events: 30 }, 'the pool keeps working');
+});
+
 t.test('a closed pool rejects its scans', async (t) => {
   const other = new IntegrityPool({ dataDir: join(h.dir, 'data'), workers: 1 });
   t.match(await scanWith(other), { status: 'intact' });
