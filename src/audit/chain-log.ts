@@ -12,7 +12,7 @@ import {
 } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
-import { newId } from '../util/ids.js';
+import { sortableId } from '../util/ids.js';
 import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { IntegrityPool } from './integrity-pool.js';
@@ -234,7 +234,7 @@ export class ChainLog implements AuditLog {
     }
     // One literal shape for every event keeps JCS's sorted-key memo hitting.
     return {
-      id: newId('ae_'),
+      id: sortableId('ae_', ms),
       org_id: head.org,
       seq: head.seq + 1,
       ts: new Date(ms).toISOString(),

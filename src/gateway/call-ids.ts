@@ -1,8 +1,6 @@
 import { ServiceError } from '../core/errors.js';
 import type { Ctx } from '../http/context.js';
-import { randomBase62 } from '../util/ids.js';
-
-const ID_BODY = 20;
+import { sortableBody } from '../util/ids.js';
 
 /** Per-call identifiers: the session pins across calls, task and pipeline are this call's. */
 export interface CallIds {
@@ -21,9 +19,10 @@ export function callIds(ctx: Ctx, bodySessionId?: unknown): CallIds {
     });
   }
   const task = ctx.header('x-task-id');
-  // One random body for the ids govgate assigns (pl_X, ses_X, tsk_X): the audit log indexes such
-  // a session or task through its pipeline instead of with an entry of its own.
-  const body = randomBase62(ID_BODY);
+  // One body for the ids govgate assigns (pl_X, ses_X, tsk_X): the audit log indexes such a
+  // session or task through its pipeline instead of with an entry of its own. The body sorts by
+  // time, so the pipeline index grows at its end instead of at a random page per call.
+  const body = sortableBody();
   return {
     sessionId: given ?? `ses_${body}`,
     taskId: task !== undefined && ID_RE.test(task) ? task : `tsk_${body}`,

@@ -65,6 +65,20 @@ function parseJsonl(text: string): ChainLine[] {
     .map((l) => JSON.parse(l) as ChainLine);
 }
 
+t.test('event ids sort by the time of their event, so their index grows at its end', async (t) => {
+  const clock = manualClock();
+  const h = tempLog({ sealIntervalMs: 60_000, clock: clock.fn });
+  t.teardown(() => h.close());
+  const ids: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    clock.now = BASE + i * 7; // a few ms apart, like calls under load
+    ids.push((await h.log.append({ org_id: ORG, event_type: 'llm_call' })).id);
+  }
+  t.same([...ids].sort(), ids, 'text order is chain order');
+  for (const id of ids) t.match(id, /^ae_[0-9A-Za-z]{20}$/);
+  t.equal(h.log.get(ORG, ids[17] as string)?.seq, 18, 'found through the id index');
+});
+
 t.test('append links events into a per-org chain', async (t) => {
   const h = tempLog({ sealIntervalMs: 60_000 });
   t.teardown(() => h.close());
