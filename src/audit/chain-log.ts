@@ -351,7 +351,11 @@ export class ChainLog implements AuditLog {
   }
 
   async flushSeals(): Promise<void> {
-    await this.#sealer.flush(this.#heads.values());
+    try {
+      await this.#sealer.flush(this.#heads.values());
+    } finally {
+      await this.#jsonl.drain();
+    }
   }
 
   close(): Promise<void> {

@@ -168,7 +168,7 @@ export interface AuditLog extends AuditSink, AuditReader {
   ): Iterable<AuditEvent>;
   /** Every line of the org chain in order (events, seals, bridges), optionally bounded by ts. */
   exportLines(orgId: string, range?: { since?: string; until?: string }): Iterable<ChainLine>;
-  /** Cuts the pending seal of every org now (tests, shutdown). */
+  /** Cuts the pending seal of every org now and writes the JSONL log up to it (tests, shutdown). */
   flushSeals(): Promise<void>;
   close(): Promise<void>;
 }

@@ -79,6 +79,38 @@ t.test('event ids sort by the time of their event, so their index grows at its e
   t.equal(h.log.get(ORG, ids[17] as string)?.seq, 18, 'found through the id index');
 });
 
+t.test('the JSONL log catches up with the store by itself, in one write per burst', async (t) => {
+  const h = tempLog({ sealIntervalMs: 60_000 });
+  t.teardown(() => h.close());
+  const lines = () => {
+    try {
+      return parseJsonl(readFileSync(h.log.jsonlPath(ORG), 'utf8'));
+    } catch {
+      return [];
+    }
+  };
+  // Three commits (one per turn) and no flushSeals or close: the timer writes them.
+  for (let i = 0; i < 3; i++) await h.log.append({ org_id: ORG, event_type: 'llm_call', details: { i } });
+  await waitFor(() => lines().length === 3, 'the three lines in the file', 5_000);
+  t.same(
+    lines().map((l) => (l as AuditEvent).seq),
+    [1, 2, 3],
+  );
+  // A burst larger than a chunk is written without waiting for the timer, in order.
+  const big = 'x'.repeat(20_000);
+  await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      h.log.append({ org_id: ORG, event_type: 'big', details: { i, big } }),
+    ),
+  );
+  await h.log.flushSeals();
+  t.same(
+    lines().map((l) => ('_seal' in l ? 'seal' : (l as AuditEvent).seq)),
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 'seal'],
+    'flushSeals leaves the file complete',
+  );
+});
+
 t.test('append links events into a per-org chain', async (t) => {
   const h = tempLog({ sealIntervalMs: 60_000 });
   t.teardown(() => h.close());
