@@ -2,8 +2,7 @@ import { hash as digest, randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import {
-  canonicalEventString,
-  canonicalize,
+  canonicalEventParts,
   type IntegrityResult,
   leafHash,
   type Personal,
@@ -75,25 +74,13 @@ type Draft = { -readonly [K in keyof AuditEvent]: AuditEvent[K] } & { hash: stri
  * The hash of an event and its stored JSON text, from one canonical serialization: the event
  * hash is `hashEvent`'s rule, SHA-256(prev_hash ‖ canonical); the stored text is that same
  * canonical JSON (sorted keys) with the full personal fields in place of their commitments and
- * `hash` appended, so no second serialization is needed. The commitment map is matched on its
- * exact text: inside JSON strings every quote is escaped, so `"personal":{…}` can only be a key,
- * and its fresh random commitments cannot appear anywhere else in the event.
+ * `hash` appended, so no second serialization is needed (`hashFromStoredText` reverses it).
  */
 function linkedLine(event: Draft): { hash: string; json: string } {
-  const canonical = canonicalEventString(event);
-  const hash = digest('sha256', event.prev_hash + canonical, 'hex');
-  let body = canonical;
-  const personal = event.personal as Personal;
-  const fields = Object.keys(personal);
-  if (fields.length > 0) {
-    const commitments: Record<string, string> = Object.create(null);
-    for (const f of fields) commitments[f] = (personal[f] as { c: string }).c;
-    const committed = `"personal":${canonicalize(commitments)}`;
-    const at = canonical.lastIndexOf(committed);
-    if (at < 0) return { hash, json: JSON.stringify({ ...event, hash }) };
-    body = `${canonical.slice(0, at)}"personal":${JSON.stringify(personal)}${canonical.slice(at + committed.length)}`;
-  }
-  return { hash, json: `${body.slice(0, -1)},"hash":"${hash}"}` };
+  const { head, committed, rest } = canonicalEventParts(event);
+  const hash = digest('sha256', `${event.prev_hash}${head}${committed}${rest}}`, 'hex');
+  const full = committed.length <= 2 ? committed : JSON.stringify(event.personal); // '' or '{}'
+  return { hash, json: `${head}${full}${rest},"hash":"${hash}"}` };
 }
 
 /** Lines per step of an asynchronous integrity scan (tens of ms between yields to the loop). */

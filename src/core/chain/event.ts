@@ -77,6 +77,42 @@ export function canonicalEventString(event: object): string {
   return `${out}}`;
 }
 
+/**
+ * `canonicalEventString(event)` cut around the value of `personal`: it equals
+ * `head + committed + rest + '}'`, where `head` ends with `"personal":` and `committed` is the
+ * canonical commitment map (both empty when the event has no `personal`). The writer splices the
+ * full personal fields in place of `committed` for the stored text without searching for them.
+ */
+export interface CanonicalParts {
+  readonly head: string;
+  readonly committed: string;
+  readonly rest: string;
+}
+
+export function canonicalEventParts(event: object): CanonicalParts {
+  const rec = event as Record<string, unknown>;
+  const keys = sortedKeys(Object.keys(rec));
+  let head = '';
+  let committed = '';
+  let out = '{';
+  let first = true;
+  for (const key of keys) {
+    if (key === 'hash' || key === 'seal') continue;
+    const v = rec[key];
+    if (v === undefined) continue;
+    if (!first) out += ',';
+    first = false;
+    if (key === 'personal') {
+      head = `${out}"personal":`;
+      committed = canonicalize(commitmentsOf(v));
+      out = '';
+    } else {
+      out += `${writeString(key)}:${canonicalize(v)}`;
+    }
+  }
+  return { head, committed, rest: out };
+}
+
 /** `canonicalEventString` as UTF-8 bytes. */
 export function canonicalEventBytes(event: object): Uint8Array {
   return new Uint8Array(Buffer.from(canonicalEventString(event), 'utf8'));

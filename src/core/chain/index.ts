@@ -36,8 +36,10 @@ export {
 export { ERASURE_EVENT_TYPE, type ErasureTarget, erasureDetails, erasureTargets } from './erasure.js';
 export { ChainError, type ChainErrorCode } from './errors.js';
 export {
+  type CanonicalParts,
   type ChainEvent,
   canonicalEventBytes,
+  canonicalEventParts,
   canonicalEventString,
   type EventDraft,
   type EventOrigin,

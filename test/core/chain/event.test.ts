@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
+import fc from 'fast-check';
 import t from 'tap';
 import {
   ChainError,
   canonicalEventBytes,
+  canonicalEventParts,
   canonicalEventString,
   GENESIS,
   hashEvent,
@@ -34,6 +36,38 @@ t.test('canonical form: JCS without hash and seal, personal reduced to commitmen
       `"prev_hash":"${GENESIS}","seq":1}`,
   );
   t.same(canonicalEventBytes(event), new Uint8Array(Buffer.from(text, 'utf8')));
+});
+
+t.test('canonical parts: head + committed + rest + } is the canonical text, cut at personal', async (t) => {
+  const key = fc.oneof(
+    fc.constantFrom('personal', 'id', 'seq', 'hash', 'seal', '_chain_version', 'zeta', 'a', 'p\u00e9rsonal'),
+    fc.string({ maxLength: 6 }),
+  );
+  const personal = fc.dictionary(
+    fc.string({ maxLength: 5 }),
+    fc.record({
+      value: fc.jsonValue({ maxDepth: 2 }),
+      salt: fc.string(),
+      c: fc.string({ unit: fc.constantFrom(...'0123456789abcdef') }),
+    }),
+  );
+  fc.assert(
+    fc.property(fc.dictionary(key, fc.jsonValue({ maxDepth: 2 })), fc.option(personal), (fields, p) => {
+      const event: Record<string, unknown> = { ...fields };
+      if (p !== null) event.personal = p;
+      else delete event.personal;
+      const { head, committed, rest } = canonicalEventParts(event);
+      if (`${head}${committed}${rest}}` !== canonicalEventString(event)) return false;
+      return p === null ? head === '' && committed === '' : head.endsWith('"personal":');
+    }),
+    { numRuns: 2_000 },
+  );
+  const parts = canonicalEventParts({
+    seq: 1,
+    personal: { e: { value: 'x', salt: 's', c: 'ab' } },
+    id: 'ae_1',
+  });
+  t.same(parts, { head: '{"id":"ae_1","personal":', committed: '{"e":"ab"}', rest: ',"seq":1' });
 });
 
 t.test('hash = SHA-256(prev_hash as 64 ASCII hex ‖ UTF-8 canonical)', async (t) => {
