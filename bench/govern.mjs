@@ -600,8 +600,8 @@ const r1 = (x, d = 1) =>
   x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** d) / 10 ** d;
 const bad = (p) => (p.errors ?? 0) + (p.non2xx ?? 0) + (p.timeouts ?? 0);
 
-async function governRounds(cfg, lg, t, mockPid) {
-  const spec = (kind) => ({
+async function governRounds(cfg, lg, t, mockPid, base) {
+  const spec = (kind, t) => ({
     url: `${t.origin}/v1/govern`,
     headers: t.headers,
     body: GOVERN_BODIES[kind],
@@ -610,22 +610,36 @@ async function governRounds(cfg, lg, t, mockPid) {
     connections: cfg.connections,
   });
   const kinds = ['allowed', 'blocked'];
-  for (const k of kinds) await lg.call('saturate', { ...spec(k), warmupS: 0, durationS: cfg.prewarmS });
+  // With a baseline build (--baseline), each round measures both builds, in alternating order.
+  const builds = base ? [t, base] : [t];
+  for (const b of builds)
+    for (const k of kinds) await lg.call('saturate', { ...spec(k, b), warmupS: 0, durationS: cfg.prewarmS });
   const rounds = [];
+  const baseRounds = [];
   for (let r = 0; r < cfg.rounds; r++) {
     const order = r % 2 ? [...kinds].reverse() : kinds;
     const round = {};
+    const baseRound = {};
     for (const k of order) {
-      await sleep(cfg.settleMs);
-      const s = await lg.call('saturate', { ...spec(k), ...cfg.saturation });
-      round[k] = s;
-      log(
-        `  govern ${k.padEnd(7)} round ${r + 1}: ${s.rps} decisions/s, ${s.serverCpuUsPerReq} µs CPU/decision, ` +
-          `server ${Math.round((s.serverCpuShare ?? 0) * 100)}% of a core, err ${bad(s)}`,
-      );
+      for (const b of r % 2 ? [...builds].reverse() : builds) {
+        await sleep(cfg.settleMs);
+        const s = await lg.call('saturate', { ...spec(k, b), ...cfg.saturation });
+        (b === t ? round : baseRound)[k] = s;
+        log(
+          `  govern ${b === t ? '' : '(base) '}${k.padEnd(7)} round ${r + 1}: ${s.rps} decisions/s, ` +
+            `${s.serverCpuUsPerReq} µs CPU/decision, server ${Math.round((s.serverCpuShare ?? 0) * 100)}% of a core, err ${bad(s)}`,
+        );
+      }
     }
     rounds.push(round);
+    baseRounds.push(baseRound);
   }
+  const result = { rounds, summary: summarizeGovern(kinds, rounds) };
+  if (base) result.base = { rounds: baseRounds, summary: summarizeGovern(kinds, baseRounds) };
+  return result;
+}
+
+function summarizeGovern(kinds, rounds) {
   const summary = {};
   for (const k of kinds) {
     const col = (f) => rounds.map((x) => f(x[k]));
@@ -645,7 +659,7 @@ async function governRounds(cfg, lg, t, mockPid) {
       errors: rounds.reduce((a, x) => a + bad(x[k]), 0),
     };
   }
-  return { rounds, summary };
+  return summary;
 }
 
 async function gatewayRounds(cfg, lg, targets, bodies, mockPid) {
@@ -799,9 +813,11 @@ function report(result) {
       '| action | decisions/s | server CPU µs/decision | decisions per CPU-second | server core use | latency p50 / p99 ms | decisions/s per round | CPU µs per round |',
       '| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |',
     );
-    for (const [k, s] of Object.entries(g)) {
+    const rows = Object.entries(g).map(([k, s]) => [k, s, '']);
+    for (const [k, s] of Object.entries(result.govern.base?.summary ?? {})) rows.push([k, s, ' **(baseline build)**']);
+    for (const [k, s, label] of rows) {
       out.push(
-        `| TOOL_CALL ${k}${k === 'allowed' ? ' (mandate issued)' : ''}${s.errors ? ' (errors!)' : ''} | ` +
+        `| TOOL_CALL ${k}${k === 'allowed' ? ' (mandate issued)' : ''}${label}${s.errors ? ' (errors!)' : ''} | ` +
           `${f(s.decisionsPerS, 0)} | ${f(s.cpuUsPerDecision, 1)} | ${f(s.decisionsPerCpuS, 0)} | ` +
           `${f((s.serverCpuShare ?? 0) * 100, 0)} % | ${f(s.latencyP50Ms, 1)} / ${f(s.latencyP99Ms, 1)} | ` +
           `${spread(s.perRound.decisionsPerS, 0)} | ${spread(s.perRound.cpuUsPerDecision, 1)} |`,
@@ -958,8 +974,22 @@ async function main(cfg) {
     if (cfg.baseline !== null) {
       const cli = join(cfg.baseline, 'src', 'cli.js');
       starters['govgate-base'] = () => startGovgate(mock, serverCpu, { cli, name: 'govgate-base' });
+      // The same 200-rule set on the baseline build, for the /v1/govern rounds only.
+      starters['govgate-200-base'] = async () => {
+        const t = await startGovgate(mock, serverCpu, { cli, name: 'govgate-200-base' });
+        t.published = await publishPolicy(t, 'bench-200-rules', result.policy);
+        t.checked = await checkGovern(t, t.published);
+        return t;
+      };
     }
-    const wanted = cfg.skip.includes('gateway') ? ['govgate-200'] : Object.keys(starters);
+    // govgate-200 serves both phases; govgate-200-base only the /v1/govern one.
+    const wanted = Object.keys(starters).filter((name) =>
+      name === 'govgate-200'
+        ? true
+        : name === 'govgate-200-base'
+          ? !cfg.skip.includes('govern')
+          : !cfg.skip.includes('gateway'),
+    );
     for (const name of wanted) {
       try {
         const t = await starters[name]();
@@ -982,10 +1012,11 @@ async function main(cfg) {
     const g200 = targets.get('govgate-200');
     if (!cfg.skip.includes('govern') && g200) {
       log('POST /v1/govern at saturation');
-      result.govern = await governRounds(cfg, lg, g200, mock.child.pid);
+      result.govern = await governRounds(cfg, lg, g200, mock.child.pid, targets.get('govgate-200-base'));
     }
     if (!cfg.skip.includes('gateway')) {
-      result.gateway = await gatewayRounds(cfg, lg, targets, bodies, mock.child.pid);
+      const gw = new Map([...targets].filter(([name]) => name !== 'govgate-200-base'));
+      result.gateway = await gatewayRounds(cfg, lg, gw, bodies, mock.child.pid);
     }
   }
 

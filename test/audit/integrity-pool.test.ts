@@ -1,10 +1,11 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { ChainLog } from '../../src/audit/chain-log.js';
 import { ChainReader } from '../../src/audit/chain-reader.js';
 import { IntegrityScan, verifiersFor } from '../../src/audit/integrity.js';
 import { IntegrityPool } from '../../src/audit/integrity-pool.js';
-import { tempLog } from './helpers.js';
+import { tempLog, testSigner } from './helpers.js';
 
 // The integrity workers read the store the log writes: each scan sees what was committed when it
 // started, however soon after the previous one, and a closed pool fails instead of hanging.
@@ -70,6 +71,23 @@ t.test('a chunk a worker cannot check rejects the scan', async (t) => {
   const scanned = pool.run(new IntegrityScan(new ChainReader(h.store), ORG, verifiersFor(doc)), '{not json');
   await t.rejects(scanned, /integrity worker: .*JSON/);
   t.match(await scan(), { status: 'intact', events: 30 }, 'the pool keeps working');
+});
+
+t.test('when the workers cannot run, the endpoint scan gives the inline verdict', async (t) => {
+  // A worker opens the store by its data directory; here that path cannot exist (its parent is a
+  // file), so every worker dies on start. The scan must still answer, from this thread.
+  const blocker = join(h.dir, 'not-a-dir');
+  writeFileSync(blocker, '');
+  const log = new ChainLog({ ...h.store, dataDir: join(blocker, 'data') }, testSigner(), {
+    dataDir: join(h.dir, 'data'),
+    rotationMaxMb: 100,
+    integrityWorkers: 1,
+    integrityParallelMin: 0,
+  });
+  t.teardown(() => log.close());
+  t.match(await log.integrityAsync(ORG), { status: 'intact', events: 30, chain_length: 30 });
+  t.match(String(log.lastError), /ENOTDIR|not a directory/, 'the worker failure is kept for operators');
+  t.same(await log.integrityAsync(ORG), h.log.integrity(ORG), 'the same result as the inline scan');
 });
 
 t.test('a closed pool rejects its scans', async (t) => {
