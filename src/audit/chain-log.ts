@@ -16,10 +16,20 @@ import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { IntegrityPool } from './integrity-pool.js';
 import { JsonlLog, type LogLine } from './jsonl-log.js';
-import { boundMs, familyOf, HOUR_KIND, ID_KIND, INDEX_KINDS, isDerivedId, MINUTE_KIND } from './layout.js';
+import {
+  boundMs,
+  familyOf,
+  HOUR_KIND,
+  ID_KIND,
+  INDEX_KINDS,
+  isDerivedId,
+  MINUTE_KIND,
+  ROLLUP_MARK_KIND,
+} from './layout.js';
 import {
   type Batch,
   type Bucket,
+  bucketKey,
   chainOrgs,
   loadBucket,
   loadHead,
@@ -65,6 +75,13 @@ export interface ChainLogOptions {
   readonly integrityWorkers?: number;
   readonly integrityParallelMin?: number;
   readonly integrityChunk?: number;
+  /**
+   * The overview rollups of an org are written at most this often (default 1,000 ms), not with
+   * every commit: an hour's rollup names every agent active in it, so rewriting it per commit cost
+   * O(agents) per commit. `overview` merges the unwritten counts from memory, and a start after a
+   * crash recounts the events after the org's rollup mark, so counts stay exact either way.
+   */
+  readonly rollupFlushMs?: number;
 }
 
 /** An event being built: the writer sets `hash` last. */
@@ -119,6 +136,9 @@ export class ChainLog implements AuditLog {
   #saltAt = 0;
   #loadError: unknown;
   #integrityError: unknown;
+  #rollupError: unknown;
+  readonly #rollupFlushMs: number;
+  #rollupTimer: NodeJS.Timeout | undefined;
 
   constructor(store: Store, signer: SealSigner, opts: ChainLogOptions) {
     this.#store = store;
@@ -126,6 +146,7 @@ export class ChainLog implements AuditLog {
     this.#reader = new ChainReader(store);
     this.#search = new AuditSearch(this.#reader, opts.searchBudget);
     this.#clock = opts.clock ?? Date.now;
+    this.#rollupFlushMs = Math.max(1, opts.rollupFlushMs ?? 1_000);
     const workers = opts.integrityWorkers ?? Math.min(4, availableParallelism());
     this.#integrityPool =
       workers > 0
@@ -153,7 +174,13 @@ export class ChainLog implements AuditLog {
 
   /** The last error of a seal or of the JSONL log (both retry or carry on; the store is truth). */
   get lastError(): unknown {
-    return this.#sealer.lastError ?? this.#jsonl.lastError ?? this.#loadError ?? this.#integrityError;
+    return (
+      this.#sealer.lastError ??
+      this.#jsonl.lastError ??
+      this.#loadError ??
+      this.#rollupError ??
+      this.#integrityError
+    );
   }
 
   /** Path of an org's live JSONL file. */
@@ -199,10 +226,9 @@ export class ChainLog implements AuditLog {
     batch.json.push(json);
     for (const n of head.tree.append(leafHash(event.hash)))
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
-    addEvent((head.minute as Bucket).rollup, event);
-    addEvent((head.hour as Bucket).rollup, event);
-    batch.buckets.add(head.minute as Bucket);
-    batch.buckets.add(head.hour as Bucket);
+    this.#count(head, head.minute as Bucket, event);
+    this.#count(head, head.hour as Bucket, event);
+    this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
     this.#sealer.check(head);
     const ref: AuditRef = { id: event.id, seq: event.seq };
     return batch.promise.then(() => ref);
@@ -263,14 +289,85 @@ export class ChainLog implements AuditLog {
     let head = this.#heads.get(org);
     if (head === undefined) {
       head = loadHead(this.#store, org);
+      this.#recount(head);
       this.#heads.set(org, head);
     }
     return head;
   }
 
+  #count(head: OrgHead, bucket: Bucket, event: AuditEvent): void {
+    addEvent(bucket.rollup, event);
+    bucket.version++;
+    head.dirty.set(bucketKey(bucket.kind, bucket.start), bucket);
+  }
+
+  /** The bucket of `kind` starting at `start`: unwritten counts first, else the stored one. */
+  #bucket(head: OrgHead, kind: string, start: number): Bucket {
+    return head.dirty.get(bucketKey(kind, start)) ?? loadBucket(this.#store, head.org, kind, start);
+  }
+
+  /**
+   * A freshly loaded head: events after the org's rollup mark were committed but not yet in the
+   * stored rollups when the process stopped (a crash); they are counted again, from the store.
+   * An org without a mark has exact rollups (written per commit before marks existed, or none);
+   * its next commit writes the mark.
+   */
+  #recount(head: OrgHead): void {
+    const mark: unknown = this.#store.auditMeta.get([head.org, ROLLUP_MARK_KIND]);
+    if (typeof mark !== 'number') {
+      head.markPending = head.seq;
+      return;
+    }
+    if (mark >= head.seq) return;
+    for (const { json } of this.#reader.eventTexts(head.org, mark + 1, head.seq)) {
+      const e = JSON.parse(json) as AuditEvent;
+      const ms = Date.parse(e.ts);
+      if (!Number.isFinite(ms)) continue;
+      this.#count(head, this.#bucket(head, MINUTE_KIND, Math.floor(ms / MINUTE_MS) * MINUTE_MS), e);
+      this.#count(head, this.#bucket(head, HOUR_KIND, Math.floor(ms / HOUR_MS) * HOUR_MS), e);
+    }
+    this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
+  }
+
+  /**
+   * Writes every org's unwritten rollups and its mark. Runs in the writer's transaction with the
+   * batches queued in the same turn, so the mark (the head's seq at that moment) never names an
+   * event whose batch is not in this commit or an earlier one. A bucket counted again before the
+   * commit stays dirty; a failed commit leaves them all dirty for the next flush.
+   */
+  readonly #flushRollups = (): Promise<void> => {
+    this.#rollupTimer = undefined;
+    const heads = [...this.#heads.values()].filter((h) => h.dirty.size > 0 && !h.dead);
+    if (heads.length === 0) return Promise.resolve();
+    const written: Array<[OrgHead, Bucket, number]> = [];
+    const { auditMeta } = this.#store;
+    const done = this.#store.writer.enqueue(() => {
+      for (const head of heads) {
+        for (const b of head.dirty.values()) {
+          auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
+          written.push([head, b, b.version]);
+        }
+        auditMeta.putSync([head.org, ROLLUP_MARK_KIND], head.seq);
+        head.markPending = undefined; // this mark is newer; a batch later in this commit keeps it
+      }
+    });
+    return done.then(
+      () => {
+        for (const [head, b, version] of written) {
+          const key = bucketKey(b.kind, b.start);
+          if (b.version === version && head.dirty.get(key) === b) head.dirty.delete(key);
+        }
+      },
+      (err: unknown) => {
+        this.#rollupError = err;
+        if (!this.#closed) this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
+      },
+    );
+  };
+
   #batchOf(head: OrgHead): Batch {
     if (head.batch !== undefined) return head.batch;
-    const batch: Batch = { events: [], json: [], nodes: [], buckets: new Set(), promise: Promise.resolve() };
+    const batch: Batch = { events: [], json: [], nodes: [], promise: Promise.resolve() };
     head.batch = batch;
     batch.promise = this.#store.writer.enqueue(() => this.#write(head, batch));
     batch.promise.then(
@@ -310,7 +407,12 @@ export class ChainLog implements AuditLog {
     }
     postings.flush(this.#store, org);
     for (const n of batch.nodes) auditNodes.putSync([org, n.level, n.index], n.hash);
-    for (const b of batch.buckets) auditMeta.putSync([org, b.kind, b.start], JSON.stringify(b.rollup));
+    // An org's first commit records its rollup mark (see #recount); later ones leave the rollups
+    // to #flushRollups.
+    if (head.markPending !== undefined) {
+      auditMeta.putSync([org, ROLLUP_MARK_KIND], head.markPending);
+      head.markPending = undefined;
+    }
   }
 
   #committed(head: OrgHead, batch: Batch): void {
@@ -332,9 +434,9 @@ export class ChainLog implements AuditLog {
   /** Makes the overview buckets of `ms` current (they only move forward: ts never goes back). */
   #buckets(head: OrgHead, ms: number): void {
     const m = Math.floor(ms / MINUTE_MS) * MINUTE_MS;
-    if (head.minute?.start !== m) head.minute = loadBucket(this.#store, head.org, MINUTE_KIND, m);
+    if (head.minute?.start !== m) head.minute = this.#bucket(head, MINUTE_KIND, m);
     const h = Math.floor(ms / HOUR_MS) * HOUR_MS;
-    if (head.hour?.start !== h) head.hour = loadBucket(this.#store, head.org, HOUR_KIND, h);
+    if (head.hour?.start !== h) head.hour = this.#bucket(head, HOUR_KIND, h);
   }
 
   async flushSeals(): Promise<void> {
@@ -359,6 +461,8 @@ export class ChainLog implements AuditLog {
       // recorded in lastError; the events themselves are committed
     }
     await Promise.allSettled([...this.#heads.values()].map((h) => h.batch?.promise));
+    if (this.#rollupTimer !== undefined) clearTimeout(this.#rollupTimer);
+    await this.#flushRollups(); // failures are kept in lastError; a restart recounts
     await Promise.all([this.#jsonl.close(), this.#integrityPool?.close()]);
   }
 
@@ -390,7 +494,7 @@ export class ChainLog implements AuditLog {
   }
 
   overview(orgId: string, range: { since?: string; until?: string }): AuditOverview {
-    return this.#search.overview(orgId, range);
+    return this.#search.overview(orgId, range, this.#heads.get(orgId)?.dirty);
   }
 
   scanEvents(

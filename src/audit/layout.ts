@@ -15,6 +15,8 @@ import type { AuditQuery } from './types.js';
  *                  recomputed from the events' `hash` (see org-head.ts `nodeReader`).
  * - `auditMeta`    [org, 's', seal seq] → StoredSeal; [org, 'z', size] → seal seq;
  *                  [org, 'm' | 'h', bucket start ms] → overview rollup of that minute / hour;
+ *                  [org, 'r'] → seq: the stored rollups count every event up to it (they are
+ *                  written every second, not per commit; see ChainLog `rollupFlushMs`);
  *                  [org, 'b'] → the `_chain_bridge` record left by retention, if any.
  */
 export const MAX_KEY = Number.MAX_SAFE_INTEGER;
@@ -26,6 +28,7 @@ export const SEAL_SIZE_KIND = 'z';
 export const BRIDGE_KIND = 'b';
 export const MINUTE_KIND = 'm';
 export const HOUR_KIND = 'h';
+export const ROLLUP_MARK_KIND = 'r';
 
 /** Search indexes: one short kind per filter that has an index. */
 export const INDEX_KINDS = {

@@ -18,6 +18,13 @@ export interface Bucket {
   readonly kind: string;
   readonly start: number;
   readonly rollup: Rollup;
+  /** Bumped by every event counted: a write of an older version leaves the bucket dirty. */
+  version: number;
+}
+
+/** The key of a bucket in `OrgHead.dirty`. */
+export function bucketKey(kind: string, start: number): string {
+  return `${kind}:${start}`;
 }
 
 /** The writes of one org gathered during one event-loop turn, committed in one transaction. */
@@ -27,7 +34,6 @@ export interface Batch {
   readonly json: string[];
   /** Newly complete Merkle nodes at `STORED_NODE_LEVEL` and above. */
   readonly nodes: MerkleNode[];
-  readonly buckets: Set<Bucket>;
   promise: Promise<void>;
 }
 
@@ -57,6 +63,13 @@ export interface OrgHead {
   batch: Batch | undefined;
   minute: Bucket | undefined;
   hour: Bucket | undefined;
+  /** Buckets counting events the stored ones do not (written every `rollupFlushMs`). */
+  readonly dirty: Map<string, Bucket>;
+  /**
+   * The org's rollup mark ([org, ROLLUP_MARK_KIND]: every event up to that seq is in the stored
+   * buckets) when it is not stored yet; the org's next commit writes it.
+   */
+  markPending: number | undefined;
   /** Set when a commit failed: this head is dropped and reloaded from the store. */
   dead: boolean;
 }
@@ -184,6 +197,8 @@ export function loadHead(store: Store, org: string): OrgHead {
     batch: undefined,
     minute: undefined,
     hour: undefined,
+    dirty: new Map(),
+    markPending: undefined,
     dead: false,
   };
 }
@@ -191,7 +206,12 @@ export function loadHead(store: Store, org: string): OrgHead {
 /** The overview bucket stored at [org, kind, start], or a fresh one. */
 export function loadBucket(store: Store, org: string, kind: string, start: number): Bucket {
   const raw: unknown = store.auditMeta.get([org, kind, start]);
-  return { kind, start, rollup: reviveRollup(typeof raw === 'string' ? JSON.parse(raw) : undefined) };
+  return {
+    kind,
+    start,
+    rollup: reviveRollup(typeof raw === 'string' ? JSON.parse(raw) : undefined),
+    version: 0,
+  };
 }
 
 /** Every org that has an audit chain (one key lookup per org). */

@@ -14,6 +14,7 @@ import {
   MIN_KEY,
   MINUTE_KIND,
 } from './layout.js';
+import { type Bucket, bucketKey } from './org-head.js';
 import { DerivedIdList, PostingList, type SeqIndex } from './postings.js';
 import { addEvent, emptyRollup, mergeRollup, planRange, type Rollup, toOverview } from './rollups.js';
 import type { AuditEvent, AuditOverview, AuditPage, AuditQuery } from './types.js';
@@ -113,14 +114,19 @@ export class AuditSearch {
     return [...this.scan(org, { [filter]: value }, limit)];
   }
 
-  overview(org: string, range: { since?: string; until?: string }): AuditOverview {
+  /** `unwritten`: buckets whose counts are ahead of the stored ones (the writer's memory). */
+  overview(
+    org: string,
+    range: { since?: string; until?: string },
+    unwritten?: ReadonlyMap<string, Bucket>,
+  ): AuditOverview {
     const a = boundMs(range.since, 'since') ?? Number.NEGATIVE_INFINITY;
     const until = boundMs(range.until, 'until');
     const b = until === undefined ? Number.POSITIVE_INFINITY : until + 1;
     const acc = emptyRollup();
     const plan = planRange(a, b);
-    for (const [x, y] of plan.hours) this.#buckets(org, HOUR_KIND, x, y, acc);
-    for (const [x, y] of plan.minutes) this.#buckets(org, MINUTE_KIND, x, y, acc);
+    for (const [x, y] of plan.hours) this.#buckets(org, HOUR_KIND, x, y, acc, unwritten);
+    for (const [x, y] of plan.minutes) this.#buckets(org, MINUTE_KIND, x, y, acc, unwritten);
     if (plan.scans.length > 0) {
       const lo0 = this.reader.firstSeq(org);
       const hi0 = this.reader.lastSeq(org);
@@ -135,15 +141,27 @@ export class AuditSearch {
     return toOverview(acc);
   }
 
-  #buckets(org: string, kind: string, x: number, y: number, acc: Rollup): void {
+  #buckets(
+    org: string,
+    kind: string,
+    x: number,
+    y: number,
+    acc: Rollup,
+    unwritten: ReadonlyMap<string, Bucket> | undefined,
+  ): void {
     const start = Number.isFinite(x) ? x : MIN_KEY;
     const end = Number.isFinite(y) ? y : MAX_KEY;
-    for (const { value } of this.reader.store.auditMeta.getRange({
+    const fresh = unwritten !== undefined && unwritten.size > 0 ? unwritten : undefined;
+    for (const { key, value } of this.reader.store.auditMeta.getRange({
       start: [org, kind, start],
       end: [org, kind, end],
     })) {
+      if (fresh?.has(bucketKey(kind, (key as [string, string, number])[2]))) continue; // merged below
       if (typeof value === 'string') mergeRollup(acc, JSON.parse(value) as Rollup);
     }
+    if (fresh === undefined) return;
+    for (const b of fresh.values())
+      if (b.kind === kind && b.start >= x && b.start < y) mergeRollup(acc, b.rollup);
   }
 
   #window(org: string, f: Filters): { lo: number; hi: number } {

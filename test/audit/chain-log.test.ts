@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
+import { ChainLog } from '../../src/audit/chain-log.js';
 import type { AuditEvent, AuditInput, ChainLine } from '../../src/audit/types.js';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import {
@@ -31,6 +32,7 @@ import {
 import { ServiceError } from '../../src/core/errors.js';
 import { AuditKeys } from '../../src/crypto/audit-keys.js';
 import { WorkerSealSigner } from '../../src/crypto/seal-signer.js';
+import { openStore } from '../../src/store/db.js';
 import { storedSeals, type TempLog, TestSigner, tempLog, testSigner, waitFor } from './helpers.js';
 
 const ORG = 'org_alpha';
@@ -77,6 +79,65 @@ t.test('event ids sort by the time of their event, so their index grows at its e
   t.same([...ids].sort(), ids, 'text order is chain order');
   for (const id of ids) t.match(id, /^ae_[0-9A-Za-z]{20}$/);
   t.equal(h.log.get(ORG, ids[17] as string)?.seq, 18, 'found through the id index');
+});
+
+t.test('overview rollups: written once a flush interval, exact meanwhile and after a crash', async (t) => {
+  const clock = manualClock();
+  const h = tempLog({ sealIntervalMs: 60_000, rollupFlushMs: 60_000, clock: clock.fn });
+  t.teardown(() => h.close());
+  const agents = Array.from({ length: 50 }, (_, i) => `agent-${i}`);
+  // 300 events over 3 minutes and two hours' worth of buckets (the clock crosses 10:00).
+  const startAt = Date.UTC(2025, 2, 1, 9, 58, 30);
+  for (let i = 0; i < 300; i++) {
+    clock.now = startAt + i * 600;
+    void h.log.append({
+      org_id: ORG,
+      event_type: i % 3 ? 'llm_call' : 'govern.decision',
+      agent_id: agents[i % agents.length] as string,
+      outcome: i % 7 ? 'allow' : 'block',
+      provider: 'mock',
+      usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 },
+      cost: 0.25,
+    });
+    if (i % 40 === 39) await h.log.flushSeals(); // several commits
+  }
+  await h.log.flushSeals();
+  const all = h.log.overview(ORG, {});
+  t.equal(all.events, 300, 'overview counts every committed event before any rollup is written');
+  t.equal(Object.keys(all.by_agent).length, 50);
+  t.same(all.tokens, { prompt: 600, completion: 900, total: 1500 });
+  const minute = (ms: number) => Math.floor(ms / 60_000) * 60_000;
+  t.equal(h.store.auditMeta.get([ORG, 'm', minute(startAt)]), undefined, 'no rollup written per commit');
+  t.equal(h.store.auditMeta.get([ORG, 'r']), 0, "the org's first commit marked where its rollups stand");
+  const later = h.log.overview(ORG, { since: new Date(startAt + 100 * 600).toISOString() });
+  t.equal(later.events, 200);
+
+  // A crash: the process stops without closing the log, so nothing of the above rollups is stored.
+  await h.store.close();
+  const store = openStore(join(h.dir, 'data'));
+  const log = new ChainLog(store, testSigner(), {
+    dataDir: join(h.dir, 'data'),
+    rotationMaxMb: 100,
+    sealIntervalMs: 60_000,
+    rollupFlushMs: 60_000,
+    clock: clock.fn,
+  });
+  t.same(log.overview(ORG, {}), all, 'recounted from the events after the mark');
+  t.same(log.overview(ORG, { since: new Date(startAt + 100 * 600).toISOString() }), later);
+  await log.close(); // writes the rollups and the mark
+  t.equal(store.auditMeta.get([ORG, 'r']), 300);
+  t.ok(store.auditMeta.get([ORG, 'm', minute(startAt)]), 'the minute rollup is stored');
+  const reopened = new ChainLog(store, testSigner(), {
+    dataDir: join(h.dir, 'data'),
+    rotationMaxMb: 100,
+    sealIntervalMs: 60_000,
+    clock: clock.fn,
+  });
+  t.same(reopened.overview(ORG, {}), all, 'the stored rollups alone, counted once');
+  await reopened.close();
+  await store.close();
+  h.store = openStore(join(h.dir, 'data')); // for the teardown
+  h.log = new ChainLog(h.store, testSigner(), { dataDir: join(h.dir, 'data'), rotationMaxMb: 100 });
 });
 
 t.test('the JSONL log catches up with the store by itself, in one write per burst', async (t) => {
