@@ -1,0 +1,148 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { randomBase62 } from '../../src/util/ids.js';
+import { callHttp } from '../helpers/http.js';
+
+// Nothing acknowledged is lost when the process dies: `govgate start` is killed with SIGKILL
+// right after its last answer, while seals, the JSONL log and the overview rollups are still
+// behind the store (they catch up on timers). After a restart every answered call is in the
+// audit trail, the overview counts every event once, integrity is intact, and the JSONL log,
+// checked offline, holds the whole chain.
+
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
+
+interface Running {
+  readonly child: ChildProcess;
+  readonly base: string;
+  readonly out: () => string;
+}
+
+function start(dir: string, pat: string): Promise<Running> {
+  const child = spawn(process.execPath, [CLI, 'start'], {
+    env: {
+      ...process.env,
+      SERVICE_HOST: '127.0.0.1',
+      SERVICE_PORT: '0',
+      SERVICE_DATA_DIR: join(dir, 'data'),
+      SERVICE_KEYS_DIR: join(dir, 'keys'),
+      SERVICE_BOOTSTRAP_TOKEN: pat,
+      SERVICE_LOG_LEVEL: 'error',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start within 20 s: ${out}`)), 20_000);
+    const check = (): void => {
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m === null) return;
+      clearTimeout(timer);
+      child.stdout?.off('data', check);
+      resolve({ child, base: m[1] as string, out: () => out });
+    };
+    child.stdout?.on('data', check);
+    child.once('exit', (code) => reject(new Error(`exited (${code}) before listening: ${out}`)));
+  });
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.once('exit', (code) => resolve(code));
+  });
+}
+
+t.test('SIGKILL after the last answer loses no audit event, count or JSONL line', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-crash-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const first = await start(dir, pat);
+  t.teardown(() => first.child.kill('SIGKILL'));
+  const key = /agent key \([^)]*\): (gk_agent_\w+)/.exec(first.out())?.[1] as string;
+  t.ok(key, 'the first start prints an agent key');
+  const call = (base: string, path: string, token: string, body?: unknown) =>
+    callHttp(`${base}${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }) as Promise<{ status: number; body: any }>;
+
+  // Bursts of concurrent calls, the last one answered just before the kill.
+  const pipelines: string[] = [];
+  for (let wave = 0; wave < 6; wave++) {
+    const answers = await Promise.all([
+      ...Array.from({ length: 20 }, (_, i) =>
+        call(first.base, '/v1/chat/completions', key, {
+          model: 'mock-echo',
+          messages: [{ role: 'user', content: `wave ${wave} call ${i}` }],
+        }),
+      ),
+      ...Array.from({ length: 5 }, (_, i) =>
+        call(first.base, '/v1/govern', key, {
+          type: 'TOOL_CALL',
+          payload: { tool: 'crm.read', args: { wave, i } },
+        }),
+      ),
+    ]);
+    for (const a of answers) {
+      t.equal(a.status, 200);
+      const url = a.body.service?.audit_url as string | undefined;
+      pipelines.push(url === undefined ? `pl:${a.body.pipeline_id}` : url);
+    }
+  }
+  first.child.kill('SIGKILL');
+  await exited(first.child);
+
+  const second = await start(dir, pat);
+  t.teardown(async () => {
+    if (second.child.exitCode === null) second.child.kill('SIGKILL');
+  });
+  let found = 0;
+  for (const p of pipelines) {
+    const path = p.startsWith('pl:') ? `/api/audit/pipeline/${p.slice(3)}` : new URL(p).pathname;
+    const res = await call(second.base, path, pat);
+    if (res.status === 200 && res.body.data.length > 0) found++;
+  }
+  t.equal(found, 150, 'every answered call has its audit event');
+  const overview = await call(second.base, '/api/audit/_overview', pat);
+  t.equal(overview.status, 200);
+  t.equal(overview.body.by_type.llm_call, 120, 'the overview counts each call once');
+  t.equal(overview.body.by_type['govern.decision'], 30);
+  const integrity = await call(second.base, '/api/audit/integrity?refresh=true', pat);
+  t.equal(integrity.body.status, 'intact', JSON.stringify(integrity.body));
+  const keys = await call(second.base, '/api/audit/signing-key', pat);
+  const keysPath = join(dir, 'signing-key.json');
+  writeFileSync(keysPath, JSON.stringify(keys.body));
+
+  // A graceful stop writes the JSONL log to the end; offline verification sees the whole chain.
+  second.child.kill('SIGTERM');
+  t.equal(await exited(second.child), 0, 'a clean shutdown');
+  const auditDir = join(dir, 'data', 'audit');
+  const files = readdirSync(auditDir).filter((f) => f.endsWith('.jsonl') && !f.startsWith('_system'));
+  t.equal(files.length, 1, `one org log: ${files.join(', ')}`);
+  const verify = spawn(
+    process.execPath,
+    [CLI, 'verify', join(auditDir, files[0] as string), '--keys', keysPath, '--json'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  verify.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  t.equal(await exited(verify), 0, out);
+  const result = JSON.parse(out) as { status: string; chain_length: number };
+  t.equal(result.status, 'intact');
+  t.equal(result.chain_length, integrity.body.chain_length, 'the JSONL log holds every event of the chain');
+});
