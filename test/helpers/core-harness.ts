@@ -19,6 +19,7 @@ import { SettingsRepo } from '../../src/store/settings.js';
 import { randomBase62 } from '../../src/util/ids.js';
 import { createLogger } from '../../src/util/log.js';
 import { testSigner } from '../audit/helpers.js';
+import { testServiceEnv } from './env.js';
 import { callHttp } from './http.js';
 
 /** What a module's routes are built from: the same pieces src/server.ts wires. */
@@ -84,14 +85,7 @@ export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
 }): Promise<CoreHarness<S>> {
   const dir = mkdtempSync(join(tmpdir(), `govgate-${opts.prefix}-`));
   const pat = `gk_pat_${randomBase62(40)}`;
-  const config = loadConfig({
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: '0',
-    SERVICE_DATA_DIR: join(dir, 'data'),
-    SERVICE_KEYS_DIR: join(dir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: pat,
-    SERVICE_LOG_LEVEL: 'error',
-  });
+  const config = loadConfig(testServiceEnv(dir, pat));
   const store = openStore(config.dataDir);
   const identity = new IdentityRepo(store);
   const settings = new SettingsRepo(store, createVault(loadVaultKey(config.keysDir)));

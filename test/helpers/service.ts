@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { type RunningService, startAllInOne } from '../../src/server.js';
 import { randomBase62 } from '../../src/util/ids.js';
 import { createLogger } from '../../src/util/log.js';
+import { testServiceEnv } from './env.js';
 import { callHttp } from './http.js';
 import { type MockUpstream, startMockUpstream } from './mock-upstream.js';
 
@@ -33,13 +34,8 @@ export async function startService(
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'govgate-test-'));
   const pat = `gk_pat_${randomBase62(40)}`;
   const config = loadConfig({
-    SERVICE_HOST: '127.0.0.1',
-    SERVICE_PORT: '0',
-    SERVICE_DATA_DIR: join(dataDir, 'data'),
-    SERVICE_KEYS_DIR: join(dataDir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: pat,
+    ...testServiceEnv(dataDir, pat),
     SERVICE_HTTP_SERVER: opts.engine ?? 'uws',
-    SERVICE_LOG_LEVEL: 'error',
     ...opts.env,
   });
   const service = await startAllInOne(config, createLogger('error'));

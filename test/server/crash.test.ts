@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
+import { testServiceEnv } from '../helpers/env.js';
 import { callHttp } from '../helpers/http.js';
 
 // Nothing acknowledged is lost when the process dies: `govgate start` is killed with SIGKILL
@@ -21,17 +22,10 @@ interface Running {
   readonly out: () => string;
 }
 
-function start(dir: string, pat: string): Promise<Running> {
+/** Starts `govgate start`; resolves once its output matches `ready` (it arrives in pieces). */
+function start(dir: string, pat: string, ready: RegExp): Promise<Running> {
   const child = spawn(process.execPath, [CLI, 'start'], {
-    env: {
-      ...process.env,
-      SERVICE_HOST: '127.0.0.1',
-      SERVICE_PORT: '0',
-      SERVICE_DATA_DIR: join(dir, 'data'),
-      SERVICE_KEYS_DIR: join(dir, 'keys'),
-      SERVICE_BOOTSTRAP_TOKEN: pat,
-      SERVICE_LOG_LEVEL: 'error',
-    },
+    env: { ...process.env, ...testServiceEnv(dir, pat) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -45,7 +39,7 @@ function start(dir: string, pat: string): Promise<Running> {
     const timer = setTimeout(() => reject(new Error(`no start within 20 s: ${out}`)), 20_000);
     const check = (): void => {
       const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m === null) return;
+      if (m === null || !ready.test(out)) return;
       clearTimeout(timer);
       child.stdout?.off('data', check);
       resolve({ child, base: m[1] as string, out: () => out });
@@ -66,7 +60,7 @@ t.test('SIGKILL after the last answer loses no audit event, count or JSONL line'
   const dir = mkdtempSync(join(tmpdir(), 'govgate-crash-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pat = `gk_pat_${randomBase62(40)}`;
-  const first = await start(dir, pat);
+  const first = await start(dir, pat, /agent key \([^)]*\): gk_agent_\w+\n/);
   t.teardown(() => first.child.kill('SIGKILL'));
   const key = /agent key \([^)]*\): (gk_agent_\w+)/.exec(first.out())?.[1] as string;
   t.ok(key, 'the first start prints an agent key');
@@ -103,7 +97,7 @@ t.test('SIGKILL after the last answer loses no audit event, count or JSONL line'
   first.child.kill('SIGKILL');
   await exited(first.child);
 
-  const second = await start(dir, pat);
+  const second = await start(dir, pat, /listening on/);
   t.teardown(async () => {
     if (second.child.exitCode === null) second.child.kill('SIGKILL');
   });
