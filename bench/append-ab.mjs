@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { makeInputs } from './audit-events.mjs';
 
 const HERE = import.meta.dirname;
 
@@ -32,37 +33,16 @@ async function child({ dist, orgs: nOrgs, batch, agents, events }) {
   const store = openStore(join(root, 'data'));
   const log = new ChainLog(store, signer, { dataDir: join(root, 'data'), rotationMaxMb: 256 });
   const orgs = Array.from({ length: nOrgs }, (_, i) => `org_${i}`);
-  // The shape of a gateway call's event (~1 KB); every other one carries a personal field.
-  const event = (org, i) => ({
-    org_id: org,
-    event_type: 'llm_call',
-    agent_id: `agent-${i % agents}`,
-    session_id: `ses_${i % 97}`,
-    pipeline_id: `pl_${i.toString(36)}`,
-    behavior_type: 'LLM_CALL',
-    outcome: 'allow',
-    provider: 'openai',
-    model: 'gpt-4o-mini',
-    usage: { prompt_tokens: 900 + (i % 200), completion_tokens: 112, total_tokens: 1012 + (i % 200) },
-    cost: 0.000203,
-    detections: null,
-    details: {
-      endpoint: '/v1/chat/completions',
-      format: 'openai',
-      stream: false,
-      decision: { mode: 'enforce', effect: 'allow', outcome: 'allow', matched: [], policy_id: null },
-      status: 200,
-      finish_reason: 'stop',
-      tool_calls: [],
-      upstream_ms: 0.4,
-    },
-    personal: i % 2 ? { end_user: `user-${i % 5000}` } : {},
-  });
+  // audit.mjs's workload: governed tool calls and LLM calls, ~1 KB each, cycled per org.
+  const pools = orgs.map((o) => makeInputs(o, 4096, agents));
   let k = 0;
   const run = async (n) => {
     for (let done = 0; done < n; done += batch) {
       let last;
-      for (let i = 0; i < batch; i++, k++) last = log.append(event(orgs[k % nOrgs], k));
+      for (let i = 0; i < batch; i++, k++) {
+        const pool = pools[k % nOrgs];
+        last = log.append(pool[Math.floor(k / nOrgs) % pool.length]);
+      }
       await last;
     }
   };
