@@ -1,9 +1,10 @@
 import type { AuditEvent, AuditOverview } from './types.js';
 
 /**
- * Overview counters of one minute or one hour of an org chain, kept up to date by the writer in
- * the same transaction as the events they count, so `overview` reads O(buckets) records instead
- * of every event. Maps are null-prototype objects: agent ids and event types are caller data.
+ * Overview counters of one minute or one hour of an org chain, kept in memory by the writer and
+ * stored with the org's rollup mark once a second (ChainLog `rollupFlushMs`), so `overview` reads
+ * O(buckets) records instead of every event. Maps are null-prototype objects: agent ids and event
+ * types are caller data.
  */
 export interface Rollup {
   events: number;
