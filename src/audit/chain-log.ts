@@ -29,7 +29,6 @@ import {
 import {
   type Batch,
   type Bucket,
-  bucketKey,
   chainOrgs,
   loadBucket,
   loadHead,
@@ -37,7 +36,7 @@ import {
   STORED_NODE_LEVEL,
 } from './org-head.js';
 import { PostingWriter } from './postings.js';
-import { addEvent, HOUR_MS, MINUTE_MS } from './rollups.js';
+import { addEvent, bucketStart, HOUR_MS, MINUTE_MS } from './rollups.js';
 import { Sealer } from './sealer.js';
 import { AuditSearch } from './search.js';
 import type {
@@ -228,7 +227,7 @@ export class ChainLog implements AuditLog {
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
     this.#count(head, head.minute as Bucket, event);
     this.#count(head, head.hour as Bucket, event);
-    this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
+    this.#scheduleRollups();
     this.#sealer.check(head);
     const ref: AuditRef = { id: event.id, seq: event.seq };
     return batch.promise.then(() => ref);
@@ -298,12 +297,17 @@ export class ChainLog implements AuditLog {
   #count(head: OrgHead, bucket: Bucket, event: AuditEvent): void {
     addEvent(bucket.rollup, event);
     bucket.version++;
-    head.dirty.set(bucketKey(bucket.kind, bucket.start), bucket);
+    head.dirty.add(bucket);
+  }
+
+  #scheduleRollups(): void {
+    this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
   }
 
   /** The bucket of `kind` starting at `start`: unwritten counts first, else the stored one. */
   #bucket(head: OrgHead, kind: string, start: number): Bucket {
-    return head.dirty.get(bucketKey(kind, start)) ?? loadBucket(this.#store, head.org, kind, start);
+    for (const b of head.dirty) if (b.kind === kind && b.start === start) return b; // a few at most
+    return loadBucket(this.#store, head.org, kind, start);
   }
 
   /**
@@ -323,10 +327,10 @@ export class ChainLog implements AuditLog {
       const e = JSON.parse(json) as AuditEvent;
       const ms = Date.parse(e.ts);
       if (!Number.isFinite(ms)) continue;
-      this.#count(head, this.#bucket(head, MINUTE_KIND, Math.floor(ms / MINUTE_MS) * MINUTE_MS), e);
-      this.#count(head, this.#bucket(head, HOUR_KIND, Math.floor(ms / HOUR_MS) * HOUR_MS), e);
+      this.#count(head, this.#bucket(head, MINUTE_KIND, bucketStart(ms, MINUTE_MS)), e);
+      this.#count(head, this.#bucket(head, HOUR_KIND, bucketStart(ms, HOUR_MS)), e);
     }
-    this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
+    this.#scheduleRollups();
   }
 
   /**
@@ -343,7 +347,7 @@ export class ChainLog implements AuditLog {
     const { auditMeta } = this.#store;
     const done = this.#store.writer.enqueue(() => {
       for (const head of heads) {
-        for (const b of head.dirty.values()) {
+        for (const b of head.dirty) {
           auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
           written.push([head, b, b.version]);
         }
@@ -353,14 +357,11 @@ export class ChainLog implements AuditLog {
     });
     return done.then(
       () => {
-        for (const [head, b, version] of written) {
-          const key = bucketKey(b.kind, b.start);
-          if (b.version === version && head.dirty.get(key) === b) head.dirty.delete(key);
-        }
+        for (const [head, b, version] of written) if (b.version === version) head.dirty.delete(b);
       },
       (err: unknown) => {
         this.#rollupError = err;
-        if (!this.#closed) this.#rollupTimer ??= setTimeout(this.#flushRollups, this.#rollupFlushMs).unref();
+        if (!this.#closed) this.#scheduleRollups();
       },
     );
   };
@@ -433,9 +434,9 @@ export class ChainLog implements AuditLog {
 
   /** Makes the overview buckets of `ms` current (they only move forward: ts never goes back). */
   #buckets(head: OrgHead, ms: number): void {
-    const m = Math.floor(ms / MINUTE_MS) * MINUTE_MS;
+    const m = bucketStart(ms, MINUTE_MS);
     if (head.minute?.start !== m) head.minute = this.#bucket(head, MINUTE_KIND, m);
-    const h = Math.floor(ms / HOUR_MS) * HOUR_MS;
+    const h = bucketStart(ms, HOUR_MS);
     if (head.hour?.start !== h) head.hour = this.#bucket(head, HOUR_KIND, h);
   }
 

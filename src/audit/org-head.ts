@@ -22,11 +22,6 @@ export interface Bucket {
   version: number;
 }
 
-/** The key of a bucket in `OrgHead.dirty`. */
-export function bucketKey(kind: string, start: number): string {
-  return `${kind}:${start}`;
-}
-
 /** The writes of one org gathered during one event-loop turn, committed in one transaction. */
 export interface Batch {
   readonly events: AuditEvent[];
@@ -64,7 +59,7 @@ export interface OrgHead {
   minute: Bucket | undefined;
   hour: Bucket | undefined;
   /** Buckets counting events the stored ones do not (written every `rollupFlushMs`). */
-  readonly dirty: Map<string, Bucket>;
+  readonly dirty: Set<Bucket>;
   /**
    * The org's rollup mark ([org, ROLLUP_MARK_KIND]: every event up to that seq is in the stored
    * buckets) when it is not stored yet; the org's next commit writes it.
@@ -197,7 +192,7 @@ export function loadHead(store: Store, org: string): OrgHead {
     batch: undefined,
     minute: undefined,
     hour: undefined,
-    dirty: new Map(),
+    dirty: new Set(),
     markPending: undefined,
     dead: false,
   };

@@ -21,6 +21,11 @@ export interface Rollup {
 export const MINUTE_MS = 60_000;
 export const HOUR_MS = 3_600_000;
 
+/** The start of the bucket of `size` ms holding `ms`. */
+export function bucketStart(ms: number, size: number): number {
+  return Math.floor(ms / size) * size;
+}
+
 export function emptyRollup(): Rollup {
   return {
     events: 0,
@@ -117,14 +122,14 @@ export function planRange(a: number, b: number): RangePlan {
   const plan: RangePlan = { scans: [], minutes: [], hours: [] };
   if (!(a < b)) return plan;
   const m0 = Number.isFinite(a) ? Math.ceil(a / MINUTE_MS) * MINUTE_MS : a;
-  const m1 = Number.isFinite(b) ? Math.floor(b / MINUTE_MS) * MINUTE_MS : b;
+  const m1 = Number.isFinite(b) ? bucketStart(b, MINUTE_MS) : b;
   if (!(m0 < m1)) {
     plan.scans.push([a, b]);
     return plan;
   }
   if (a < m0) plan.scans.push([a, m0]);
   const h0 = Number.isFinite(m0) ? Math.ceil(m0 / HOUR_MS) * HOUR_MS : m0;
-  const h1 = Number.isFinite(m1) ? Math.floor(m1 / HOUR_MS) * HOUR_MS : m1;
+  const h1 = Number.isFinite(m1) ? bucketStart(m1, HOUR_MS) : m1;
   if (!(h0 < h1)) {
     plan.minutes.push([m0, m1]);
   } else {

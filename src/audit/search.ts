@@ -14,7 +14,7 @@ import {
   MIN_KEY,
   MINUTE_KIND,
 } from './layout.js';
-import { type Bucket, bucketKey } from './org-head.js';
+import type { Bucket } from './org-head.js';
 import { DerivedIdList, PostingList, type SeqIndex } from './postings.js';
 import { addEvent, emptyRollup, mergeRollup, planRange, type Rollup, toOverview } from './rollups.js';
 import type { AuditEvent, AuditOverview, AuditPage, AuditQuery } from './types.js';
@@ -118,7 +118,7 @@ export class AuditSearch {
   overview(
     org: string,
     range: { since?: string; until?: string },
-    unwritten?: ReadonlyMap<string, Bucket>,
+    unwritten?: ReadonlySet<Bucket>,
   ): AuditOverview {
     const a = boundMs(range.since, 'since') ?? Number.NEGATIVE_INFINITY;
     const until = boundMs(range.until, 'until');
@@ -147,21 +147,24 @@ export class AuditSearch {
     x: number,
     y: number,
     acc: Rollup,
-    unwritten: ReadonlyMap<string, Bucket> | undefined,
+    unwritten: ReadonlySet<Bucket> | undefined,
   ): void {
     const start = Number.isFinite(x) ? x : MIN_KEY;
     const end = Number.isFinite(y) ? y : MAX_KEY;
-    const fresh = unwritten !== undefined && unwritten.size > 0 ? unwritten : undefined;
+    // Buckets with counts not stored yet replace their stored version.
+    const fresh = new Set<number>();
+    for (const b of unwritten ?? []) {
+      if (b.kind !== kind || b.start < x || b.start >= y) continue;
+      fresh.add(b.start);
+      mergeRollup(acc, b.rollup);
+    }
     for (const { key, value } of this.reader.store.auditMeta.getRange({
       start: [org, kind, start],
       end: [org, kind, end],
     })) {
-      if (fresh?.has(bucketKey(kind, (key as [string, string, number])[2]))) continue; // merged below
+      if (fresh.has((key as [string, string, number])[2])) continue;
       if (typeof value === 'string') mergeRollup(acc, JSON.parse(value) as Rollup);
     }
-    if (fresh === undefined) return;
-    for (const b of fresh.values())
-      if (b.kind === kind && b.start >= x && b.start < y) mergeRollup(acc, b.rollup);
   }
 
   #window(org: string, f: Filters): { lo: number; hi: number } {

@@ -64,17 +64,8 @@ export interface LegacyEvent {
  * for values JCS refuses.
  */
 export function canonicalEventString(event: object): string {
-  const rec = event as Record<string, unknown>;
-  const keys = sortedKeys(Object.keys(rec));
-  let out = '{';
-  for (const key of keys) {
-    if (key === 'hash' || key === 'seal') continue; // not covered by the hash
-    const v = rec[key];
-    if (v === undefined) continue;
-    if (out.length > 1) out += ',';
-    out += `${writeString(key)}:${key === 'personal' ? canonicalize(commitmentsOf(v)) : canonicalize(v)}`;
-  }
-  return `${out}}`;
+  const { head, committed, rest } = canonicalEventParts(event);
+  return `${head}${committed}${rest}}`;
 }
 
 /**
@@ -97,7 +88,7 @@ export function canonicalEventParts(event: object): CanonicalParts {
   let out = '{';
   let first = true;
   for (const key of keys) {
-    if (key === 'hash' || key === 'seal') continue;
+    if (key === 'hash' || key === 'seal') continue; // not covered by the hash
     const v = rec[key];
     if (v === undefined) continue;
     if (!first) out += ',';
