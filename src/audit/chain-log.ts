@@ -11,7 +11,7 @@ import {
 } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
-import { sortableId } from '../util/ids.js';
+import { eventId, eventIdSeq } from '../util/ids.js';
 import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { IntegrityPool } from './integrity-pool.js';
@@ -246,7 +246,7 @@ export class ChainLog implements AuditLog {
     }
     // One literal shape for every event keeps JCS's sorted-key memo hitting.
     return {
-      id: sortableId('ae_', ms),
+      id: eventId(ms, head.seq + 1),
       org_id: head.org,
       seq: head.seq + 1,
       ts: new Date(ms).toISOString(),
@@ -394,7 +394,8 @@ export class ChainLog implements AuditLog {
       // (lmdb's typings say void; putSync returns whether the write was done.)
       const appended = auditEvents.putSync(key, batch.json[i], APPEND) as unknown as boolean;
       if (!appended) auditEvents.putSync(key, batch.json[i]);
-      auditIndex.putSync([org, ID_KIND, e.id], seq);
+      // An id that names its seq needs no index entry (see `eventId`).
+      if (eventIdSeq(e.id) !== seq) auditIndex.putSync([org, ID_KIND, e.id], seq);
       postings.add(INDEX_KINDS.pipeline_id, e.pipeline_id, seq);
       const pl = e.pipeline_id;
       if (e.session_id !== null && !isDerivedId('session_id', e.session_id, pl))

@@ -8,6 +8,7 @@ import {
 } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
+import { eventIdSeq } from '../util/ids.js';
 import { type LogLine, sealLine } from './jsonl-log.js';
 import { BRIDGE_KIND, ID_KIND, MAX_KEY, SEAL_KIND, SEAL_SIZE_KIND } from './layout.js';
 import { compactRange, nodeReader } from './org-head.js';
@@ -61,9 +62,24 @@ export class ChainReader {
     return 0;
   }
 
-  seqOf(org: string, eventId: string): number | undefined {
+  /**
+   * The event with this id and its seq. An id that names its seq (see `eventId`) is found by
+   * reading that event; other ids (older formats, seqs past `MAX_ID_SEQ`) through the id index.
+   */
+  locate(org: string, eventId: string): { seq: number; event: AuditEvent } | undefined {
+    const named = eventIdSeq(eventId);
+    if (named !== undefined) {
+      const event = this.eventAt(org, named);
+      if (event?.id === eventId) return { seq: named, event };
+    }
     const seq: unknown = this.store.auditIndex.get([org, ID_KIND, eventId]);
-    return typeof seq === 'number' ? seq : undefined;
+    if (typeof seq !== 'number') return undefined;
+    const event = this.eventAt(org, seq);
+    return event === undefined ? undefined : { seq, event };
+  }
+
+  seqOf(org: string, eventId: string): number | undefined {
+    return this.locate(org, eventId)?.seq;
   }
 
   /** The stored event at `seq` (without `seal`). */
@@ -73,11 +89,8 @@ export class ChainReader {
   }
 
   get(org: string, eventId: string): AuditEvent | undefined {
-    const seq = this.seqOf(org, eventId);
-    if (seq === undefined) return undefined;
-    const e = this.eventAt(org, seq);
-    if (e === undefined) return undefined;
-    return withSeal(e, this.sealResolver(org)(seq));
+    const found = this.locate(org, eventId);
+    return found === undefined ? undefined : withSeal(found.event, this.sealResolver(org)(found.seq));
   }
 
   sealBySeq(org: string, sealSeq: number): StoredSeal | undefined {
@@ -317,9 +330,10 @@ export class ChainReader {
 
   /** Receipt of an event: undefined when there is no such event, null while it is unsealed. */
   receipt(org: string, eventId: string): { receipt: Receipt; seal: StoredSeal } | null | undefined {
-    const seq = this.seqOf(org, eventId);
-    const e = seq === undefined ? undefined : this.eventAt(org, seq);
-    if (seq === undefined || e === undefined || !isHash(e.hash)) return undefined;
+    const found = this.locate(org, eventId);
+    if (found === undefined) return undefined;
+    const { seq, event: e } = found;
+    if (!isHash(e.hash)) return undefined;
     const seal = this.coveringSeal(org, seq);
     if (seal === undefined) return null;
     const receipt = buildReceipt({ id: e.id, seq, hash: e.hash }, seal, nodeReader(this.store, org));

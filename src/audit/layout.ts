@@ -6,7 +6,8 @@ import type { AuditQuery } from './types.js';
  *
  * - `auditEvents`  [org, seq] → the event as JSON text (without `seal`): exactly what was hashed,
  *                  and exactly the line of the JSONL log, so reads and exports never re-encode.
- * - `auditIndex`   [org, 'i', event id] → seq, and for each search index (`INDEX_KINDS`) posting
+ * - `auditIndex`   [org, 'i', event id] → seq for ids that do not name their seq (older ids; see
+ *                  `eventId`), and for each search index (`INDEX_KINDS`) posting
  *                  lists [org, kind, value, last seq] → [seq, …], one per value per commit (see
  *                  postings.ts). Seq order is time order, so no ts index is needed: a ts bound
  *                  becomes a seq bound by binary search.

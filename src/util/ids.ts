@@ -39,18 +39,57 @@ const SORTABLE_RANDOM = 12; // ~71 bits
  * ids would dirty a different page per write (measured: ~10 µs of CPU per audit event).
  */
 export function sortableBody(ms: number = Date.now()): string {
-  let t = '';
-  let v = Math.max(0, Math.floor(ms));
-  for (let i = 0; i < TIME_CHARS; i++) {
-    t = (BASE62[v % 62] as string) + t;
-    v = Math.floor(v / 62);
-  }
-  return t + randomBase62(SORTABLE_RANDOM);
+  return fixedBase62(ms, TIME_CHARS) + randomBase62(SORTABLE_RANDOM);
 }
 
-/** `prefix` + `sortableBody(ms)`, e.g. `ae_…` for audit events. */
+/** `prefix` + `sortableBody(ms)`, e.g. `pl_…` for the pipeline of a call. */
 export function sortableId(prefix: string, ms?: number): string {
   return prefix + sortableBody(ms);
+}
+
+/** `v` (a non-negative integer, taken modulo 62^width) in `width` base62 digits, most significant first. */
+function fixedBase62(v: number, width: number): string {
+  let out = '';
+  let rest = Math.max(0, Math.floor(v));
+  for (let i = 0; i < width; i++) {
+    out = (BASE62[rest % 62] as string) + out;
+    rest = Math.floor(rest / 62);
+  }
+  return out;
+}
+
+const EVENT_PREFIX = 'ae_';
+const SEQ_CHARS = 6;
+const EVENT_RANDOM = 20 - TIME_CHARS - SEQ_CHARS;
+/** The largest org-chain seq an audit event id can name (62^6 − 1 ≈ 5.7 × 10^10). */
+export const MAX_ID_SEQ = 62 ** SEQ_CHARS - 1;
+const EVENT_ID_RE = /^ae_[0-9A-Za-z]{20}$/;
+
+/**
+ * The id of the audit event at `seq` of its org's chain: `ae_` + the epoch ms (8 base62 digits,
+ * so ids sort by time) + the seq (6 digits) + 6 random characters. An id names its event's place,
+ * so finding an event by id is one read of the event, with no id index to write per event; the
+ * reader still compares the whole id. Above `MAX_ID_SEQ` the id is a plain sortable one and is
+ * indexed like ids written before this format.
+ */
+export function eventId(ms: number, seq: number): string {
+  if (!Number.isSafeInteger(seq) || seq < 1 || seq > MAX_ID_SEQ) return sortableId(EVENT_PREFIX, ms);
+  return (
+    EVENT_PREFIX + fixedBase62(ms, TIME_CHARS) + fixedBase62(seq, SEQ_CHARS) + randomBase62(EVENT_RANDOM)
+  );
+}
+
+/**
+ * The seq an audit event id names, when it has the shape of one. Any id of that shape decodes
+ * (older ids were random), so a caller must check the event found there carries this very id.
+ */
+export function eventIdSeq(id: string): number | undefined {
+  if (!EVENT_ID_RE.test(id)) return undefined;
+  let seq = 0;
+  const end = EVENT_PREFIX.length + TIME_CHARS + SEQ_CHARS;
+  for (let i = EVENT_PREFIX.length + TIME_CHARS; i < end; i++)
+    seq = seq * 62 + BASE62.indexOf(id[i] as string);
+  return seq > 0 ? seq : undefined;
 }
 
 export const AGENT_KEY_PREFIX = 'gk_agent_';

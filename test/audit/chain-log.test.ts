@@ -33,6 +33,7 @@ import { ServiceError } from '../../src/core/errors.js';
 import { AuditKeys } from '../../src/crypto/audit-keys.js';
 import { WorkerSealSigner } from '../../src/crypto/seal-signer.js';
 import { openStore } from '../../src/store/db.js';
+import { eventIdSeq } from '../../src/util/ids.js';
 import { storedSeals, type TempLog, TestSigner, tempLog, testSigner, waitFor } from './helpers.js';
 
 const ORG = 'org_alpha';
@@ -67,7 +68,7 @@ function parseJsonl(text: string): ChainLine[] {
     .map((l) => JSON.parse(l) as ChainLine);
 }
 
-t.test('event ids sort by the time of their event, so their index grows at its end', async (t) => {
+t.test('event ids sort by time and name their seq: no id index, and only the exact id finds', async (t) => {
   const clock = manualClock();
   const h = tempLog({ sealIntervalMs: 60_000, clock: clock.fn });
   t.teardown(() => h.close());
@@ -75,10 +76,44 @@ t.test('event ids sort by the time of their event, so their index grows at its e
   for (let i = 0; i < 40; i++) {
     clock.now = BASE + i * 7; // a few ms apart, like calls under load
     ids.push((await h.log.append({ org_id: ORG, event_type: 'llm_call' })).id);
+    if (i === 19) await h.log.append({ org_id: 'org_beta', event_type: 'llm_call' }); // seq 1 of another org
   }
   t.same([...ids].sort(), ids, 'text order is chain order');
-  for (const id of ids) t.match(id, /^ae_[0-9A-Za-z]{20}$/);
-  t.equal(h.log.get(ORG, ids[17] as string)?.seq, 18, 'found through the id index');
+  for (const [i, id] of ids.entries()) {
+    t.match(id, /^ae_[0-9A-Za-z]{20}$/);
+    t.equal(eventIdSeq(id), i + 1, 'the id names its seq');
+  }
+  const idKeys = (org: string) => [
+    ...h.store.auditIndex.getKeys({ start: [org, 'i'], end: [org, 'i', '~'] }),
+  ];
+  t.same(idKeys(ORG), [], 'no id index entry is written for ids that name their seq');
+  t.equal(h.log.get(ORG, ids[17] as string)?.seq, 18, 'found by its seq');
+  t.equal(h.log.receipt(ORG, ids[17] as string), null, 'known (unsealed) to receipts too');
+
+  // Ids that name a seq but are not that event's: another tail, another org's event, a bad digit.
+  const id18 = ids[17] as string;
+  const otherTail = `${id18.slice(0, -1)}${id18.endsWith('A') ? 'B' : 'A'}`;
+  t.equal(h.log.get(ORG, otherTail), undefined, 'same seq, other random tail: not found');
+  t.equal(h.log.receipt(ORG, otherTail), undefined);
+  t.equal(h.log.sealOf(ORG, otherTail), undefined);
+  const beta = h.log.search('org_beta', { limit: 1 }).data[0] as AuditEvent;
+  t.equal(eventIdSeq(beta.id), 1);
+  t.equal(h.log.get(ORG, beta.id), undefined, "another org's event is not found through this org");
+  t.equal(h.log.get('org_beta', beta.id)?.id, beta.id);
+  t.equal(h.log.get(ORG, `${id18.slice(0, 12)}-${id18.slice(13)}`), undefined, 'not base62');
+  t.equal(h.log.get(ORG, 'ae_00000000000000000000'), undefined, 'seq 0 names nothing');
+
+  // An event written by an older build: a random id, found through the id index only.
+  const seq = 25;
+  const stored = h.store.auditEvents.get([ORG, seq]) as string;
+  const oldId = 'ae_q7Rm2ZkT0bW9xYcV4nLp';
+  t.not(eventIdSeq(oldId), seq, 'the old id does not name its seq');
+  await h.store.writer.enqueue(() => {
+    h.store.auditEvents.putSync([ORG, seq], stored.replace(ids[seq - 1] as string, oldId));
+    h.store.auditIndex.putSync([ORG, 'i', oldId], seq);
+  });
+  t.equal(h.log.get(ORG, oldId)?.seq, seq, 'an older id is found through the index');
+  t.equal(h.log.get(ORG, ids[seq - 1] as string), undefined, 'and the id it replaced is gone');
 });
 
 t.test('overview rollups: written once a flush interval, exact meanwhile and after a crash', async (t) => {
