@@ -5,34 +5,20 @@
  * Protocol: `workerData = {dataDir}`. In: `{id, chunk, keys}` (`keys`: the signing-key document as
  * JSON), answered `{id, lines}` or `{id, error}`; `{close: true}` closes the store and exits.
  */
-import { readlinkSync } from 'node:fs';
-import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { NoteVerifier } from '../core/chain/index.js';
 import { openStore } from '../store/db.js';
+import { lowerThreadPriority } from '../util/thread-priority.js';
 import { ChainReader } from './chain-reader.js';
 import { checkChunk, type ScanChunk, VerifiedSignatures, verifiersFor } from './integrity.js';
 import type { SigningKeyDocument } from './types.js';
 
-const WORKER_NICE = 10;
-
 if (parentPort === null) throw new Error('integrity-worker runs as a worker thread');
 const port = parentPort;
 
-/**
- * A scan is background work: on Linux, this thread (not the process) gets niceness 10, so the
- * event loop serving requests wins the CPU whenever both want it.
- */
-function lowerPriority(): void {
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isSafeInteger(tid) && tid > 0 && tid !== process.pid) setPriority(tid, WORKER_NICE);
-  } catch {
-    // not Linux, or not allowed: the scan runs at normal priority
-  }
-}
-
-lowerPriority();
+// A scan is background work: this thread (not the process) runs 10 steps nicer than the event
+// loop, which wins the CPU whenever both want it.
+lowerThreadPriority(10);
 const store = openStore((workerData as { dataDir: string }).dataDir);
 const reader = new ChainReader(store);
 // Seal signatures verified here are remembered across scans, as on the main thread.

@@ -17,6 +17,7 @@ import {
 } from '../../src/core/chain/index.js';
 import { AuditKeys } from '../../src/crypto/audit-keys.js';
 import { WorkerSealSigner } from '../../src/crypto/seal-signer.js';
+import { threadNices } from '../helpers/threads.js';
 
 const REAL_WORKER = new URL('../../src/crypto/mldsa-worker.js', import.meta.url);
 
@@ -276,3 +277,19 @@ t.test('close rejects pending and later requests; bad bodies are refused', async
   await t.rejects(signer.sign(body(2)), /closed/);
   await signer.close();
 });
+
+t.test(
+  'the signing thread runs five steps nicer than the event loop, which keeps its priority (Linux)',
+  { skip: process.platform !== 'linux' },
+  async (t) => {
+    const before = threadNices();
+    const base = before.get(process.pid) as number;
+    const signer = await startSigner(t, AuditKeys.load({ keysDir: tempKeysDir(t) }));
+    t.ok(verifyNote(await signer.sign(body(1)), verifiersFrom(signer.publicDocument())).ok);
+    const after = threadNices();
+    const fresh = [...after].filter(([tid]) => !before.has(tid)).map(([, nice]) => nice);
+    // Starting a worker may also start a runtime thread of its own (at the process's niceness).
+    t.equal(fresh.filter((n) => n === Math.min(19, base + 5)).length, 1, 'the new signer thread');
+    t.equal(after.get(process.pid), base, 'the main thread keeps its priority');
+  },
+);
