@@ -68,10 +68,15 @@ async function main() {
     }),
   );
   if (!flags.has('base')) {
-    console.error('usage: node append-ab.mjs --base=DIR [--new=DIR] [--rounds=4] [--orgs=1] [--batch=100] [--agents=12] [--events=40000]');
+    console.error(
+      'usage: node append-ab.mjs --base=DIR [--new=DIR] [--rounds=4] [--orgs=1] [--batch=100] [--agents=12] [--events=40000]',
+    );
     process.exit(2);
   }
-  const builds = { base: resolve(flags.get('base')), new: resolve(flags.get('new') ?? join(HERE, '..', 'dist')) };
+  const builds = {
+    base: resolve(flags.get('base')),
+    new: resolve(flags.get('new') ?? join(HERE, '..', 'dist')),
+  };
   const opts = {
     orgs: Number(flags.get('orgs') ?? 1),
     batch: Number(flags.get('batch') ?? 100),
@@ -89,18 +94,27 @@ async function main() {
   const samples = { base: [], new: [] };
   for (let r = 0; r < rounds; r++) {
     for (const name of r % 2 ? ['new', 'base'] : ['base', 'new']) {
-      const args = [process.execPath, join(HERE, 'append-ab.mjs'), '--child', JSON.stringify({ dist: builds[name], ...opts })];
+      const args = [
+        process.execPath,
+        join(HERE, 'append-ab.mjs'),
+        '--child',
+        JSON.stringify({ dist: builds[name], ...opts }),
+      ];
       const [cmd, ...rest] = taskset.length > 0 ? [...taskset, ...args] : args;
       const out = spawnSync(cmd, rest, { encoding: 'utf8', timeout: 300_000 });
       if (out.status !== 0) throw new Error(`${name} run failed: ${out.stderr}`);
       const m = JSON.parse(out.stdout.trim().split('\n').pop());
       samples[name].push(m.cpuUs);
-      console.log(`round ${r + 1} ${name.padEnd(4)} ${m.cpuUs.toFixed(1)} µs/event, ${Math.round(m.perS)} events/s`);
+      console.log(
+        `round ${r + 1} ${name.padEnd(4)} ${m.cpuUs.toFixed(1)} µs/event, ${Math.round(m.perS)} events/s`,
+      );
     }
   }
   const sorted = (a) => [...a].sort((x, y) => x - y);
   for (const name of ['base', 'new']) {
     const s = sorted(samples[name]);
-    console.log(`${name}: min ${s[0].toFixed(1)}, median ${s[s.length >> 1].toFixed(1)} µs/event (${JSON.stringify(opts)})`);
+    console.log(
+      `${name}: min ${s[0].toFixed(1)}, median ${s[s.length >> 1].toFixed(1)} µs/event (${JSON.stringify(opts)})`,
+    );
   }
 }

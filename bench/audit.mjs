@@ -32,6 +32,7 @@ import {
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { makeInputs } from './audit-events.mjs';
 import {
   BENCH_DIR,
   hasTaskset,
@@ -43,7 +44,6 @@ import {
   runBench,
   sleep,
 } from './targets.mjs';
-import { makeInputs } from './audit-events.mjs';
 
 const DIST = join(ROOT_DIR, 'dist', 'src');
 const CHAIN_LOG_JS = join(DIST, 'audit', 'chain-log.js');

@@ -814,7 +814,8 @@ function report(result) {
       '| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |',
     );
     const rows = Object.entries(g).map(([k, s]) => [k, s, '']);
-    for (const [k, s] of Object.entries(result.govern.base?.summary ?? {})) rows.push([k, s, ' **(baseline build)**']);
+    for (const [k, s] of Object.entries(result.govern.base?.summary ?? {}))
+      rows.push([k, s, ' **(baseline build)**']);
     for (const [k, s, label] of rows) {
       out.push(
         `| TOOL_CALL ${k}${k === 'allowed' ? ' (mandate issued)' : ''}${label}${s.errors ? ' (errors!)' : ''} | ` +
