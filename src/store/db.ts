@@ -60,8 +60,10 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
   });
   const db = (name: string): AnyDb => root.openDB({ name });
   let dirty = false;
-  const writer = new BatchWriter(root, () => {
-    dirty = true;
+  const writer = new BatchWriter(root, {
+    onCommit: () => {
+      dirty = true;
+    },
   });
   let timer: NodeJS.Timeout | undefined;
   // An fsync runs on an LMDB worker thread; closing the env under it crashes the process, so
