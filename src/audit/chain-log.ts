@@ -24,6 +24,7 @@ import {
   INDEX_KINDS,
   isDerivedId,
   MINUTE_KIND,
+  POSTINGS_MARK_KIND,
   ROLLUP_MARK_KIND,
 } from './layout.js';
 import {
@@ -35,7 +36,7 @@ import {
   type OrgHead,
   STORED_NODE_LEVEL,
 } from './org-head.js';
-import { PostingWriter } from './postings.js';
+import { type PendingWrite, PostingWriter } from './postings.js';
 import { addEvent, bucketStart, HOUR_MS, MINUTE_MS } from './rollups.js';
 import { Sealer } from './sealer.js';
 import { AuditSearch } from './search.js';
@@ -99,6 +100,15 @@ function linkedLine(event: Draft): { hash: string; json: string } {
   return { hash, json: `${head}${full}${rest},"hash":"${hash}"}` };
 }
 
+/** Counts `e` in its org's pending postings of the buffered indexes (see `PendingPostings`). */
+function addPending(head: OrgHead, e: AuditEvent): void {
+  const p = head.pending;
+  p.add(INDEX_KINDS.agent_id, e.agent_id, e.seq);
+  p.add(INDEX_KINDS.event_type, e.event_type, e.seq);
+  p.add(INDEX_KINDS.action, e.outcome, e.seq);
+  p.add(INDEX_KINDS.category, familyOf(e.event_type), e.seq);
+}
+
 /** Lines per step of an asynchronous integrity scan (tens of ms between yields to the loop). */
 const SCAN_STEP = 2_000;
 const SALT_BYTES = 16;
@@ -145,7 +155,10 @@ export class ChainLog implements AuditLog {
     this.#store = store;
     this.#signer = signer;
     this.#reader = new ChainReader(store);
-    this.#search = new AuditSearch(this.#reader, opts.searchBudget);
+    this.#search = new AuditSearch(this.#reader, opts.searchBudget, (org, kind, value) => {
+      const head = this.#heads.get(org);
+      return head === undefined || head.dead ? [] : head.pending.seqs(kind, value);
+    });
     this.#clock = opts.clock ?? Date.now;
     this.#rollupFlushMs = Math.max(1, opts.rollupFlushMs ?? 1_000);
     const workers = opts.integrityWorkers ?? Math.min(4, availableParallelism());
@@ -229,6 +242,7 @@ export class ChainLog implements AuditLog {
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
     this.#count(head, head.minute as Bucket, event);
     this.#count(head, head.hour as Bucket, event);
+    addPending(head, event);
     this.#scheduleRollups();
     this.#sealer.check(head);
     const ref: AuditRef = { id: event.id, seq: event.seq };
@@ -319,14 +333,21 @@ export class ChainLog implements AuditLog {
    * its next commit writes the mark.
    */
   #recount(head: OrgHead): void {
-    const mark: unknown = this.#store.auditMeta.get([head.org, ROLLUP_MARK_KIND]);
-    if (typeof mark !== 'number') {
-      head.markPending = head.seq;
-      return;
-    }
-    if (mark >= head.seq) return;
-    for (const { json } of this.#reader.eventTexts(head.org, mark + 1, head.seq)) {
+    const { auditMeta } = this.#store;
+    const mark: unknown = auditMeta.get([head.org, ROLLUP_MARK_KIND]);
+    const postingsMark: unknown = auditMeta.get([head.org, POSTINGS_MARK_KIND]);
+    // Without a mark, what is stored is exact up to the head (written per commit by an older
+    // build, or nothing yet); the org's next commit writes the mark.
+    if (typeof mark !== 'number') head.markPending = head.seq;
+    if (typeof postingsMark !== 'number') head.postingsMarkPending = head.seq;
+    const rollupsFrom = typeof mark === 'number' ? mark : head.seq;
+    const postingsFrom = typeof postingsMark === 'number' ? postingsMark : head.seq;
+    const from = Math.min(rollupsFrom, postingsFrom);
+    if (from >= head.seq) return;
+    for (const { seq, json } of this.#reader.eventTexts(head.org, from + 1, head.seq)) {
       const e = JSON.parse(json) as AuditEvent;
+      if (seq > postingsFrom) addPending(head, e);
+      if (seq <= rollupsFrom) continue;
       const ms = Date.parse(e.ts);
       if (!Number.isFinite(ms)) continue;
       this.#count(head, this.#bucket(head, MINUTE_KIND, bucketStart(ms, MINUTE_MS)), e);
@@ -336,30 +357,41 @@ export class ChainLog implements AuditLog {
   }
 
   /**
-   * Writes every org's unwritten rollups and its mark. Runs in the writer's transaction with the
-   * batches queued in the same turn, so the mark (the head's seq at that moment) never names an
-   * event whose batch is not in this commit or an earlier one. A bucket counted again before the
-   * commit stays dirty; a failed commit leaves them all dirty for the next flush.
+   * Writes every org's unwritten rollups and pending postings, and their marks. Runs in the
+   * writer's transaction with the batches queued in the same turn, so a mark (the head's seq at
+   * that moment) never names an event whose batch is not in this commit or an earlier one. A
+   * bucket counted again before the commit stays dirty, postings appended since stay pending; a
+   * failed commit leaves them all for the next flush. A head whose commit failed is skipped: its
+   * memory names events that were never stored (it is reloaded and recounted on next use).
    */
   readonly #flushRollups = (): Promise<void> => {
     this.#rollupTimer = undefined;
-    const heads = [...this.#heads.values()].filter((h) => h.dirty.size > 0 && !h.dead);
+    const heads = [...this.#heads.values()].filter(
+      (h) => (h.dirty.size > 0 || h.pending.size > 0) && !h.dead,
+    );
     if (heads.length === 0) return Promise.resolve();
     const written: Array<[OrgHead, Bucket, number]> = [];
-    const { auditMeta } = this.#store;
-    const done = this.#store.writer.enqueue(() => {
+    const postings: Array<[OrgHead, PendingWrite[]]> = [];
+    const store = this.#store;
+    const done = store.writer.enqueue(() => {
       for (const head of heads) {
+        if (head.dead) continue;
         for (const b of head.dirty) {
-          auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
+          store.auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
           written.push([head, b, b.version]);
         }
-        auditMeta.putSync([head.org, ROLLUP_MARK_KIND], head.seq);
-        head.markPending = undefined; // this mark is newer; a batch later in this commit keeps it
+        postings.push([head, head.pending.write(store, head.org)]);
+        store.auditMeta.putSync([head.org, ROLLUP_MARK_KIND], head.seq);
+        store.auditMeta.putSync([head.org, POSTINGS_MARK_KIND], head.seq);
+        // These marks are newer; a batch later in this commit keeps them.
+        head.markPending = undefined;
+        head.postingsMarkPending = undefined;
       }
     });
     return done.then(
       () => {
         for (const [head, b, version] of written) if (b.version === version) head.dirty.delete(b);
+        for (const [head, lists] of postings) head.pending.stored(lists);
       },
       (err: unknown) => {
         this.#rollupError = err;
@@ -407,10 +439,6 @@ export class ChainLog implements AuditLog {
         postings.add(INDEX_KINDS.session_id, e.session_id, seq);
       if (e.task_id !== null && !isDerivedId('task_id', e.task_id, pl))
         postings.add(INDEX_KINDS.task_id, e.task_id, seq);
-      postings.add(INDEX_KINDS.agent_id, e.agent_id, seq);
-      postings.add(INDEX_KINDS.event_type, e.event_type, seq);
-      postings.add(INDEX_KINDS.action, e.outcome, seq);
-      postings.add(INDEX_KINDS.category, familyOf(e.event_type), seq);
     }
     postings.flush(this.#store, org);
     for (const n of batch.nodes) auditNodes.putSync([org, n.level, n.index], n.hash);
@@ -419,6 +447,10 @@ export class ChainLog implements AuditLog {
     if (head.markPending !== undefined) {
       auditMeta.putSync([org, ROLLUP_MARK_KIND], head.markPending);
       head.markPending = undefined;
+    }
+    if (head.postingsMarkPending !== undefined) {
+      auditMeta.putSync([org, POSTINGS_MARK_KIND], head.postingsMarkPending);
+      head.postingsMarkPending = undefined;
     }
   }
 

@@ -10,6 +10,7 @@ import {
 } from '../core/chain/index.js';
 import type { Store } from '../store/db.js';
 import { MAX_KEY, SEAL_KIND } from './layout.js';
+import { PendingPostings } from './postings.js';
 import { type Rollup, reviveRollup } from './rollups.js';
 import type { AuditEvent, StoredSeal } from './types.js';
 
@@ -65,6 +66,10 @@ export interface OrgHead {
    * buckets) when it is not stored yet; the org's next commit writes it.
    */
   markPending: number | undefined;
+  /** Postings of the buffered indexes not stored yet (written with the rollups). */
+  readonly pending: PendingPostings;
+  /** Like `markPending`, for the postings mark ([org, POSTINGS_MARK_KIND]). */
+  postingsMarkPending: number | undefined;
   /** Set when a commit failed: this head is dropped and reloaded from the store. */
   dead: boolean;
 }
@@ -194,6 +199,8 @@ export function loadHead(store: Store, org: string): OrgHead {
     hour: undefined,
     dirty: new Set(),
     markPending: undefined,
+    pending: new PendingPostings(),
+    postingsMarkPending: undefined,
     dead: false,
   };
 }

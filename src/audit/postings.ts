@@ -32,6 +32,78 @@ export class PostingWriter {
   }
 }
 
+/**
+ * The postings of the buffered indexes (`BUFFERED_KINDS`: agent, type, outcome, category) that
+ * are not stored yet. Those few values would otherwise cost a write each per commit (per org); a
+ * commit of one event wrote four of them. They are collected per org as events are appended and
+ * stored once a second, with the org's rollups and its postings mark, as one list per value.
+ * Search adds them to the stored lists (`UnionIndex`). After a crash the next start rebuilds them
+ * from the events past the mark.
+ */
+export class PendingPostings {
+  readonly #kinds = new Map<string, Map<string, number[]>>();
+  #size = 0;
+
+  /** Seqs held (0 when nothing waits). */
+  get size(): number {
+    return this.#size;
+  }
+
+  add(kind: string, value: string | null | undefined, seq: number): void {
+    if (typeof value !== 'string') return;
+    let byValue = this.#kinds.get(kind);
+    if (byValue === undefined) this.#kinds.set(kind, (byValue = new Map()));
+    const list = byValue.get(value);
+    if (list === undefined) byValue.set(value, [seq]);
+    else list.push(seq);
+    this.#size++;
+  }
+
+  /** The seqs of (kind, value) not known to be stored, ascending. */
+  seqs(kind: string, value: string): readonly number[] {
+    return this.#kinds.get(kind)?.get(value) ?? NO_SEQS;
+  }
+
+  /**
+   * Stores every list (inside the writer's transaction) and returns what it wrote, for `stored`
+   * once the transaction has committed. Writing again before that (a second flush in the same
+   * transaction) writes the same entries again.
+   */
+  write(store: Store, org: string): PendingWrite[] {
+    const written: PendingWrite[] = [];
+    for (const [kind, byValue] of this.#kinds) {
+      for (const [value, seqs] of byValue) {
+        const last = seqs[seqs.length - 1] as number;
+        store.auditIndex.putSync([org, kind, value, last], seqs.slice());
+        written.push({ kind, value, last });
+      }
+    }
+    return written;
+  }
+
+  /** After the commit of `written`: drops the seqs it stored (appends since then stay). */
+  stored(written: readonly PendingWrite[]): void {
+    for (const { kind, value, last } of written) {
+      const byValue = this.#kinds.get(kind);
+      const seqs = byValue?.get(value);
+      if (byValue === undefined || seqs === undefined) continue;
+      let n = 0;
+      while (n < seqs.length && (seqs[n] as number) <= last) n++;
+      this.#size -= n;
+      if (n === seqs.length) byValue.delete(value);
+      else seqs.splice(0, n);
+    }
+  }
+}
+
+export interface PendingWrite {
+  readonly kind: string;
+  readonly value: string;
+  readonly last: number;
+}
+
+const NO_SEQS: readonly number[] = [];
+
 type ListKey = [string, string, string, number];
 
 function asSeqs(v: unknown): readonly number[] {
@@ -158,6 +230,74 @@ function binarySearch(sorted: readonly number[], x: number): boolean {
   return false;
 }
 
+/** A SeqIndex over an ascending array held in memory (pending postings). */
+export class SortedSeqs implements SeqIndex {
+  constructor(private readonly sorted: readonly number[]) {}
+
+  has(seq: number): boolean {
+    return binarySearch(this.sorted, seq);
+  }
+
+  *seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
+    if (dir === 'desc') {
+      yield* descending(this.sorted, lo, hi);
+      return;
+    }
+    for (const s of this.sorted) {
+      if (s > hi) return;
+      if (s >= lo) yield s;
+    }
+  }
+
+  count(lo: number, hi: number, cap: number): number {
+    let n = 0;
+    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
+    return n;
+  }
+}
+
+/** Both indexes as one: ordered, each seq once (a seq may be in both for a moment). */
+export class UnionIndex implements SeqIndex {
+  constructor(
+    private readonly a: SeqIndex,
+    private readonly b: SeqIndex,
+  ) {}
+
+  has(seq: number): boolean {
+    return this.a.has(seq) || this.b.has(seq);
+  }
+
+  seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
+    return mergeSeqs(this.a.seqs(lo, hi, dir), this.b.seqs(lo, hi, dir), dir);
+  }
+
+  count(lo: number, hi: number, cap: number): number {
+    let n = 0;
+    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
+    return n;
+  }
+}
+
+/** Two ordered seq streams merged in `dir` order, a seq found in both given once. */
+function* mergeSeqs(a: Iterator<number>, b: Iterator<number>, dir: 'asc' | 'desc'): Generator<number> {
+  let x = a.next();
+  let y = b.next();
+  const before = dir === 'asc' ? (p: number, q: number) => p < q : (p: number, q: number) => p > q;
+  while (x.done !== true || y.done !== true) {
+    if (y.done === true || (x.done !== true && before(x.value, y.value))) {
+      yield x.value as number;
+      x = a.next();
+    } else if (x.done === true || before(y.value, x.value)) {
+      yield y.value;
+      y = b.next();
+    } else {
+      yield x.value; // in both: once
+      x = a.next();
+      y = b.next();
+    }
+  }
+}
+
 /**
  * The events of a session or task id of the derived form (`ses_X`, `tsk_X`; see layout.ts): those
  * indexed under the id itself (the caller named it, or data written before derived ids), merged
@@ -206,25 +346,9 @@ export class DerivedIdList implements SeqIndex {
     return this.#own.has(seq) || (this.#via.has(seq) && this.#holds(seq));
   }
 
-  *seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
-    const a = this.#own.seqs(lo, hi, dir);
-    const b = this.#viaSeqs(lo, hi, dir);
-    let x = a.next();
-    let y = b.next();
-    const before = dir === 'asc' ? (p: number, q: number) => p < q : (p: number, q: number) => p > q;
-    while (x.done !== true || y.done !== true) {
-      if (y.done === true || (x.done !== true && before(x.value, y.value))) {
-        yield x.value as number;
-        x = a.next();
-      } else if (x.done === true || before(y.value, x.value)) {
-        yield y.value;
-        y = b.next();
-      } else {
-        yield x.value; // in both (indexed twice by an older writer): once
-        x = a.next();
-        y = b.next();
-      }
-    }
+  seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
+    // A seq in both (indexed twice by an older writer) comes once.
+    return mergeSeqs(this.#own.seqs(lo, hi, dir), this.#viaSeqs(lo, hi, dir), dir);
   }
 
   *#viaSeqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {

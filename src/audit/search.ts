@@ -2,6 +2,7 @@ import { ServiceError } from '../core/errors.js';
 import type { ChainReader } from './chain-reader.js';
 import { withSeal } from './chain-reader.js';
 import {
+  BUFFERED_KINDS,
   boundMs,
   decodeCursor,
   derivedPipeline,
@@ -15,7 +16,7 @@ import {
   MINUTE_KIND,
 } from './layout.js';
 import type { Bucket } from './org-head.js';
-import { DerivedIdList, PostingList, type SeqIndex } from './postings.js';
+import { DerivedIdList, PostingList, type SeqIndex, SortedSeqs, UnionIndex } from './postings.js';
 import { addEvent, emptyRollup, mergeRollup, planRange, type Rollup, toOverview } from './rollups.js';
 import type { AuditEvent, AuditOverview, AuditPage, AuditQuery } from './types.js';
 
@@ -68,6 +69,8 @@ export class AuditSearch {
   constructor(
     private readonly reader: ChainReader,
     private readonly budget = SCAN_BUDGET,
+    /** Seqs of a buffered index not stored yet (the writer's memory; see `PendingPostings`). */
+    private readonly pending: (org: string, kind: string, value: string) => readonly number[] = () => [],
   ) {}
 
   search(org: string, q: AuditQuery): AuditPage {
@@ -180,11 +183,15 @@ export class AuditSearch {
       if (v === undefined) continue;
       const derived = name === 'session_id' || name === 'task_id' ? name : undefined;
       const pipeline = derived === undefined ? undefined : derivedPipeline(derived, v);
-      given.push(
-        derived === undefined || pipeline === undefined
-          ? new PostingList(store, org, INDEX_KINDS[name], v)
-          : new DerivedIdList(store, org, INDEX_KINDS[name], derived, v, INDEX_KINDS.pipeline_id, pipeline),
-      );
+      const kind = INDEX_KINDS[name];
+      if (derived !== undefined && pipeline !== undefined) {
+        given.push(new DerivedIdList(store, org, kind, derived, v, INDEX_KINDS.pipeline_id, pipeline));
+        continue;
+      }
+      const stored = new PostingList(store, org, kind, v);
+      const unstored = BUFFERED_KINDS.has(kind) ? this.pending(org, kind, v) : [];
+      // A copy: the writer appends to (and trims) its list while a search pages through it.
+      given.push(unstored.length === 0 ? stored : new UnionIndex(stored, new SortedSeqs(unstored.slice())));
     }
     const q = nonEmpty(f.q);
     const needle = q?.toLowerCase();

@@ -175,6 +175,100 @@ t.test('overview rollups: written once a flush interval, exact meanwhile and aft
   h.log = new ChainLog(h.store, testSigner(), { dataDir: join(h.dir, 'data'), rotationMaxMb: 100 });
 });
 
+t.test(
+  'agent, type, outcome and category postings: stored once a flush, search exact throughout',
+  async (t) => {
+    const opts = { sealIntervalMs: 60_000, rollupFlushMs: 60_000 };
+    const h = tempLog(opts);
+    t.teardown(() => h.close());
+    const types = ['llm_call', 'govern.decision', 'govern.execution', 'approval.granted'];
+    for (let i = 0; i < 240; i++) {
+      void h.log.append({ org_id: ORG, ...appendInput(i, types) });
+      if (i % 30 === 29) await h.log.flushSeals(); // several commits
+    }
+    await h.log.flushSeals();
+    const filters: Array<Record<string, string>> = [
+      { agent_id: 'agent-3' },
+      { action: 'block' },
+      { event_type: 'govern.decision' },
+      { category: 'govern' },
+      { agent_id: 'agent-4', action: 'block' },
+      { agent_id: 'agent-5', event_type: 'llm_call', category: 'llm_call' },
+      { category: 'approval', pipeline_id: 'pl_3' },
+      { agent_id: 'nobody' },
+    ];
+    const field = { agent_id: 'agent_id', action: 'outcome', event_type: 'event_type' } as const;
+    const holds = (e: AuditEvent, f: Record<string, string>) =>
+      Object.entries(f).every(([k, v]) =>
+        k === 'category'
+          ? e.event_type.split('.')[0] === v
+          : (e as unknown as Record<string, unknown>)[field[k as keyof typeof field] ?? k] === v,
+      );
+    const check = (log: ChainLog, label: string) => {
+      const every = log.search(ORG, { limit: 1000 }).data;
+      for (const f of filters) {
+        const want = every.filter((e) => holds(e, f)).map((e) => e.seq);
+        // Two pages each way: the index serves order and cursors too.
+        const first = log.search(ORG, { ...f, limit: 7 });
+        const rest = first.next_cursor
+          ? log.search(ORG, { ...f, limit: 1000, cursor: first.next_cursor }).data
+          : [];
+        t.same(
+          [...first.data, ...rest].map((e) => e.seq),
+          want,
+          `${label}: ${JSON.stringify(f)}`,
+        );
+      }
+      return every.length;
+    };
+    const stored = (store: typeof h.store, kind: string) =>
+      [...store.auditIndex.getKeys({ start: [ORG, kind], end: [ORG, kind, '\uffff'] })].length;
+
+    t.equal(check(h.log, 'in memory only'), 240);
+    for (const kind of ['a', 'e', 'o', 'f'])
+      t.equal(stored(h.store, kind), 0, `no '${kind}' posting per commit`);
+    t.ok(stored(h.store, 'p') > 0, 'pipeline postings are written per commit');
+    t.equal(h.store.auditMeta.get([ORG, 'q']), 0, "the org's first commit marked where its postings stand");
+
+    // A crash: nothing of the buffered postings is stored; the next start rebuilds them.
+    await h.store.close();
+    let store = openStore(join(h.dir, 'data'));
+    let log = new ChainLog(store, testSigner(), {
+      dataDir: join(h.dir, 'data'),
+      rotationMaxMb: 100,
+      ...opts,
+    });
+    check(log, 'after a crash');
+    for (let i = 240; i < 300; i++) void log.append({ org_id: ORG, ...appendInput(i, types) });
+    await log.flushSeals();
+    t.equal(check(log, 'rebuilt and new'), 300);
+    await log.close(); // stores the postings and the mark
+    t.equal(store.auditMeta.get([ORG, 'q']), 300);
+    t.equal(stored(store, 'a'), 12, 'one list per agent, written once');
+
+    log = new ChainLog(store, testSigner(), { dataDir: join(h.dir, 'data'), rotationMaxMb: 100, ...opts });
+    check(log, 'stored only');
+    for (let i = 300; i < 330; i++) void log.append({ org_id: ORG, ...appendInput(i, types) });
+    await log.flushSeals();
+    t.equal(check(log, 'stored and in memory'), 330);
+    await log.close();
+    await store.close();
+    store = openStore(join(h.dir, 'data'));
+    h.store = store; // for the teardown
+    h.log = new ChainLog(store, testSigner(), { dataDir: join(h.dir, 'data'), rotationMaxMb: 100 });
+    check(h.log, 'reopened');
+  },
+);
+
+function appendInput(i: number, types: readonly string[]): Omit<AuditInput, 'org_id'> {
+  return {
+    event_type: types[i % types.length] as string,
+    agent_id: `agent-${i % 12}`,
+    outcome: i % 5 ? 'allow' : 'block',
+    pipeline_id: `pl_${i}`,
+  };
+}
+
 t.test('the JSONL log catches up with the store by itself, in one write per burst', async (t) => {
   const h = tempLog({ sealIntervalMs: 60_000 });
   t.teardown(() => h.close());
