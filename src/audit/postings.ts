@@ -1,24 +1,32 @@
 import type { Store } from '../store/db.js';
 import { MAX_KEY } from './layout.js';
 
+type ListsByKind = Map<string, Map<string, number[]>>;
+
+/** Appends `seq` to the list of (kind, value); false when the value is not a string (no entry). */
+function addSeq(kinds: ListsByKind, kind: string, value: string | null | undefined, seq: number): boolean {
+  if (typeof value !== 'string') return false;
+  let byValue = kinds.get(kind);
+  if (byValue === undefined) kinds.set(kind, (byValue = new Map()));
+  const list = byValue.get(value);
+  if (list === undefined) byValue.set(value, [seq]);
+  else list.push(seq);
+  return true;
+}
+
 /**
  * Search indexes as posting lists: for each (kind, value) a commit writes ONE entry
  * `[org, kind, value, last seq] → [seq, …]` (ascending) holding the seqs of that batch's events
- * with that value, instead of one entry per event. Under load a batch holds hundreds of events
- * sharing a few agents, types and outcomes, so this cuts the writes per event several-fold; at
- * one event per batch it costs the same as a plain index. Batches are disjoint seq ranges in
- * seq order, so lists ordered by their last seq are ordered by every seq they hold.
+ * with that value, instead of one entry per event. This writer serves the indexes written with
+ * each commit (pipelines, and sessions and tasks the caller named); those of few values are
+ * collected longer (`PendingPostings`). Lists are disjoint seq ranges written in seq order, so
+ * lists ordered by their last seq are ordered by every seq they hold.
  */
 export class PostingWriter {
-  readonly #kinds = new Map<string, Map<string, number[]>>();
+  readonly #kinds: ListsByKind = new Map();
 
   add(kind: string, value: string | null | undefined, seq: number): void {
-    if (typeof value !== 'string') return;
-    let byValue = this.#kinds.get(kind);
-    if (byValue === undefined) this.#kinds.set(kind, (byValue = new Map()));
-    const list = byValue.get(value);
-    if (list === undefined) byValue.set(value, [seq]);
-    else list.push(seq);
+    addSeq(this.#kinds, kind, value, seq);
   }
 
   /** Writes every list (inside the writer's transaction). */
@@ -41,7 +49,7 @@ export class PostingWriter {
  * from the events past the mark.
  */
 export class PendingPostings {
-  readonly #kinds = new Map<string, Map<string, number[]>>();
+  readonly #kinds: ListsByKind = new Map();
   #size = 0;
 
   /** Seqs held (0 when nothing waits). */
@@ -50,13 +58,7 @@ export class PendingPostings {
   }
 
   add(kind: string, value: string | null | undefined, seq: number): void {
-    if (typeof value !== 'string') return;
-    let byValue = this.#kinds.get(kind);
-    if (byValue === undefined) this.#kinds.set(kind, (byValue = new Map()));
-    const list = byValue.get(value);
-    if (list === undefined) byValue.set(value, [seq]);
-    else list.push(seq);
-    this.#size++;
+    if (addSeq(this.#kinds, kind, value, seq)) this.#size++;
   }
 
   /** The seqs of (kind, value) not known to be stored, ascending. */
