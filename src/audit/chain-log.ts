@@ -327,17 +327,15 @@ export class ChainLog implements AuditLog {
   }
 
   /**
-   * A freshly loaded head: events after the org's rollup mark were committed but not yet in the
-   * stored rollups when the process stopped (a crash); they are counted again, from the store.
-   * An org without a mark has exact rollups (written per commit before marks existed, or none);
-   * its next commit writes the mark.
+   * A freshly loaded head: events after the org's rollup mark (postings mark) were committed but
+   * not yet in the stored rollups (buffered postings) when the process stopped (a crash); they
+   * are counted again, from the store. An org without a mark has exact rollups or postings
+   * (written per commit before marks existed, or none); its next commit writes the mark.
    */
   #recount(head: OrgHead): void {
     const { auditMeta } = this.#store;
     const mark: unknown = auditMeta.get([head.org, ROLLUP_MARK_KIND]);
     const postingsMark: unknown = auditMeta.get([head.org, POSTINGS_MARK_KIND]);
-    // Without a mark, what is stored is exact up to the head (written per commit by an older
-    // build, or nothing yet); the org's next commit writes the mark.
     if (typeof mark !== 'number') head.markPending = head.seq;
     if (typeof postingsMark !== 'number') head.postingsMarkPending = head.seq;
     const rollupsFrom = typeof mark === 'number' ? mark : head.seq;
