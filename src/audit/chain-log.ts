@@ -100,7 +100,10 @@ function linkedLine(event: Draft): { hash: string; json: string } {
   return { hash, json: `${head}${full}${rest},"hash":"${hash}"}` };
 }
 
-/** Counts `e` in its org's pending postings of the buffered indexes (see `PendingPostings`). */
+/**
+ * Counts `e` in its org's pending postings: these four indexes of few values are the buffered
+ * ones, stored once a second with the rollups (see `PendingPostings`); the others per commit.
+ */
 function addPending(head: OrgHead, e: AuditEvent): void {
   const p = head.pending;
   p.add(INDEX_KINDS.agent_id, e.agent_id, e.seq);

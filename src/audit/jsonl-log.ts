@@ -71,12 +71,13 @@ export function fileNameOf(org: string): string {
  * writes on the request path), in chunks of up to 64 KiB at most 20 ms apart: one write per
  * chunk rather than per org per commit (at 10 orgs that was a tenth of the append path's CPU).
  * The file may trail the store by that window; a crash loses nothing, since the store is the
- * truth and the missing tail is written from it at the next start. A seal is signed asynchronously, so while one is being signed the
- * lines of later events are held back and written after the seal line. At rotation size the
- * live file is renamed to `<org>.<n>.jsonl` (n = 1, 2, …) and a fresh one started; an open file
- * descriptor keeps writing to the renamed file, so nothing in flight is lost. On first use after
- * a start the tail of the file is read, a torn last line (crash mid-write) cut off, and lines the
- * store committed but the file missed are written from the store.
+ * truth and the missing tail is written from it at the next start. A seal is signed
+ * asynchronously, so while one is being signed the lines of later events are held back and
+ * written after the seal line. At rotation size the live file is renamed to `<org>.<n>.jsonl`
+ * (n = 1, 2, …) and a fresh one started; an open file descriptor keeps writing to the renamed
+ * file, so nothing in flight is lost. On first use after a start the tail of the file is read, a
+ * torn last line (crash mid-write) cut off, and lines the store committed but the file missed are
+ * written from the store.
  */
 export class JsonlLog {
   readonly #dir: string;

@@ -18,7 +18,8 @@ import type { AuditQuery } from './types.js';
  *                  [org, 'm' | 'h', bucket start ms] → overview rollup of that minute / hour;
  *                  [org, 'r'] → seq: the stored rollups count every event up to it (they are
  *                  written every second, not per commit; see ChainLog `rollupFlushMs`);
- *                  [org, 'q'] → seq: the same for the postings of `BUFFERED_KINDS`;
+ *                  [org, 'q'] → seq: the same for the postings of agents, types, outcomes
+ *                  and categories (collected in memory; see postings.ts `PendingPostings`);
  *                  [org, 'b'] → the `_chain_bridge` record left by retention, if any.
  */
 export const MAX_KEY = Number.MAX_SAFE_INTEGER;
@@ -43,17 +44,6 @@ export const INDEX_KINDS = {
   action: 'o',
   category: 'f',
 } as const;
-
-/**
- * Indexes of few values (agents, types, outcomes, categories): their postings are collected in
- * memory and stored once a second (see postings.ts `PendingPostings`), not per commit.
- */
-export const BUFFERED_KINDS: ReadonlySet<string> = new Set([
-  INDEX_KINDS.agent_id,
-  INDEX_KINDS.event_type,
-  INDEX_KINDS.action,
-  INDEX_KINDS.category,
-]);
 
 export type IndexedFilter = keyof typeof INDEX_KINDS;
 

@@ -41,8 +41,8 @@ export class PostingWriter {
 }
 
 /**
- * The postings of the buffered indexes (`BUFFERED_KINDS`: agent, type, outcome, category) that
- * are not stored yet. Those few values would otherwise cost a write each per commit (per org); a
+ * The postings of the buffered indexes (agent, type, outcome, category: ChainLog `addPending`)
+ * that are not stored yet. Those few values would otherwise cost a write each per commit (per org); a
  * commit of one event wrote four of them. They are collected per org as events are appended and
  * stored once a second, with the org's rollups and its postings mark, as one list per value.
  * Search adds them to the stored lists (`UnionIndex`). After a crash the next start rebuilds them
@@ -112,11 +112,17 @@ function asSeqs(v: unknown): readonly number[] {
   return Array.isArray(v) ? (v as number[]) : [];
 }
 
-/** What search needs of an index: membership, ordered seqs in a range, and a bounded count. */
+/** What search needs of an index: membership and ordered seqs in a range. */
 export interface SeqIndex {
   has(seq: number): boolean;
   seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number>;
-  count(lo: number, hi: number, cap: number): number;
+}
+
+/** How many seqs of `index` lie in [lo, hi], counting up to `cap`. */
+export function countSeqs(index: SeqIndex, lo: number, hi: number, cap: number): number {
+  let n = 0;
+  for (const _ of index.seqs(lo, hi, 'asc')) if (++n >= cap) break;
+  return n;
 }
 
 /** Reads the posting lists of one (kind, value) of an org. */
@@ -202,13 +208,6 @@ export class PostingList implements SeqIndex {
       upTo = (found.seqs[0] ?? found.last) - 1;
     }
   }
-
-  /** How many seqs lie in [lo, hi], counting up to `cap`. */
-  count(lo: number, hi: number, cap: number): number {
-    let n = 0;
-    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
-    return n;
-  }
 }
 
 function* descending(seqs: readonly number[], lo: number, hi: number): Generator<number> {
@@ -250,12 +249,6 @@ export class SortedSeqs implements SeqIndex {
       if (s >= lo) yield s;
     }
   }
-
-  count(lo: number, hi: number, cap: number): number {
-    let n = 0;
-    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
-    return n;
-  }
 }
 
 /** Both indexes as one: ordered, each seq once (a seq may be in both for a moment). */
@@ -271,12 +264,6 @@ export class UnionIndex implements SeqIndex {
 
   seqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
     return mergeSeqs(this.a.seqs(lo, hi, dir), this.b.seqs(lo, hi, dir), dir);
-  }
-
-  count(lo: number, hi: number, cap: number): number {
-    let n = 0;
-    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
-    return n;
   }
 }
 
@@ -355,11 +342,5 @@ export class DerivedIdList implements SeqIndex {
 
   *#viaSeqs(lo: number, hi: number, dir: 'asc' | 'desc'): Generator<number> {
     for (const seq of this.#via.seqs(lo, hi, dir)) if (this.#holds(seq)) yield seq;
-  }
-
-  count(lo: number, hi: number, cap: number): number {
-    let n = 0;
-    for (const _ of this.seqs(lo, hi, 'asc')) if (++n >= cap) break;
-    return n;
   }
 }

@@ -2,7 +2,6 @@ import { ServiceError } from '../core/errors.js';
 import type { ChainReader } from './chain-reader.js';
 import { withSeal } from './chain-reader.js';
 import {
-  BUFFERED_KINDS,
   boundMs,
   decodeCursor,
   derivedPipeline,
@@ -16,7 +15,7 @@ import {
   MINUTE_KIND,
 } from './layout.js';
 import type { Bucket } from './org-head.js';
-import { DerivedIdList, PostingList, type SeqIndex, SortedSeqs, UnionIndex } from './postings.js';
+import { countSeqs, DerivedIdList, PostingList, type SeqIndex, SortedSeqs, UnionIndex } from './postings.js';
 import { addEvent, emptyRollup, mergeRollup, planRange, type Rollup, toOverview } from './rollups.js';
 import type { AuditEvent, AuditOverview, AuditPage, AuditQuery } from './types.js';
 
@@ -189,7 +188,7 @@ export class AuditSearch {
         continue;
       }
       const stored = new PostingList(store, org, kind, v);
-      const unstored = BUFFERED_KINDS.has(kind) ? this.pending(org, kind, v) : [];
+      const unstored = this.pending(org, kind, v); // empty but for the buffered indexes
       // A copy: the writer appends to (and trims) its list while a search pages through it.
       given.push(unstored.length === 0 ? stored : new UnionIndex(stored, new SortedSeqs(unstored.slice())));
     }
@@ -199,7 +198,7 @@ export class AuditSearch {
     let best = 0;
     let bestCount = Number.POSITIVE_INFINITY;
     for (let i = 0; i < given.length; i++) {
-      const n = (given[i] as SeqIndex).count(lo, hi, PROBE_CAP);
+      const n = countSeqs(given[i] as SeqIndex, lo, hi, PROBE_CAP);
       if (n < bestCount) {
         best = i;
         bestCount = n;
