@@ -36,7 +36,7 @@ import {
   type OrgHead,
   STORED_NODE_LEVEL,
 } from './org-head.js';
-import { type PendingWrite, PostingWriter } from './postings.js';
+import type { PendingWrite } from './postings.js';
 import { addEvent, bucketStart, HOUR_MS, MINUTE_MS } from './rollups.js';
 import { Sealer } from './sealer.js';
 import { AuditSearch } from './search.js';
@@ -82,6 +82,11 @@ export interface ChainLogOptions {
    * crash recounts the events after the org's rollup mark, so counts stay exact either way.
    */
   readonly rollupFlushMs?: number;
+  /**
+   * Posting lists (all orgs) begun since the last flush past which the pending postings are
+   * stored before the rollup timer fires (default 4,096; see `PENDING_LISTS_MAX`).
+   */
+  readonly pendingListsMax?: number;
 }
 
 /** An event being built: the writer sets `hash` last. */
@@ -101,8 +106,8 @@ function linkedLine(event: Draft): { hash: string; json: string } {
 }
 
 /**
- * Counts `e` in its org's pending postings: these four indexes of few values are the buffered
- * ones, stored once a second with the rollups (see `PendingPostings`); the others per commit.
+ * Counts `e` in its org's pending postings (see `PendingPostings`). Session and task ids of the
+ * derived form have no entry: search finds them through the pipeline (see `DerivedIdList`).
  */
 function addPending(head: OrgHead, e: AuditEvent): void {
   const p = head.pending;
@@ -110,7 +115,22 @@ function addPending(head: OrgHead, e: AuditEvent): void {
   p.add(INDEX_KINDS.event_type, e.event_type, e.seq);
   p.add(INDEX_KINDS.action, e.outcome, e.seq);
   p.add(INDEX_KINDS.category, familyOf(e.event_type), e.seq);
+  const pl = e.pipeline_id;
+  p.add(INDEX_KINDS.pipeline_id, pl, e.seq);
+  if (e.session_id !== null && !isDerivedId('session_id', e.session_id, pl))
+    p.add(INDEX_KINDS.session_id, e.session_id, e.seq);
+  if (e.task_id !== null && !isDerivedId('task_id', e.task_id, pl))
+    p.add(INDEX_KINDS.task_id, e.task_id, e.seq);
 }
+
+/**
+ * Posting lists (all orgs) begun since the last flush past which the pending postings are stored
+ * before the rollup timer. A flush writes one entry per list in one transaction, which holds the
+ * loop about 2 µs per list here; this bounds that (to ~8 ms) when events carry many distinct
+ * values, e.g. a new pipeline per call. Far fewer (2,048 in the 10-org benchmark) flush the
+ * recurring values (sessions, agents) so often that the saving over per-commit lists is gone.
+ */
+const PENDING_LISTS_MAX = 4_096;
 
 /** Lines per step of an asynchronous integrity scan (tens of ms between yields to the loop). */
 const SCAN_STEP = 2_000;
@@ -136,7 +156,6 @@ export class ChainLog implements AuditLog {
   readonly #search: AuditSearch;
   readonly #jsonl: JsonlLog;
   readonly #heads = new Map<string, OrgHead>();
-  readonly #postings = new PostingWriter();
   /** The last org whose event was appended at the end of `auditEvents` (see `#write`). */
   #appendOrg = '';
   readonly #verified = new VerifiedSignatures();
@@ -153,6 +172,10 @@ export class ChainLog implements AuditLog {
   #rollupError: unknown;
   readonly #rollupFlushMs: number;
   #rollupTimer: NodeJS.Timeout | undefined;
+  /** Posting lists begun (all orgs) since the last flush began; see `#flushPostings`. */
+  #newLists = 0;
+  #postingsFlushQueued = false;
+  readonly #pendingListsMax: number;
 
   constructor(store: Store, signer: SealSigner, opts: ChainLogOptions) {
     this.#store = store;
@@ -164,6 +187,7 @@ export class ChainLog implements AuditLog {
     });
     this.#clock = opts.clock ?? Date.now;
     this.#rollupFlushMs = Math.max(1, opts.rollupFlushMs ?? 1_000);
+    this.#pendingListsMax = Math.max(1, opts.pendingListsMax ?? PENDING_LISTS_MAX);
     const workers = opts.integrityWorkers ?? Math.min(4, availableParallelism());
     this.#integrityPool =
       workers > 0
@@ -245,7 +269,10 @@ export class ChainLog implements AuditLog {
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
     this.#count(head, head.minute as Bucket, event);
     this.#count(head, head.hour as Bucket, event);
+    const lists = head.pending.lists;
     addPending(head, event);
+    this.#newLists += head.pending.lists - lists;
+    if (this.#newLists >= this.#pendingListsMax) this.#flushPostings();
     this.#scheduleRollups();
     this.#sealer.check(head);
     const ref: AuditRef = { id: event.id, seq: event.seq };
@@ -358,34 +385,55 @@ export class ChainLog implements AuditLog {
   }
 
   /**
-   * Writes every org's unwritten rollups and pending postings, and their marks. Runs in the
-   * writer's transaction with the batches queued in the same turn, so a mark (the head's seq at
-   * that moment) never names an event whose batch is not in this commit or an earlier one. A
-   * bucket counted again before the commit stays dirty, postings appended since stay pending; a
-   * failed commit leaves them all for the next flush. A head whose commit failed is skipped: its
-   * memory names events that were never stored (it is reloaded and recounted on next use).
+   * Writes every org's unwritten rollups and pending postings, and their marks (every
+   * `rollupFlushMs`). Runs in the writer's transaction with the batches queued in the same turn,
+   * so a mark (the head's seq at that moment) never names an event whose batch is not in this
+   * commit or an earlier one. A bucket counted again before the commit stays dirty, postings
+   * appended since stay pending; a failed commit leaves them all for the next flush. A head whose
+   * commit failed is skipped: its memory names events that were never stored (it is reloaded and
+   * recounted on next use).
    */
   readonly #flushRollups = (): Promise<void> => {
     this.#rollupTimer = undefined;
+    return this.#flush(true);
+  };
+
+  /**
+   * Stores the pending postings (not the rollups) with the next commit: many lists are waiting
+   * (`PENDING_LISTS_MAX`).
+   */
+  #flushPostings(): void {
+    if (this.#postingsFlushQueued) return;
+    this.#postingsFlushQueued = true;
+    this.#flush(false).catch(() => {}); // reported through lastError; retried by the timer
+  }
+
+  #flush(rollups: boolean): Promise<void> {
     const heads = [...this.#heads.values()].filter(
-      (h) => (h.dirty.size > 0 || h.pending.size > 0) && !h.dead,
+      (h) => ((rollups && h.dirty.size > 0) || h.pending.size > 0) && !h.dead,
     );
-    if (heads.length === 0) return Promise.resolve();
+    if (heads.length === 0) {
+      if (!rollups) this.#postingsFlushQueued = false;
+      return Promise.resolve();
+    }
     const written: Array<[OrgHead, Bucket, number]> = [];
     const postings: Array<[OrgHead, PendingWrite[]]> = [];
     const store = this.#store;
     const done = store.writer.enqueue(() => {
+      if (!rollups) this.#postingsFlushQueued = false;
+      this.#newLists = 0;
       for (const head of heads) {
         if (head.dead) continue;
-        for (const b of head.dirty) {
-          store.auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
-          written.push([head, b, b.version]);
+        if (rollups) {
+          for (const b of head.dirty) {
+            store.auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
+            written.push([head, b, b.version]);
+          }
+          store.auditMeta.putSync([head.org, ROLLUP_MARK_KIND], head.seq);
+          head.markPending = undefined; // this mark is newer; a batch later in this commit keeps it
         }
         postings.push([head, head.pending.write(store, head.org)]);
-        store.auditMeta.putSync([head.org, ROLLUP_MARK_KIND], head.seq);
         store.auditMeta.putSync([head.org, POSTINGS_MARK_KIND], head.seq);
-        // These marks are newer; a batch later in this commit keeps them.
-        head.markPending = undefined;
         head.postingsMarkPending = undefined;
       }
     });
@@ -396,10 +444,11 @@ export class ChainLog implements AuditLog {
       },
       (err: unknown) => {
         this.#rollupError = err;
+        if (!rollups) this.#postingsFlushQueued = false;
         if (!this.#closed) this.#scheduleRollups();
       },
     );
-  };
+  }
 
   #batchOf(head: OrgHead): Batch {
     if (head.batch !== undefined) return head.batch;
@@ -418,7 +467,6 @@ export class ChainLog implements AuditLog {
     if (head.batch === batch) head.batch = undefined;
     const { auditEvents, auditIndex, auditNodes, auditMeta } = this.#store;
     const org = head.org;
-    const postings = this.#postings;
     for (let i = 0; i < batch.events.length; i++) {
       const e = batch.events[i] as AuditEvent;
       const seq = e.seq;
@@ -434,14 +482,7 @@ export class ChainLog implements AuditLog {
       else auditEvents.putSync(key, batch.json[i]);
       // An id that names its seq needs no index entry (see `eventId`).
       if (eventIdSeq(e.id) !== seq) auditIndex.putSync([org, ID_KIND, e.id], seq);
-      postings.add(INDEX_KINDS.pipeline_id, e.pipeline_id, seq);
-      const pl = e.pipeline_id;
-      if (e.session_id !== null && !isDerivedId('session_id', e.session_id, pl))
-        postings.add(INDEX_KINDS.session_id, e.session_id, seq);
-      if (e.task_id !== null && !isDerivedId('task_id', e.task_id, pl))
-        postings.add(INDEX_KINDS.task_id, e.task_id, seq);
     }
-    postings.flush(this.#store, org);
     for (const n of batch.nodes) auditNodes.putSync([org, n.level, n.index], n.hash);
     // An org's first commit records its rollup mark (see #recount); later ones leave the rollups
     // to #flushRollups.

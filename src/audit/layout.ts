@@ -8,8 +8,8 @@ import type { AuditQuery } from './types.js';
  *                  and exactly the line of the JSONL log, so reads and exports never re-encode.
  * - `auditIndex`   [org, 'i', event id] → seq for ids that do not name their seq (older ids; see
  *                  `eventId`), and for each search index (`INDEX_KINDS`) posting
- *                  lists [org, kind, value, last seq] → [seq, …], one per value per commit (see
- *                  postings.ts). Seq order is time order, so no ts index is needed: a ts bound
+ *                  lists [org, kind, value, last seq] → [seq, …], one per value per postings
+ *                  flush (see postings.ts). Seq order is time order, so no ts index is needed: a ts bound
  *                  becomes a seq bound by binary search.
  * - `auditNodes`   [org, level, index] → 32-byte hash: the perfect Merkle subtrees of 16 leaves
  *                  and more (level ≥ STORED_NODE_LEVEL); smaller ones and the leaves are
@@ -18,8 +18,8 @@ import type { AuditQuery } from './types.js';
  *                  [org, 'm' | 'h', bucket start ms] → overview rollup of that minute / hour;
  *                  [org, 'r'] → seq: the stored rollups count every event up to it (they are
  *                  written every second, not per commit; see ChainLog `rollupFlushMs`);
- *                  [org, 'q'] → seq: the same for the postings of agents, types, outcomes
- *                  and categories (collected in memory; see postings.ts `PendingPostings`);
+ *                  [org, 'q'] → seq: the same for the posting lists (collected in memory
+ *                  and stored every second or sooner; see postings.ts `PendingPostings`);
  *                  [org, 'b'] → the `_chain_bridge` record left by retention, if any.
  */
 export const MAX_KEY = Number.MAX_SAFE_INTEGER;

@@ -1,64 +1,46 @@
 import type { Store } from '../store/db.js';
 import { MAX_KEY } from './layout.js';
 
-type ListsByKind = Map<string, Map<string, number[]>>;
-
-/** Appends `seq` to the list of (kind, value); false when the value is not a string (no entry). */
-function addSeq(kinds: ListsByKind, kind: string, value: string | null | undefined, seq: number): boolean {
-  if (typeof value !== 'string') return false;
-  let byValue = kinds.get(kind);
-  if (byValue === undefined) kinds.set(kind, (byValue = new Map()));
-  const list = byValue.get(value);
-  if (list === undefined) byValue.set(value, [seq]);
-  else list.push(seq);
-  return true;
-}
-
 /**
- * Search indexes as posting lists: for each (kind, value) a commit writes ONE entry
- * `[org, kind, value, last seq] → [seq, …]` (ascending) holding the seqs of that batch's events
- * with that value, instead of one entry per event. This writer serves the indexes written with
- * each commit (pipelines, and sessions and tasks the caller named); those of few values are
- * collected longer (`PendingPostings`). Lists are disjoint seq ranges written in seq order, so
- * lists ordered by their last seq are ordered by every seq they hold.
- */
-export class PostingWriter {
-  readonly #kinds: ListsByKind = new Map();
-
-  add(kind: string, value: string | null | undefined, seq: number): void {
-    addSeq(this.#kinds, kind, value, seq);
-  }
-
-  /** Writes every list (inside the writer's transaction). */
-  flush(store: Store, org: string): void {
-    const { auditIndex } = store;
-    for (const [kind, byValue] of this.#kinds) {
-      for (const [value, seqs] of byValue)
-        auditIndex.putSync([org, kind, value, seqs[seqs.length - 1]], seqs);
-    }
-    this.#kinds.clear();
-  }
-}
-
-/**
- * The postings of the buffered indexes (agent, type, outcome, category: ChainLog `addPending`)
- * that are not stored yet. Those few values would otherwise cost a write each per commit (per org); a
- * commit of one event wrote four of them. They are collected per org as events are appended and
- * stored once a second, with the org's rollups and its postings mark, as one list per value.
+ * Search indexes as posting lists: for each (kind, value) a write stores ONE entry
+ * `[org, kind, value, last seq] → [seq, …]` (ascending) holding the seqs with that value since
+ * the value's previous list, instead of one entry per event. Lists hold disjoint seq ranges
+ * written in seq order, so lists ordered by their last seq are ordered by every seq they hold
+ * (readers also tolerate a list that repeats an older one's seqs: see `PostingList.seqs`).
+ *
+ * `PendingPostings` holds the postings of one org not stored yet. They are collected as events
+ * are appended and stored together, once a second with the org's rollups and its postings mark,
+ * or sooner when many lists wait (ChainLog `#flushPostings`): one transaction that writes many
+ * lists dirties each index page once, where a list per value per commit dirtied them per commit.
  * Search adds them to the stored lists (`UnionIndex`). After a crash the next start rebuilds them
  * from the events past the mark.
  */
 export class PendingPostings {
-  readonly #kinds: ListsByKind = new Map();
+  readonly #kinds = new Map<string, Map<string, number[]>>();
   #size = 0;
+  #lists = 0;
 
   /** Seqs held (0 when nothing waits). */
   get size(): number {
     return this.#size;
   }
 
+  /** Lists held: the entries the next `write` stores. */
+  get lists(): number {
+    return this.#lists;
+  }
+
+  /** Appends `seq` to the list of (kind, value); a value that is not a string has no entry. */
   add(kind: string, value: string | null | undefined, seq: number): void {
-    if (addSeq(this.#kinds, kind, value, seq)) this.#size++;
+    if (typeof value !== 'string') return;
+    let byValue = this.#kinds.get(kind);
+    if (byValue === undefined) this.#kinds.set(kind, (byValue = new Map()));
+    const list = byValue.get(value);
+    if (list === undefined) {
+      byValue.set(value, [seq]);
+      this.#lists++;
+    } else list.push(seq);
+    this.#size++;
   }
 
   /** The seqs of (kind, value) not known to be stored, ascending. */
@@ -92,8 +74,10 @@ export class PendingPostings {
       let n = 0;
       while (n < seqs.length && (seqs[n] as number) <= last) n++;
       this.#size -= n;
-      if (n === seqs.length) byValue.delete(value);
-      else seqs.splice(0, n);
+      if (n === seqs.length) {
+        byValue.delete(value);
+        this.#lists--;
+      } else seqs.splice(0, n);
     }
   }
 }
@@ -181,7 +165,9 @@ export class PostingList implements SeqIndex {
         if (list === undefined) return;
         for (const s of list.seqs) {
           if (s > hi) return;
-          if (s >= lo) yield s;
+          // `from`, not `lo`: a list that repeats seqs of an earlier one (stored by a writer
+          // that crashed between two flushes) yields them once.
+          if (s >= from) yield s;
         }
         if (list.last >= hi) return;
         from = list.last + 1;
@@ -294,29 +280,29 @@ function* mergeSeqs(a: Iterator<number>, b: Iterator<number>, dir: 'asc' | 'desc
  * its own). A pipeline holds the few events of one call, so checking them costs a few reads.
  */
 export class DerivedIdList implements SeqIndex {
-  readonly #own: PostingList;
-  readonly #via: PostingList;
+  readonly #own: SeqIndex;
+  readonly #via: SeqIndex;
   readonly #store: Store;
   readonly #org: string;
   readonly #field: 'session_id' | 'task_id';
   readonly #value: string;
   readonly #checked = new Map<number, boolean>();
 
+  /** `own`: the id's own index; `via`: the index of pipeline `pl_X`. */
   constructor(
     store: Store,
     org: string,
-    kind: string,
     field: 'session_id' | 'task_id',
     value: string,
-    pipelineKind: string,
-    pipelineId: string,
+    own: SeqIndex,
+    via: SeqIndex,
   ) {
     this.#store = store;
     this.#org = org;
     this.#field = field;
     this.#value = value;
-    this.#own = new PostingList(store, org, kind, value);
-    this.#via = new PostingList(store, org, pipelineKind, pipelineId);
+    this.#own = own;
+    this.#via = via;
   }
 
   /** Does the event at `seq` (in the pipeline's list) carry this id? */

@@ -173,6 +173,14 @@ export class AuditSearch {
     return this.reader.window(org, boundMs(f.since, 'since'), boundMs(f.until, 'until'));
   }
 
+  /** The index of (kind, value): its stored lists and the postings the writer holds in memory. */
+  #index(org: string, kind: string, value: string): SeqIndex {
+    const stored = new PostingList(this.reader.store, org, kind, value);
+    const unstored = this.pending(org, kind, value);
+    // A copy: the writer appends to (and trims) its list while a search pages through it.
+    return unstored.length === 0 ? stored : new UnionIndex(stored, new SortedSeqs(unstored.slice()));
+  }
+
   /** Picks the most selective index among the filters given: the fewest entries in the window. */
   #plan(org: string, f: Filters, lo: number, hi: number): Plan {
     const given: SeqIndex[] = [];
@@ -182,15 +190,19 @@ export class AuditSearch {
       if (v === undefined) continue;
       const derived = name === 'session_id' || name === 'task_id' ? name : undefined;
       const pipeline = derived === undefined ? undefined : derivedPipeline(derived, v);
-      const kind = INDEX_KINDS[name];
-      if (derived !== undefined && pipeline !== undefined) {
-        given.push(new DerivedIdList(store, org, kind, derived, v, INDEX_KINDS.pipeline_id, pipeline));
-        continue;
-      }
-      const stored = new PostingList(store, org, kind, v);
-      const unstored = this.pending(org, kind, v); // empty but for the buffered indexes
-      // A copy: the writer appends to (and trims) its list while a search pages through it.
-      given.push(unstored.length === 0 ? stored : new UnionIndex(stored, new SortedSeqs(unstored.slice())));
+      const own = this.#index(org, INDEX_KINDS[name], v);
+      given.push(
+        derived !== undefined && pipeline !== undefined
+          ? new DerivedIdList(
+              store,
+              org,
+              derived,
+              v,
+              own,
+              this.#index(org, INDEX_KINDS.pipeline_id, pipeline),
+            )
+          : own,
+      );
     }
     const q = nonEmpty(f.q);
     const needle = q?.toLowerCase();

@@ -176,7 +176,7 @@ t.test('overview rollups: written once a flush interval, exact meanwhile and aft
 });
 
 t.test(
-  'agent, type, outcome and category postings: stored once a flush, search exact throughout',
+  'search postings (agents, types, outcomes, categories, pipelines, sessions, tasks): stored once a flush, search exact throughout',
   async (t) => {
     const opts = { sealIntervalMs: 60_000, rollupFlushMs: 60_000 };
     const h = tempLog(opts);
@@ -195,6 +195,11 @@ t.test(
       { agent_id: 'agent-4', action: 'block' },
       { agent_id: 'agent-5', event_type: 'llm_call', category: 'llm_call' },
       { category: 'approval', pipeline_id: 'pl_3' },
+      { pipeline_id: 'pl_17' },
+      { session_id: 'chat-4' },
+      { session_id: 'ses_5' }, // derived from pipeline pl_5: found through the pipeline's list
+      { task_id: 'task-2' },
+      { task_id: 'task-1', agent_id: 'agent-9' },
       { agent_id: 'nobody' },
     ];
     const field = { agent_id: 'agent_id', action: 'outcome', event_type: 'event_type' } as const;
@@ -225,9 +230,8 @@ t.test(
       [...store.auditIndex.getKeys({ start: [ORG, kind], end: [ORG, kind, '\uffff'] })].length;
 
     t.equal(check(h.log, 'in memory only'), 240);
-    for (const kind of ['a', 'e', 'o', 'f'])
+    for (const kind of ['a', 'e', 'o', 'f', 'p', 's', 't'])
       t.equal(stored(h.store, kind), 0, `no '${kind}' posting per commit`);
-    t.ok(stored(h.store, 'p') > 0, 'pipeline postings are written per commit');
     t.equal(h.store.auditMeta.get([ORG, 'q']), 0, "the org's first commit marked where its postings stand");
 
     // A crash: nothing of the buffered postings is stored; the next start rebuilds them.
@@ -245,6 +249,9 @@ t.test(
     await log.close(); // stores the postings and the mark
     t.equal(store.auditMeta.get([ORG, 'q']), 300);
     t.equal(stored(store, 'a'), 12, 'one list per agent, written once');
+    t.equal(stored(store, 'p'), 40, 'one list per pipeline');
+    t.equal(stored(store, 's'), 6, 'one list per session the caller named; none for derived ones');
+    t.equal(stored(store, 't'), 5, 'one list per task');
 
     log = new ChainLog(store, testSigner(), { dataDir: join(h.dir, 'data'), rotationMaxMb: 100, ...opts });
     check(log, 'stored only');
@@ -265,9 +272,42 @@ function appendInput(i: number, types: readonly string[]): Omit<AuditInput, 'org
     event_type: types[i % types.length] as string,
     agent_id: `agent-${i % 12}`,
     outcome: i % 5 ? 'allow' : 'block',
-    pipeline_id: `pl_${i}`,
+    pipeline_id: `pl_${i % 40}`,
+    // Every third event carries the session id derived from its pipeline (as govgate assigns it).
+    session_id: i % 3 === 0 ? `ses_${i % 40}` : `chat-${i % 9}`,
+    task_id: i % 2 === 0 ? `task-${i % 5}` : null,
   };
 }
+
+t.test('many distinct values: the pending postings are stored before the timer, bounded', async (t) => {
+  const h = tempLog({ sealIntervalMs: 60_000, rollupFlushMs: 60_000, pendingListsMax: 16 });
+  t.teardown(() => h.close());
+  const lists = () =>
+    [...h.store.auditIndex.getKeys({ start: [ORG, 'p'], end: [ORG, 'p', '\uffff'] })].length;
+  const mark = () => h.store.auditMeta.get([ORG, 'q']);
+  // The first event begins three lists (its type, category and pipeline), each later one one
+  // (its pipeline): 13 events, 15 lists, below the bound: nothing is stored before the timer.
+  for (let i = 0; i < 13; i++)
+    await h.log.append({ org_id: ORG, event_type: 'llm_call', pipeline_id: `pl_a${i}` });
+  await new Promise((r) => setTimeout(r, 20));
+  t.equal(lists(), 0, 'below the bound: in memory');
+  t.equal(mark(), 0, 'the first commit marked where the postings stood');
+  // The 16th list begun: every pending list is stored with the next commit.
+  await h.log.append({ org_id: ORG, event_type: 'llm_call', pipeline_id: 'pl_a13' });
+  await waitFor(() => lists() === 14, 'fourteen pipeline lists stored', 2_000);
+  t.equal(mark(), 14, 'the postings mark moved with them');
+  t.equal(h.store.auditMeta.get([ORG, 'r']), 0, 'the rollups still wait for their timer');
+  // The count starts again: 13 more events (the same pipelines) begin 15 lists, stored later.
+  for (let i = 0; i < 13; i++)
+    await h.log.append({ org_id: ORG, event_type: 'llm_call', pipeline_id: `pl_a${i}` });
+  await new Promise((r) => setTimeout(r, 20));
+  t.equal(lists(), 14, 'nothing more stored early');
+  t.same(
+    h.log.search(ORG, { pipeline_id: 'pl_a3', limit: 100 }).data.map((e) => e.seq),
+    [18, 4],
+    'search merges the stored list and the pending seqs',
+  );
+});
 
 t.test('the JSONL log catches up with the store by itself, in one write per burst', async (t) => {
   const h = tempLog({ sealIntervalMs: 60_000 });
@@ -815,6 +855,7 @@ for (const searchBudget of [undefined, 17])
       const sessions = derived('session_id', 'ses_');
       const tasks = derived('task_id', 'tsk_');
       t.ok(sessions.length >= 5 && tasks.length >= 4, 'the data has derived ids to look for');
+      await h.reopen(); // stores the pending postings: the entries below are the stored ones
       const entries = (kind: string, v: string): number =>
         [
           ...h.store.auditIndex.getKeys({

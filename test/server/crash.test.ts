@@ -112,7 +112,8 @@ t.test('SIGKILL after the last answer loses no audit event, count or JSONL line'
   t.equal(overview.status, 200);
   t.equal(overview.body.by_type.llm_call, 120, 'the overview counts each call once');
   t.equal(overview.body.by_type['govern.decision'], 30);
-  // Search postings of types and categories are stored once a second too: rebuilt past their mark.
+  // Search postings (the pipelines above, types and categories here) are stored once a second too:
+  // rebuilt past their mark.
   const llm = await call(second.base, '/api/audit?event_type=llm_call&action=allow&limit=1000', pat);
   t.equal(llm.body.data?.length, 120, 'search by type and outcome finds every call');
   const governed = await call(second.base, '/api/audit?category=govern&limit=1000', pat);
