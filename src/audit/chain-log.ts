@@ -106,21 +106,24 @@ function linkedLine(event: Draft): { hash: string; json: string } {
 }
 
 /**
- * Counts `e` in its org's pending postings (see `PendingPostings`). Session and task ids of the
- * derived form have no entry: search finds them through the pipeline (see `DerivedIdList`).
+ * Counts `e` in its org's pending postings (see `PendingPostings`) and returns how many lists
+ * that began. Session and task ids of the derived form have no entry: search finds them through
+ * the pipeline (see `DerivedIdList`).
  */
-function addPending(head: OrgHead, e: AuditEvent): void {
+function addPending(head: OrgHead, e: AuditEvent): number {
   const p = head.pending;
-  p.add(INDEX_KINDS.agent_id, e.agent_id, e.seq);
-  p.add(INDEX_KINDS.event_type, e.event_type, e.seq);
-  p.add(INDEX_KINDS.action, e.outcome, e.seq);
-  p.add(INDEX_KINDS.category, familyOf(e.event_type), e.seq);
-  const pl = e.pipeline_id;
-  p.add(INDEX_KINDS.pipeline_id, pl, e.seq);
-  if (e.session_id !== null && !isDerivedId('session_id', e.session_id, pl))
-    p.add(INDEX_KINDS.session_id, e.session_id, e.seq);
-  if (e.task_id !== null && !isDerivedId('task_id', e.task_id, pl))
-    p.add(INDEX_KINDS.task_id, e.task_id, e.seq);
+  const { seq, pipeline_id: pl, session_id: session, task_id: task } = e;
+  return (
+    p.add(INDEX_KINDS.agent_id, e.agent_id, seq) +
+    p.add(INDEX_KINDS.event_type, e.event_type, seq) +
+    p.add(INDEX_KINDS.action, e.outcome, seq) +
+    p.add(INDEX_KINDS.category, familyOf(e.event_type), seq) +
+    p.add(INDEX_KINDS.pipeline_id, pl, seq) +
+    (session !== null && !isDerivedId('session_id', session, pl)
+      ? p.add(INDEX_KINDS.session_id, session, seq)
+      : 0) +
+    (task !== null && !isDerivedId('task_id', task, pl) ? p.add(INDEX_KINDS.task_id, task, seq) : 0)
+  );
 }
 
 /**
@@ -269,9 +272,7 @@ export class ChainLog implements AuditLog {
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
     this.#count(head, head.minute as Bucket, event);
     this.#count(head, head.hour as Bucket, event);
-    const lists = head.pending.lists;
-    addPending(head, event);
-    this.#newLists += head.pending.lists - lists;
+    this.#newLists += addPending(head, event);
     if (this.#newLists >= this.#pendingListsMax) this.#flushPostings();
     this.#scheduleRollups();
     this.#sealer.check(head);
@@ -409,10 +410,10 @@ export class ChainLog implements AuditLog {
   }
 
   #flush(rollups: boolean): Promise<void> {
-    const heads = [...this.#heads.values()].filter(
-      (h) => ((rollups && h.dirty.size > 0) || h.pending.size > 0) && !h.dead,
-    );
-    if (heads.length === 0) {
+    const due = (h: OrgHead): boolean => ((rollups && h.dirty.size > 0) || h.pending.size > 0) && !h.dead;
+    let any = false;
+    for (const h of this.#heads.values()) if ((any = due(h))) break;
+    if (!any) {
       if (!rollups) this.#postingsFlushQueued = false;
       return Promise.resolve();
     }
@@ -420,10 +421,11 @@ export class ChainLog implements AuditLog {
     const postings: Array<[OrgHead, PendingWrite[]]> = [];
     const store = this.#store;
     const done = store.writer.enqueue(() => {
+      // The heads as they stand at the commit: every list begun until now is written.
       if (!rollups) this.#postingsFlushQueued = false;
       this.#newLists = 0;
-      for (const head of heads) {
-        if (head.dead) continue;
+      for (const head of this.#heads.values()) {
+        if (!due(head)) continue;
         if (rollups) {
           for (const b of head.dirty) {
             store.auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));

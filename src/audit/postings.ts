@@ -18,29 +18,28 @@ import { MAX_KEY } from './layout.js';
 export class PendingPostings {
   readonly #kinds = new Map<string, Map<string, number[]>>();
   #size = 0;
-  #lists = 0;
 
   /** Seqs held (0 when nothing waits). */
   get size(): number {
     return this.#size;
   }
 
-  /** Lists held: the entries the next `write` stores. */
-  get lists(): number {
-    return this.#lists;
-  }
-
-  /** Appends `seq` to the list of (kind, value); a value that is not a string has no entry. */
-  add(kind: string, value: string | null | undefined, seq: number): void {
-    if (typeof value !== 'string') return;
+  /**
+   * Appends `seq` to the list of (kind, value); a value that is not a string has no entry. 1 when
+   * this began a list (an entry the next `write` stores), else 0.
+   */
+  add(kind: string, value: string | null | undefined, seq: number): number {
+    if (typeof value !== 'string') return 0;
+    this.#size++;
     let byValue = this.#kinds.get(kind);
     if (byValue === undefined) this.#kinds.set(kind, (byValue = new Map()));
     const list = byValue.get(value);
-    if (list === undefined) {
-      byValue.set(value, [seq]);
-      this.#lists++;
-    } else list.push(seq);
-    this.#size++;
+    if (list !== undefined) {
+      list.push(seq);
+      return 0;
+    }
+    byValue.set(value, [seq]);
+    return 1;
   }
 
   /** The seqs of (kind, value) not known to be stored, ascending. */
@@ -74,10 +73,8 @@ export class PendingPostings {
       let n = 0;
       while (n < seqs.length && (seqs[n] as number) <= last) n++;
       this.#size -= n;
-      if (n === seqs.length) {
-        byValue.delete(value);
-        this.#lists--;
-      } else seqs.splice(0, n);
+      if (n === seqs.length) byValue.delete(value);
+      else seqs.splice(0, n);
     }
   }
 }

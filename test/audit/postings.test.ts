@@ -1,10 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
 import { countSeqs, PostingList, SortedSeqs, UnionIndex } from '../../src/audit/postings.js';
-import { openStore } from '../../src/store/db.js';
+import { tempLog } from './helpers.js';
 
 const sortedSet = fc
   .uniqueArray(fc.integer({ min: 1, max: 200 }), { maxLength: 60 })
@@ -38,12 +35,9 @@ t.test('a union of two seq indexes: ordered, each seq once, bounded by the windo
 });
 
 t.test("stored lists that repeat an older list's seqs (a crash between flushes) read once", async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-postings-'));
-  const store = openStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const h = tempLog();
+  t.teardown(() => h.close());
+  const { store } = h;
   // Written per commit by one run ([101, 105], [110, 120]); the next run, restarted after a
   // crash, rebuilt the pending seqs from an older mark and stored them again with a new one.
   const lists: Array<[number, number[]]> = [
