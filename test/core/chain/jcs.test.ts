@@ -154,3 +154,27 @@ t.test('numbers: output parses back to the same double', async (t) => {
   );
   t.pass('round trip');
 });
+
+t.test(
+  'member order over any UTF-16 names, every object size, as Array.prototype.sort orders them',
+  async (t) => {
+    // Names of any code units (lone surrogates, astral pairs, controls, prefixes of each other) and
+    // objects of 0–20 members: the small ones are sorted by insertion, the larger ones memoised.
+    const name = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 4 }),
+      fc.constantFrom('a', 'ab', 'b', 'B', '_', '\ud800', '\udc00', '\ud83d\ude00', '\uffff', 'é', ''),
+    );
+    const obj = fc.dictionary(name, fc.integer(), { maxKeys: 20 });
+    fc.assert(
+      fc.property(obj, (o) => {
+        const want = `{${Object.keys(o)
+          .sort()
+          .map((k) => `${JSON.stringify(k)}:${o[k]}`)
+          .join(',')}}`;
+        return canonicalize(o) === want && canonicalize({ x: [o, o] }) === `{"x":[${want},${want}]}`;
+      }),
+      { numRuns: 2000 },
+    );
+    t.pass('2,000 objects agree with a default sort of their names');
+  },
+);
