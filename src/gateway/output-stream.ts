@@ -45,16 +45,19 @@ export class OutputStreamGovernor {
       return this.flush(chunk, content);
     }
     if (content !== '' || delta.role !== undefined) {
-      out.push({
-        ...chunk,
-        choices: [
-          {
-            index: choice.index,
-            delta: { ...(delta.role ? { role: delta.role } : {}), content },
-            finish_reason: null,
-          },
-        ],
-      });
+      // Object.assign and no spreads: a spread followed by members is V8's slow path on Node 20
+      // (docs/ops.md), and this runs per chunk. (An upstream member named `__proto__` is dropped.)
+      out.push(
+        Object.assign({}, chunk, {
+          choices: [
+            {
+              index: choice.index,
+              delta: delta.role ? { role: delta.role, content } : { content },
+              finish_reason: null,
+            },
+          ],
+        }),
+      );
     }
     return out;
   }
@@ -88,7 +91,7 @@ export class OutputStreamGovernor {
     };
     const content = pendingContent + rest.text;
     if (content !== '')
-      out.push({ ...base, choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+      out.push(Object.assign({}, base, { choices: [{ index: 0, delta: { content }, finish_reason: null }] }));
     for (const [index, held] of [...this.heldTools.entries()].sort((a, b) => a[0] - b[0])) {
       const checked = guardText(this.guard, held.args);
       if (checked.kind === 'block') {
@@ -101,14 +104,18 @@ export class OutputStreamGovernor {
         function: { name: held.name ?? '', arguments: checked.text },
       };
       if (held.id) tc.id = held.id;
-      out.push({ ...base, choices: [{ index: 0, delta: { tool_calls: [tc] }, finish_reason: null }] });
+      out.push(
+        Object.assign({}, base, {
+          choices: [{ index: 0, delta: { tool_calls: [tc] }, finish_reason: null }],
+        }),
+      );
     }
     const finish = template.choices[0]?.finish_reason ?? 'stop';
-    out.push({
-      ...base,
+    const last: ChatCompletionChunk = Object.assign({}, base, {
       choices: [{ index: 0, delta: {}, finish_reason: finish }],
-      ...(template.usage ? { usage: template.usage } : {}),
     });
+    if (template.usage) last.usage = template.usage;
+    out.push(last);
     return out;
   }
 }

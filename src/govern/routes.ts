@@ -145,6 +145,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         cap: { type: action.type, tool: action.tool, args_sha256: argsDigest(action.args) },
       });
     }
+    // `extra` is assigned, not spread into the literal: see docs/ops.md ("Object spreads").
     const ref = await audit.append({
       org_id: agent.orgId,
       event_type: 'govern.decision',
@@ -159,22 +160,24 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       model: action.model,
       provider: action.provider,
       detections: { input: detectionRecord(result.scan) },
-      details: {
-        behavior_id: behaviorId,
-        action: {
-          type: action.type,
-          tool: action.tool,
-          server: action.server,
-          model: action.model,
-          provider: action.provider,
+      details: Object.assign(
+        {
+          behavior_id: behaviorId,
+          action: {
+            type: action.type,
+            tool: action.tool,
+            server: action.server,
+            model: action.model,
+            provider: action.provider,
+          },
+          decision: decisionRecord(result),
+          fingerprint: result.fingerprint,
+          approval_id: approval?.request_id ?? null,
+          mandate_jti: mandate?.jti ?? null,
+          acting_admin: agent.actingAdmin,
         },
-        decision: decisionRecord(result),
-        fingerprint: result.fingerprint,
-        approval_id: approval?.request_id ?? null,
-        mandate_jti: mandate?.jti ?? null,
-        acting_admin: agent.actingAdmin,
-        ...extra,
-      },
+        extra,
+      ),
       personal: { args: action.args, payload: action.payload },
     });
     const response: Record<string, unknown> = {
