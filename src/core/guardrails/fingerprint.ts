@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { canonicalize } from '../chain/index.js';
 
 export interface FingerprintInput {
@@ -18,12 +18,10 @@ export function actionFingerprint(input: FingerprintInput): string {
     tool: input.tool,
     args: input.args === undefined ? null : input.args,
   } as never);
-  return createHash('sha256').update(body).digest('hex');
+  return hash('sha256', body, 'hex'); // one-shot: about half the cost of createHash().update().digest()
 }
 
 /** SHA-256 of JCS(args): what a mandate's `cap.args_sha256` binds. */
 export function argsDigest(args: unknown): string {
-  return createHash('sha256')
-    .update(canonicalize((args === undefined ? null : args) as never))
-    .digest('hex');
+  return hash('sha256', canonicalize((args === undefined ? null : args) as never), 'hex');
 }
