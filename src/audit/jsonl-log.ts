@@ -35,8 +35,14 @@ interface OrgFile {
   /** While a seal of this size is being signed, event lines after it wait in `held`. */
   hold: number | null;
   held: LogLine[];
-  pending: string;
+  /**
+   * Lines not handed to the stream yet, UTF-8 encoded as they come (`pendingBytes` of `pending`);
+   * a new buffer per chunk, since the stream keeps the last one until it is written.
+   */
+  pending: Buffer | undefined;
   pendingBytes: number;
+  /** Bytes of the last chunk handed to the stream (at least MIN_CHUNK). */
+  lastChunk: number;
   /** Settles when the stream has written everything handed to it so far. */
   written: Promise<void>;
 }
@@ -52,6 +58,8 @@ const TAIL_CHUNK = 65_536;
 /** Pending lines are handed to the file at this size, or this long after the first of them. */
 const FLUSH_BYTES = 65_536;
 const FLUSH_MS = 20;
+const NEWLINE = 0x0a;
+const MIN_CHUNK = 4_096;
 
 /** A file-name-safe form of an org id ('.' is escaped so `<org>.<n>.jsonl` stays unambiguous). */
 export function fileNameOf(org: string): string {
@@ -198,15 +206,30 @@ export class JsonlLog {
       this.#flush(f);
       this.#rotate(f);
     }
-    f.pending += `${line}\n`;
+    let buf = f.pending;
+    if (buf !== undefined && f.pendingBytes + n > buf.length) {
+      if (buf.length >= FLUSH_BYTES) {
+        this.#flush(f); // a full chunk goes to the file
+        buf = undefined;
+      } else {
+        const grown = Buffer.allocUnsafe(Math.max(f.pendingBytes + n, Math.min(FLUSH_BYTES, buf.length * 2)));
+        buf.copy(grown, 0, 0, f.pendingBytes);
+        buf = f.pending = grown;
+      }
+    }
+    // Sized like the org's last chunk: a quiet org holds a small buffer, a busy one a full chunk.
+    buf ??= f.pending = Buffer.allocUnsafe(Math.max(n, Math.min(FLUSH_BYTES, f.lastChunk)));
+    buf.write(line, f.pendingBytes, 'utf8');
+    buf[f.pendingBytes + n - 1] = NEWLINE;
     f.pendingBytes += n;
   }
 
   #flush(f: OrgFile): void {
-    if (f.pending.length === 0) return;
-    const chunk = f.pending;
+    if (f.pending === undefined || f.pendingBytes === 0) return;
+    const chunk = f.pending.subarray(0, f.pendingBytes);
+    f.lastChunk = Math.max(MIN_CHUNK, f.pendingBytes);
     f.bytes += f.pendingBytes;
-    f.pending = '';
+    f.pending = undefined;
     f.pendingBytes = 0;
     const stream = f.stream;
     if (stream === undefined) return;
@@ -260,8 +283,9 @@ export class JsonlLog {
       writtenSeal: 0,
       hold: null,
       held: [],
-      pending: '',
+      pending: undefined,
       pendingBytes: 0,
+      lastChunk: MIN_CHUNK,
       written: Promise.resolve(),
     };
     this.#files.set(org, f);

@@ -991,7 +991,14 @@ t.test('the JSONL log is the export, rotated at the configured size', async (t) 
   for (let round = 0; round < 6; round++) {
     await Promise.all(
       Array.from({ length: 5 }, (_, i) =>
-        h.log.append({ org_id: ORG, event_type: 'llm_call', personal: { prompt: `round ${round} #${i}` } }),
+        h.log.append({
+          org_id: ORG,
+          event_type: 'llm_call',
+          // Multi-byte UTF-8 (the file is written as bytes), and one line longer than a write chunk.
+          personal: {
+            prompt: `round ${round} #${i} café ☕ 😀${round === 3 && i === 2 ? 'ü'.repeat(40_000) : ''}`,
+          },
+        }),
       ),
     );
   }
