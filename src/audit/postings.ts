@@ -57,7 +57,8 @@ export class PendingPostings {
     for (const [kind, byValue] of this.#kinds) {
       for (const [value, seqs] of byValue) {
         const last = seqs[seqs.length - 1] as number;
-        store.auditIndex.putSync([org, kind, value, last], seqs.slice());
+        // Encoded by putSync (inside the transaction) before it returns: no copy needed.
+        store.auditIndex.putSync([org, kind, value, last], seqs);
         written.push({ kind, value, last });
       }
     }
@@ -162,8 +163,8 @@ export class PostingList implements SeqIndex {
         if (list === undefined) return;
         for (const s of list.seqs) {
           if (s > hi) return;
-          // `from`, not `lo`: a list that repeats seqs of an earlier one (stored by a writer
-          // that crashed between two flushes) yields them once.
+          // `from`, not `lo`: a list that repeats seqs of an earlier one yields them once (an
+          // older version that stored lists per commit and then crashed leaves such lists).
           if (s >= from) yield s;
         }
         if (list.last >= hi) return;
