@@ -222,7 +222,7 @@ export class GatewayService {
         rawBody = undefined;
       const guard = outputGuard(gov.policy, gov.flags);
       if (request.stream === true) {
-        kept = await this.stream(ctx, fe, provider, request, record, guard);
+        kept = await this.stream(ctx, fe, provider, request, record, guard, idemKey !== undefined);
         return;
       }
       kept = await this.complete(ctx, fe, provider, request, rawBody, record, guard);
@@ -465,7 +465,11 @@ export class GatewayService {
     return undefined;
   }
 
-  /** Streams the answer. Headers wait for the first chunk, so an early failure is a plain error. */
+  /**
+   * Streams the answer. Headers wait for the first chunk, so an early failure is a plain error.
+   * With `keep` (an Idempotency-Key was sent) the rendered stream is also collected and returned
+   * for replay; without it nothing of the answer is held beyond the chunk being written.
+   */
   private async stream(
     ctx: Ctx,
     fe: FrontEnd,
@@ -473,6 +477,7 @@ export class GatewayService {
     request: ChatCompletionRequest,
     record: CallRecord,
     guard: OutputGuard,
+    keep: boolean,
   ): Promise<StoredResponse | undefined> {
     const t0 = performance.now();
     const wantsUsage = request.stream_options?.include_usage === true;
@@ -511,7 +516,7 @@ export class GatewayService {
       for (const c of chunks) {
         const text = renderer.chunk(c);
         if (text === '') continue;
-        transcript += text;
+        if (keep) transcript += text;
         if (!ctx.res.write(text)) return false;
       }
       return true;
@@ -583,6 +588,7 @@ export class GatewayService {
     }
     const tail = renderer.finish(record.service);
     ctx.endStream(tail);
+    if (!keep) return undefined;
     return {
       status: 200,
       content_type: 'text/event-stream; charset=utf-8',

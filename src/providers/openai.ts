@@ -33,12 +33,14 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       return res;
     },
     async *chatStream(call: ChatCall) {
-      // Ask for usage so the audit trail records tokens for streams too.
-      const request = {
-        ...call.request,
-        stream: true,
-        stream_options: { ...call.request.stream_options, include_usage: true },
-      };
+      // Ask for usage so the audit trail records tokens for streams too. Plain copies, then
+      // members set: a spread followed by members is V8's slow path on Node 20, and
+      // Object.assign would drop a client's `__proto__` member (docs/ops.md).
+      const request = { ...call.request };
+      request.stream = true;
+      const options = { ...call.request.stream_options };
+      options.include_usage = true;
+      request.stream_options = options;
       const text = await requestStream('openai', pool, {
         path: chatPath,
         headers,

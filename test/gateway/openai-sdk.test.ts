@@ -65,6 +65,35 @@ for (const engine of ENGINES) {
       t.same(body.vendor_extra, { a: 1 });
     });
 
+    t.test('a streamed request keeps every client member and asks the upstream for usage', async (t) => {
+      upstream.requests.length = 0;
+      const params = {
+        model: 'gpt-test',
+        stream: true,
+        stream_options: { include_usage: false, vendor_option: 'x' },
+        messages: [{ role: 'user', content: 'count me' }],
+        temperature: 0.3,
+        vendor_extra: { b: 2 },
+      } as OpenAI.ChatCompletionCreateParamsStreaming;
+      const stream = await client.chat.completions.create(params);
+      const chunks: Record<string, unknown>[] = [];
+      for await (const chunk of stream) chunks.push(chunk as unknown as Record<string, unknown>);
+      const body = upstream.requests.at(-1)?.body as Record<string, unknown>;
+      t.equal(body.stream, true);
+      t.same(body.stream_options, { include_usage: true, vendor_option: 'x' });
+      t.equal(body.temperature, 0.3);
+      t.same(body.vendor_extra, { b: 2 });
+      t.same(body.messages, [{ role: 'user', content: 'count me' }]);
+      // The client did not ask for usage, so it gets none (the audit trail still records it).
+      t.notOk(
+        chunks.some((c) => c.usage),
+        'no usage chunk reaches a client that did not ask for it',
+      );
+      const service = chunks.at(-1)?.service as { audit_url: string };
+      const audit = await svc.call(new URL(service.audit_url).pathname, { token: svc.pat });
+      t.same(audit.body.data[0].usage, { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 });
+    });
+
     t.test('streaming ends with the envelope chunk and [DONE]', async (t) => {
       const stream = await client.chat.completions.create({
         model: 'gpt-test',
