@@ -14,6 +14,7 @@ import {
   pinSelf,
   portkeyVersion,
   runBench,
+  SYSTEM,
   sleep,
   smokeCheck,
   spawnOptions,
@@ -22,6 +23,7 @@ import {
   startMock,
   startPassthrough,
   startPortkey,
+  USER,
 } from './targets.mjs';
 
 const ALL_TARGETS = ['direct', 'passthrough', 'portkey', 'govgate'];
@@ -54,20 +56,6 @@ function parseArgs(argv) {
     settleMs: quick ? 200 : 500,
   };
 }
-
-// ~1 KB chat request: a system and a user message, plain prose (nothing a PII/secret detector flags).
-const SYSTEM =
-  'You are a careful financial analyst assistant. Answer in plain English, keep a neutral tone, cite ' +
-  'the section of the report you rely on, and say so when the report does not contain the answer. ' +
-  'Prefer short paragraphs over bullet lists.';
-const USER =
-  'Please summarise the quarterly report below for the leadership team in about one hundred words. ' +
-  'Revenue rose by eleven percent against the same quarter last year, mostly because the subscription ' +
-  'tier kept growing, while hardware sales stayed flat. Operating margin improved by two points thanks ' +
-  'to lower cloud spending and a smaller marketing budget. The report lists three risks: exposure to ' +
-  'European currencies, the renewal of a large supplier contract, and slower hiring in customer ' +
-  'support. Guidance for the next quarter is growth of eight to ten percent, with two new integrations ' +
-  'planned. Mention anything that looks unusual.';
 
 const r2 = (x, d = 2) => (x === null || !Number.isFinite(x) ? null : Math.round(x * 10 ** d) / 10 ** d);
 const ratio = (a, b, minDen = 0) =>

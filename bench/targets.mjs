@@ -275,7 +275,7 @@ function base62(n) {
 }
 
 /** `cli`: another build's dist/src/cli.js (an A/B baseline in the same run); `name`: its label. */
-export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govgate' } = {}) {
+export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govgate', nodeArgs = [] } = {}) {
   if (!existsSync(cli)) throw new Error(`govgate is not built (${cli} missing; run npm ci at the root)`);
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), 'govgate-bench-'));
@@ -290,7 +290,7 @@ export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govga
     SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
     SERVICE_LOG_LEVEL: 'warn',
   };
-  const child = spawnNode(name, [cli, 'start'], { cpu, env });
+  const child = spawnNode(name, [...nodeArgs, cli, 'start'], { cpu, env });
   child.cleanup = () => rmSync(dataDir, { recursive: true, force: true });
   child.proc.once('exit', () => child.cleanup());
   const origin = `http://${LOOPBACK}:${port}`;
@@ -420,6 +420,20 @@ export function percentile(sorted, q, n = sorted.length) {
 }
 
 /** The benchmark's chat request bodies (plain and streaming) for a system and a user message. */
+// ~1 KB chat request: a system and a user message, plain prose (nothing a PII/secret detector flags).
+export const SYSTEM =
+  'You are a careful financial analyst assistant. Answer in plain English, keep a neutral tone, cite ' +
+  'the section of the report you rely on, and say so when the report does not contain the answer. ' +
+  'Prefer short paragraphs over bullet lists.';
+export const USER =
+  'Please summarise the quarterly report below for the leadership team in about one hundred words. ' +
+  'Revenue rose by eleven percent against the same quarter last year, mostly because the subscription ' +
+  'tier kept growing, while hardware sales stayed flat. Operating margin improved by two points thanks ' +
+  'to lower cloud spending and a smaller marketing budget. The report lists three risks: exposure to ' +
+  'European currencies, the renewal of a large supplier contract, and slower hiring in customer ' +
+  'support. Guidance for the next quarter is growth of eight to ten percent, with two new integrations ' +
+  'planned. Mention anything that looks unusual.';
+
 export function chatBodies(system, user) {
   const base = {
     model: 'gpt-4o-mini',
