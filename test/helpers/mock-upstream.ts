@@ -20,7 +20,12 @@ export interface MockUpstream {
     | { kind: 'hang' }
     | { kind: 'delay'; ms: number }
     /** SSE headers and one chunk, then nothing (the stream never ends). */
-    | { kind: 'stall-stream' };
+    | { kind: 'stall-stream' }
+    /**
+     * An OpenAI stream answered normally but sent as a UTF-8 BOM and then the body's bytes in
+     * writes of `bytes` bytes, 2 ms apart (so they arrive as separate reads, splitting characters).
+     */
+    | { kind: 'byte-stream'; bytes: number };
   /** Requests whose client closed the connection before an answer. */
   readonly aborted: string[];
   /** When set, the assistant text of every answer (instead of echoing the prompt). */
@@ -67,6 +72,38 @@ function openaiAnswer(body: Record<string, unknown>, reply?: string): Record<str
     choices: [{ index: 0, message, finish_reason: finish }],
     usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 },
   };
+}
+
+/** `openaiStream`'s bytes after a BOM, written `size` bytes at a time, 2 ms apart. */
+function byteStream(
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  reply: string | undefined,
+  size: number,
+) {
+  const parts: string[] = [];
+  const collector = {
+    writeHead: () => collector,
+    write: (s: string) => parts.push(s) > 0,
+    end: (s?: string) => {
+      if (s !== undefined) parts.push(s);
+    },
+  };
+  openaiStream(collector as unknown as ServerResponse, body, reply);
+  const bytes = Buffer.from(`\uFEFF${parts.join('')}`, 'utf8');
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  let at = 0;
+  const next = (): void => {
+    if (res.destroyed) return;
+    if (at >= bytes.length) {
+      res.end();
+      return;
+    }
+    res.write(bytes.subarray(at, at + size));
+    at += size;
+    setTimeout(next, 2);
+  };
+  next();
 }
 
 function openaiStream(res: ServerResponse, body: Record<string, unknown>, reply?: string): void {
@@ -257,6 +294,10 @@ export async function startMockUpstream(): Promise<MockUpstream> {
         return;
       }
       const answer = (): void => {
+        if (path === '/v1/chat/completions' && body.stream && b.kind === 'byte-stream') {
+          byteStream(res, body, state.reply, b.bytes);
+          return;
+        }
         if (path === '/v1/chat/completions') {
           if (body.stream) openaiStream(res, body, state.reply);
           else json(res, openaiAnswer(body, state.reply));

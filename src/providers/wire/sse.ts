@@ -7,7 +7,8 @@
  * CR (a CRLF split across two pushes is handled); a leading BOM is skipped; `:` lines are
  * comments; several `data:` lines are joined with LF; an event with no `data` field is not
  * dispatched. `id` is reported on the event that carried it (no last-event-id carry-over) and
- * `retry` is ignored. Input is text: decode bytes with a streaming TextDecoder first.
+ * `retry` is ignored. Input is text: decode bytes with a streaming decoder first (one that keeps
+ * a character split across reads for the next one).
  */
 
 export interface SseEvent {
