@@ -22,8 +22,9 @@ export interface MockUpstream {
     /** SSE headers and one chunk, then nothing (the stream never ends). */
     | { kind: 'stall-stream' }
     /**
-     * An OpenAI stream answered normally but sent as a UTF-8 BOM and then the body's bytes in
-     * writes of `bytes` bytes, 2 ms apart (so they arrive as separate reads, splitting characters).
+     * An OpenAI stream answered normally but sent as a UTF-8 BOM and then the body, in writes 2 ms
+     * apart (so they arrive as separate reads) of at most `bytes` bytes, with every byte of a
+     * multi-byte character in a write of its own (so every such character is split).
      */
     | { kind: 'byte-stream'; bytes: number };
   /** Requests whose client closed the connection before an answer. */
@@ -74,7 +75,7 @@ function openaiAnswer(body: Record<string, unknown>, reply?: string): Record<str
   };
 }
 
-/** `openaiStream`'s bytes after a BOM, written `size` bytes at a time, 2 ms apart. */
+/** `openaiStream`'s bytes after a BOM, cut as the `byte-stream` behaviour says. */
 function byteStream(
   res: ServerResponse,
   body: Record<string, unknown>,
@@ -99,8 +100,11 @@ function byteStream(
       res.end();
       return;
     }
-    res.write(bytes.subarray(at, at + size));
-    at += size;
+    let end = at + 1;
+    if ((bytes[at] as number) < 0x80)
+      while (end < bytes.length && end - at < size && (bytes[end] as number) < 0x80) end++;
+    res.write(bytes.subarray(at, end));
+    at = end;
     setTimeout(next, 2);
   };
   next();
