@@ -1,6 +1,6 @@
 import type { DetectOptions } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
-import { actionFingerprint, type ContentScan, scanTexts } from '../core/guardrails/index.js';
+import { actionIdentity, type ContentScan, scanTexts } from '../core/guardrails/index.js';
 import {
   type BehaviorType,
   type CompiledPolicy,
@@ -54,6 +54,8 @@ export interface GovernResult {
   readonly ignoredFlags: readonly { flag: string; reason: string }[];
   readonly rawFlags: string | null;
   readonly fingerprint: string;
+  /** SHA-256 of the canonical args (a mandate's `cap.args_sha256`), from the same serialization. */
+  readonly argsSha256: string;
   /** Set when a needs_approval decision was turned into allow by a granted approval. */
   readonly consumedApproval: string | null;
 }
@@ -121,7 +123,7 @@ export class Governor {
       },
       flags,
     );
-    const fingerprint = actionFingerprint({
+    const { fingerprint, argsSha256 } = actionIdentity({
       org_id: agent.orgId,
       agent_id: agent.agentId,
       type: input.type,
@@ -153,6 +155,7 @@ export class Governor {
       ignoredFlags,
       rawFlags: raw,
       fingerprint,
+      argsSha256,
       consumedApproval,
     };
   }

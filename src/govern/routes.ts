@@ -142,7 +142,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         org: agent.orgId,
         behavior_id: behaviorId,
         pipeline_id: ids.pipelineId,
-        cap: { type: action.type, tool: action.tool, args_sha256: argsDigest(action.args) },
+        cap: { type: action.type, tool: action.tool, args_sha256: result.argsSha256 },
       });
     }
     // `extra` is assigned, not spread into the literal: see docs/ops.md ("Object spreads").

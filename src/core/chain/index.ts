@@ -49,7 +49,7 @@ export {
   type LegacyEvent,
   linkEvent,
 } from './event.js';
-export { canonicalize, JCS_MAX_DEPTH, type JsonValue } from './jcs.js';
+export { canonicalize, JCS_MAX_DEPTH, type JsonValue, writeString } from './jcs.js';
 export {
   consistencyProof,
   EMPTY_ROOT,

@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { canonicalize } from '../chain/index.js';
+import { canonicalize, writeString } from '../chain/index.js';
 
 export interface FingerprintInput {
   readonly org_id: string;
@@ -9,19 +9,50 @@ export interface FingerprintInput {
   readonly args: unknown;
 }
 
-/** SHA-256 of JCS {org_id, agent_id, type, tool, args}: the identity of an action for approvals. */
+/** An action's approval fingerprint and its arguments' digest, from one canonicalization. */
+export interface ActionIdentity {
+  /** SHA-256 of JCS {org_id, agent_id, type, tool, args}: the identity of an action for approvals. */
+  readonly fingerprint: string;
+  /** SHA-256 of JCS(args): what a mandate's `cap.args_sha256` binds. */
+  readonly argsSha256: string;
+}
+
+// One-shot crypto.hash: about half the cost of createHash().update().digest() here.
+const sha256Hex = (text: string): string => hash('sha256', text, 'hex');
+
+/**
+ * The fingerprint's canonical text, assembled around the canonical args (JCS member order:
+ * agent_id, args, org_id, tool, type): it equals `canonicalize({org_id, agent_id, type, tool,
+ * args})`, with the args serialized once for both hashes.
+ */
+function fingerprintText(input: FingerprintInput, args: string): string {
+  const tool = input.tool === null ? 'null' : writeString(input.tool);
+  return (
+    `{"agent_id":${writeString(input.agent_id)},"args":${args},"org_id":${writeString(input.org_id)},` +
+    `"tool":${tool},"type":${writeString(input.type)}}`
+  );
+}
+
+const canonicalArgs = (args: unknown): string => canonicalize((args === undefined ? null : args) as never);
+
+// Calls without arguments (every model call) share one args digest.
+const NULL_ARGS_SHA256 = sha256Hex('null');
+
+/** Both hashes of an action (the governor's decision needs the one, a mandate the other). */
+export function actionIdentity(input: FingerprintInput): ActionIdentity {
+  const args = canonicalArgs(input.args);
+  return {
+    fingerprint: sha256Hex(fingerprintText(input, args)),
+    argsSha256: args === 'null' ? NULL_ARGS_SHA256 : sha256Hex(args),
+  };
+}
+
+/** The approval fingerprint of an action (see `ActionIdentity`). */
 export function actionFingerprint(input: FingerprintInput): string {
-  const body = canonicalize({
-    org_id: input.org_id,
-    agent_id: input.agent_id,
-    type: input.type,
-    tool: input.tool,
-    args: input.args === undefined ? null : input.args,
-  } as never);
-  return hash('sha256', body, 'hex'); // one-shot: about half the cost of createHash().update().digest()
+  return sha256Hex(fingerprintText(input, canonicalArgs(input.args)));
 }
 
 /** SHA-256 of JCS(args): what a mandate's `cap.args_sha256` binds. */
 export function argsDigest(args: unknown): string {
-  return hash('sha256', canonicalize((args === undefined ? null : args) as never), 'hex');
+  return sha256Hex(canonicalArgs(args));
 }
