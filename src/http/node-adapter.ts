@@ -98,10 +98,9 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     const out = new NodeResponse(res, inFlight);
     const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
     const headers = flatHeaders(req);
-    const remoteAddress = req.socket.remoteAddress ?? '';
     const method = (req.method ?? 'GET').toUpperCase();
     const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      handler({ method, path, query, headers, body, bodyError, remoteAddress }, out);
+      handler({ method, path, query, headers, body, bodyError }, out);
     };
     const declared = headers['content-length'] === undefined ? -1 : Number(headers['content-length']);
     if (declared > MAX_BODY_BYTES) {

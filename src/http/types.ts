@@ -11,7 +11,6 @@ export interface ServerRequest {
   readonly body: Buffer;
   /** Set when the body was refused while reading it; the body is then empty. */
   readonly bodyError: 'too_large' | undefined;
-  readonly remoteAddress: string;
 }
 
 export type OutgoingHeaders = Readonly<Record<string, string>>;

@@ -164,13 +164,12 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     req.forEach((k, v) => {
       headers[k] = v;
     });
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     const lengthHeader = headers['content-length'];
     const declared = lengthHeader === undefined ? -1 : Number(lengthHeader);
     const chunked = headers['transfer-encoding'] !== undefined;
 
     const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      const request: ServerRequest = { method, path, query, headers, body, bodyError, remoteAddress };
+      const request: ServerRequest = { method, path, query, headers, body, bodyError };
       handler(request, out);
     };
 
