@@ -122,13 +122,14 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
         param: 'user_id',
       });
     }
-    // A token acts with min(user role, requested role); issuing one above the caller's own role
-    // would be a privilege escalation.
-    const effective = isRole(body.role) && roleAtLeast(user.role, body.role) ? body.role : user.role;
-    if (userId !== p.id && !roleAtLeast(p.role, effective)) {
-      throw new ServiceError('forbidden', `you cannot issue a token with a role above your own (${p.role})`, {
-        param: 'user_id',
-      });
+    // A token names its user: it acts, is recorded and revokes as that user. One for a user
+    // ranked above the caller, even narrowed to the caller's role, would be an impersonation.
+    if (userId !== p.id && !roleAtLeast(p.role, user.role)) {
+      throw new ServiceError(
+        'forbidden',
+        `you cannot issue a token for a user whose role (${user.role}) is above your own (${p.role})`,
+        { param: 'user_id' },
+      );
     }
     if (body.role !== undefined && isRole(body.role) && !roleAtLeast(user.role, body.role)) {
       throw new ServiceError(
@@ -158,15 +159,17 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
   router.add('DELETE', '/api/tokens/:token_id', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const cred = identity.getCredential(ctx.params.token_id as string);
-    const mine = cred?.kind === 'pat' && cred.subject_id === p.id;
     const owner = cred?.kind === 'pat' ? identity.getUser(cred.subject_id) : undefined;
-    const canAdmin =
+    // Nobody revokes a token acting above their own role, not even one of their own: a narrowed
+    // token cannot disable its user's broader ones.
+    const allowed =
       cred?.kind === 'pat' &&
       owner !== undefined &&
       roleAtLeast(p.role, cred.role ?? owner.role) &&
-      (p.role === 'super_admin' || (cred.org_id === p.org_id && roleAtLeast(p.role, 'org_admin')));
-    if (!cred || !(mine || canAdmin))
-      throw new ServiceError('not_found', `token ${ctx.params.token_id} not found`);
+      (cred.subject_id === p.id ||
+        p.role === 'super_admin' ||
+        (cred.org_id === p.org_id && roleAtLeast(p.role, 'org_admin')));
+    if (!cred || !allowed) throw new ServiceError('not_found', `token ${ctx.params.token_id} not found`);
     identity.revokeCredential(cred.credential_id);
     await adminEvent(cred.org_id, p, 'token_revoked', { token_id: cred.credential_id });
     ctx.json(200, { token_id: cred.credential_id, revoked: true });

@@ -422,6 +422,46 @@ function runMatrix(engine: Engine): void {
       }
     });
 
+    t.test('nobody can hold or revoke a token of a user ranked above them', async (t) => {
+      // A token names its user: one minted for a higher-ranked user, even narrowed to the
+      // caller's role, would act (and be recorded) as that user and could revoke their tokens.
+      for (const caller of ['org_admin', 'admin'] as const) {
+        for (const target of ORDER) {
+          if (atLeast(caller, target)) continue;
+          const res = await svc.call('/api/tokens', {
+            token: user(caller).pat,
+            body: { name: `as-${target}`, user_id: user(target).userId, role: caller },
+          });
+          assertError(t, res, 'forbidden', 'user_id');
+        }
+      }
+      const below = await svc.call('/api/tokens', {
+        token: user('org_admin').pat,
+        body: { name: 'for-dev', user_id: user('developer').userId },
+      });
+      t.equal(below.status, 201, 'a user ranked below the caller still gets one');
+
+      // A narrowed token cannot disable its own user's broader tokens; it can revoke itself.
+      const narrow = await svc.call('/api/tokens', {
+        token: user('admin').pat,
+        body: { name: 'narrow-self', role: 'requester' },
+      });
+      t.equal(narrow.status, 201);
+      const narrowPat = narrow.body.token as string;
+      assertError(
+        t,
+        await svc.call(`/api/tokens/${user('admin').tokenId}`, { method: 'DELETE', token: narrowPat }),
+        'not_found',
+      );
+      t.equal((await svc.call('/api/me', { token: user('admin').pat })).status, 200, 'the admin PAT works');
+      const self = await svc.call(`/api/tokens/${narrow.body.token_id}`, {
+        method: 'DELETE',
+        token: narrowPat,
+      });
+      t.equal(self.status, 200);
+      assertError(t, await svc.call('/api/me', { token: narrowPat }), 'unauthenticated');
+    });
+
     t.test('revoked PAT is 401', async (t) => {
       const issued = await svc.call('/api/tokens', {
         token: svc.pat,
