@@ -335,8 +335,15 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (c.cap.type !== 'TOOL_CALL' || c.cap.tool !== name)
       return refuse(`it is for ${c.cap.type} ${c.cap.tool ?? ''}`.trim());
     if (c.cap.args_sha256 !== argsDigest(args)) return refuse('the arguments differ from the governed ones');
-    // A mandate runs its call once: it is revoked as it is used.
-    await mandates.revoke(c.jti, agent.orgId, agent.agentUuid, 'consumed by /v1/tools/execute');
+    // A mandate runs its call once: it is revoked as it is used, and only the call whose
+    // revocation is the first to commit runs (others presenting it at once passed verify too).
+    const claimed = await mandates.revoke(
+      c.jti,
+      agent.orgId,
+      agent.agentUuid,
+      'consumed by /v1/tools/execute',
+    );
+    if (!claimed.created) return refuse('revoked');
     const ac = new AbortController();
     ctx.res.onAbort(() => ac.abort());
     const started = performance.now();

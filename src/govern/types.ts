@@ -29,7 +29,8 @@ export interface MandateAuthority {
     cap: MandateCap;
   }): Promise<{ token: string; jti: string; exp: number }>;
   verify(token: string): Promise<{ valid: true; claims: MandateClaims } | { valid: false; error: string }>;
-  revoke(jti: string, orgId: string, by: string, reason?: string): unknown;
+  /** Resolves once committed; `created` is false when `jti` was already revoked (or used). */
+  revoke(jti: string, orgId: string, by: string, reason?: string): Promise<{ created: boolean }>;
 }
 
 /** What a call the policy wants a human to approve asks for. */
