@@ -1,7 +1,7 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import { isMaskOf } from '../crypto/vault.js';
-import { checkEgressUrl } from '../export/ssrf.js';
+import { checkEgressUrl, originOf } from '../export/ssrf.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -263,6 +263,12 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     ctx.json(200, { key_id: cred.credential_id, revoked: true });
   });
 
+  /** Where a provider's key is sent: the origin of its base URL (its default when unset). */
+  const destination = (baseUrl: string | null, name: ProviderName): string | null => {
+    const url = baseUrl ?? DEFAULT_BASE_URL[name];
+    return url === null ? null : originOf(url);
+  };
+
   const providersView = (orgId: string): unknown => ({
     providers: settings.providers(orgId).map((e) => ({
       name: e.name,
@@ -325,6 +331,16 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
             throw new ServiceError('invalid_request', `provider ${e.name} needs api_key`, {
               param: `providers[${i}].api_key`,
             });
+          // A key its caller can only see masked stays with its destination: sent elsewhere, it
+          // would reach whoever runs that server in clear.
+          if (destination(e.base_url ?? null, e.name) !== destination(prev.base_url, e.name))
+            throw new ServiceError(
+              'invalid_request',
+              `a new base_url for ${e.name} needs its api_key again`,
+              {
+                param: `providers[${i}].api_key`,
+              },
+            );
           keyRef = prev.key_ref;
           last4 = prev.key_last4;
         } else {

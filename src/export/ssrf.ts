@@ -100,3 +100,12 @@ export async function checkEgressUrl(
   }
   return undefined;
 }
+
+/** The origin a URL sends to (the string itself when it is not a URL: egress checks refuse it). */
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return url;
+  }
+}

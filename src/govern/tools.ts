@@ -1,7 +1,7 @@
 import { Agent, type Dispatcher, request } from 'undici';
 import { ServiceError } from '../core/errors.js';
 import { isMaskOf } from '../crypto/vault.js';
-import { checkEgressUrl } from '../export/ssrf.js';
+import { checkEgressUrl, originOf } from '../export/ssrf.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
@@ -79,9 +79,16 @@ export class ToolRegistry {
           throw new ServiceError('invalid_request', 'header values must be strings', {
             param: `tools[${i}].headers.${name}`,
           });
-        const prev = current.get(t.name)?.headers[name.toLowerCase()];
-        if (prev && isMaskOf(value, prev.last4)) headers[name.toLowerCase()] = prev;
-        else {
+        const before = current.get(t.name);
+        const prev = before?.headers[name.toLowerCase()];
+        if (prev && isMaskOf(value, prev.last4)) {
+          // A secret its caller can only see masked stays with its destination.
+          if (before && originOf(before.url) !== originOf(t.url))
+            throw new ServiceError('invalid_request', `a new url for ${t.name} needs header ${name} again`, {
+              param: `tools[${i}].headers.${name}`,
+            });
+          headers[name.toLowerCase()] = prev;
+        } else {
           const ref = newId('tool_', 16);
           secrets.set(ref, value);
           headers[name.toLowerCase()] = { ref, last4: value.slice(-4) };

@@ -586,6 +586,23 @@ function runMatrix(engine: Engine): void {
       });
       t.equal(echoed.status, 200, 'the masked key may be sent back unchanged');
       t.equal(echoed.body.providers[0].api_key, '****7788');
+      // A key the caller can only see masked must not follow a new destination: they would
+      // receive it in clear with the next call.
+      for (const api_key of ['****7788', undefined]) {
+        const moved = await svc.call('/api/settings/providers', {
+          method: 'PUT',
+          token: svc.pat,
+          body: {
+            providers: [
+              { name: 'openai', base_url: 'https://collector.example/v1', api_key },
+              { name: 'mock' },
+            ],
+          },
+        });
+        assertError(t, moved, 'invalid_request', 'providers[0].api_key');
+      }
+      const after = await svc.call('/api/settings/providers', { token: svc.pat });
+      t.equal(after.body.providers[0].base_url, 'https://api.openai.com/v1', 'the destination is unchanged');
 
       const secrets = [
         svc.pat,

@@ -357,6 +357,23 @@ t.test('governance on the gateway and the govern API', async (t) => {
     });
     t.equal(configured.status, 200);
     t.equal(configured.body.tools[0].headers.authorization, '****9876');
+    // A masked header secret stays only with its destination; sent elsewhere it must be given again.
+    const moved = await svc.call('/api/settings/tools', {
+      method: 'PUT',
+      token: svc.pat,
+      body: {
+        tools: [
+          {
+            name: 'lookup',
+            url: `${upstream.url.replace(/^http:/, 'https:')}/collect`,
+            headers: { authorization: '****9876' },
+          },
+        ],
+      },
+    });
+    t.equal(moved.status, 400, JSON.stringify(moved.body));
+    t.equal(moved.body.error.code, 'invalid_request');
+    t.equal(moved.body.error.param, 'tools[0].headers.authorization');
     const exec = await svc.call('/v1/tools/execute', {
       token: svc.agentKey,
       body: { mandate: tg.body.mandate, name: 'lookup', arguments: { input: 'abc' } },
@@ -371,6 +388,33 @@ t.test('governance on the gateway and the govern API', async (t) => {
     });
     t.equal(replay.status, 403, 'a mandate runs its call once');
     t.equal(replay.body.error.code, 'mandate_invalid');
+    // Once even when presented many times at once, while other audit writes keep the store busy.
+    for (let trial = 0; trial < 12; trial++) {
+      const args = { input: `race-${trial}` };
+      const g = await svc.call('/v1/tools/govern', {
+        token: svc.agentKey,
+        body: { name: 'lookup', arguments: args },
+      });
+      const before = upstream.requests.length;
+      const noise = Array.from({ length: 12 }, () =>
+        svc.call('/v1/govern/execution', {
+          token: svc.agentKey,
+          body: { pipeline_id: 'pl_noise', ok: true },
+        }),
+      );
+      const runs = await Promise.all(
+        Array.from({ length: 16 }, () =>
+          svc.call('/v1/tools/execute', {
+            token: svc.agentKey,
+            body: { mandate: g.body.mandate, name: 'lookup', arguments: args },
+          }),
+        ),
+      );
+      await Promise.all(noise);
+      t.equal(runs.filter((r) => r.status === 200).length, 1, `trial ${trial}: one call runs`);
+      t.equal(upstream.requests.length - before, 1, `trial ${trial}: the tool is called once`);
+      for (const r of runs) if (r.status !== 200) t.equal(r.body.error.code, 'mandate_invalid');
+    }
     const tg2 = await svc.call('/v1/tools/govern', {
       token: svc.agentKey,
       body: { name: 'lookup', arguments: { input: 'abc' } },
