@@ -340,7 +340,7 @@ export function registerReplayRoutes(router: Router<RouteHandler>, deps: ReplayD
       flags = merged.flags;
       ignored = merged.ignored;
     }
-    const texts = stringsIn(action.payload).map((text, i) => ({ message: i, part: -1, text }));
+    const texts = stringsIn(action.payload, 'payload').map((text, i) => ({ message: i, part: -1, text }));
     const scan = scanTexts(texts, detectOptions(policy, flags));
     action.detections = scan.summary;
     const d = evaluate(policy, action, flags);

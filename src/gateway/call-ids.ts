@@ -11,6 +11,15 @@ export interface CallIds {
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** A caller-given session, task or pipeline id: 1-128 characters of [A-Za-z0-9._:-], or 400. */
+export function checkCallId(value: unknown, param: string): string {
+  if (typeof value !== 'string' || !ID_RE.test(value))
+    throw new ServiceError('invalid_request', `${param} must be 1-128 characters of [A-Za-z0-9._:-]`, {
+      param,
+    });
+  return value;
+}
+
 export function callIds(ctx: Ctx, bodySessionId?: unknown): CallIds {
   const given = ctx.header('x-session-id') ?? (typeof bodySessionId === 'string' ? bodySessionId : undefined);
   if (given !== undefined && !ID_RE.test(given)) {

@@ -6,7 +6,7 @@ import { actionFingerprint, argsDigest, stringsIn } from '../core/guardrails/ind
 import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
 import { actingAgent } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
-import { callIds } from '../gateway/call-ids.js';
+import { callIds, checkCallId } from '../gateway/call-ids.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -106,7 +106,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     const agent = actingAgent(ctx, snapshot, body.agent_id);
     const ids = callIds(ctx, body.session_id);
     const behaviorId = newId('bh_');
-    const texts = stringsIn(action.payload).map((text, i) => ({ message: i, part: -1, text }));
+    const texts = stringsIn(action.payload, 'payload').map((text, i) => ({ message: i, part: -1, text }));
     const result = governor.decide(agent, {
       type: action.type,
       tool: action.tool,
@@ -221,6 +221,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     const args = body.arguments ?? {};
     if (!isObject(args))
       throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
+    stringsIn(args, 'arguments');
     const toolCallId = optionalString(body, 'tool_call_id') ?? null;
     await govern(
       ctx,
@@ -241,14 +242,21 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
   router.add('POST', '/v1/govern/execution', async (ctx) => {
     const body = ctx.jsonObject();
     const agent = actingAgent(ctx, snapshot, body.agent_id);
-    const pipelineId = body.pipeline_id;
-    if (typeof pipelineId !== 'string' || pipelineId === '')
+    if (body.pipeline_id === undefined || body.pipeline_id === '')
       throw new ServiceError('invalid_request', 'pipeline_id is required', { param: 'pipeline_id' });
+    const pipelineId = checkCallId(body.pipeline_id, 'pipeline_id');
+    const sessionId =
+      body.session_id === undefined || body.session_id === null
+        ? null
+        : checkCallId(body.session_id, 'session_id');
     if (typeof body.ok !== 'boolean')
       throw new ServiceError('invalid_request', 'ok must be a boolean', { param: 'ok' });
     const output = optionalString(body, 'output_text');
     const duration = body.duration_ms;
-    if (duration !== undefined && (typeof duration !== 'number' || duration < 0))
+    if (
+      duration !== undefined &&
+      (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 0)
+    )
       throw new ServiceError('invalid_request', 'duration_ms must be a non-negative number', {
         param: 'duration_ms',
       });
@@ -256,7 +264,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       org_id: agent.orgId,
       event_type: 'govern.execution',
       agent_id: agent.agentId,
-      session_id: optionalString(body, 'session_id') ?? null,
+      session_id: sessionId,
       pipeline_id: pipelineId,
       outcome: body.ok ? 'ok' : 'failed',
       details: { ok: body.ok, duration_ms: duration ?? null, output_chars: output?.length ?? 0 },
@@ -288,6 +296,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     const args = body.args ?? null;
     if (args !== null && !isObject(args))
       throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
+    if (args !== null) stringsIn(args, 'args');
     const fingerprint = actionFingerprint({ org_id: orgId, agent_id: agent.agent_id, type, tool, args });
     const approval = await approvals.preApprove(
       {
@@ -315,6 +324,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
     if (!isObject(args))
       throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
+    stringsIn(args, 'arguments');
     const checked = await mandates.verify(token);
     const refuse = async (why: string): Promise<never> => {
       await audit.append({

@@ -820,7 +820,7 @@ t.test('replay over HTTP', async (t) => {
           tool: (payload.tool as string | undefined) ?? null,
           args: payload.args,
           payload,
-          texts: stringsIn(payload).map((text, i) => ({ message: i, part: -1, text })),
+          texts: stringsIn(payload, 'payload').map((text, i) => ({ message: i, part: -1, text })),
           flagsHeader: undefined,
         },
       );

@@ -443,6 +443,57 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal(exe.body.recorded, true);
   });
 
+  t.test('govern bodies the audit trail cannot carry are 400, before any side effect', async (t) => {
+    const raw = (path: string, body: string, token = svc.agentKey) =>
+      svc.call(path, { token, body, headers: { 'content-type': 'application/json' } });
+    const nested = (n: number): string => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`;
+    const bad: [string, string, string][] = [
+      ['/v1/govern', '{"type":"TOOL_CALL","payload":{"tool":"lookup","args":{"n":1e400}}}', 'payload'],
+      ['/v1/govern', '{"type":"TOOL_CALL","payload":{"tool":"lookup","note":-1e999}}', 'payload'],
+      ['/v1/govern', `{"type":"TOOL_CALL","payload":{"tool":"lookup","args":${nested(600)}}}`, 'payload'],
+      ['/v1/tools/govern', '{"name":"lookup","arguments":{"n":1e400}}', 'arguments'],
+      ['/v1/tools/execute', '{"mandate":"x.y.z","name":"lookup","arguments":{"n":1e400}}', 'arguments'],
+      ['/v1/govern/execution', '{"pipeline_id":"pl_x","ok":true,"duration_ms":1e400}', 'duration_ms'],
+      ['/v1/govern/execution', `{"pipeline_id":"${'p'.repeat(3000)}","ok":true}`, 'pipeline_id'],
+      [
+        '/v1/govern/execution',
+        `{"pipeline_id":"pl_x","session_id":"${'s'.repeat(3000)}","ok":true}`,
+        'session_id',
+      ],
+    ];
+    for (const [path, body, param] of bad) {
+      const res = await raw(path, body);
+      t.equal(res.status, 400, `${path} ${body.slice(0, 60)}: ${JSON.stringify(res.body).slice(0, 200)}`);
+      t.equal(res.body.error?.code, 'invalid_request');
+      t.equal(res.body.error?.param, param);
+    }
+    const approve = await raw(
+      '/v1/govern/approve',
+      '{"agent_id":"default-agent","tool":"payments.transfer","args":{"amount":1e400}}',
+      svc.pat,
+    );
+    t.equal(approve.status, 400);
+    t.equal(approve.body.error?.param, 'args');
+
+    // A refused body leaves a granted approval unused.
+    const args = { amount: 8123 };
+    const pre = await svc.call('/v1/govern/approve', {
+      token: svc.pat,
+      body: { agent_id: 'default-agent', tool: 'payments.transfer', args },
+    });
+    t.equal(pre.status, 200);
+    const refused = await raw(
+      '/v1/govern',
+      `{"type":"TOOL_CALL","payload":{"tool":"payments.transfer","args":{"amount":8123},"note":1e400}}`,
+    );
+    t.equal(refused.status, 400);
+    const ok = await svc.call('/v1/govern', {
+      token: svc.agentKey,
+      body: { type: 'TOOL_CALL', payload: { tool: 'payments.transfer', args } },
+    });
+    t.equal(ok.body.outcome, 'allow', 'the approval is still there for the well-formed call');
+  });
+
   t.test(
     'observe mode allows and records what enforce would have done; publishing applies at once',
     async (t) => {

@@ -7,6 +7,7 @@ import {
   redact,
 } from '../detect/index.js';
 import type { InjectionScores } from '../detect/types.js';
+import { ServiceError } from '../errors.js';
 
 /** One scanned text and where it came from (a message index and, for content arrays, a part). */
 export interface ScannedText {
@@ -111,15 +112,34 @@ export function redactMessages(
   return changed;
 }
 
-/** Every string value in a JSON value (for scanning tool arguments and payloads), bounded. */
-export function stringsIn(value: unknown, limit = 256): string[] {
+/** Nesting a governed value may have (JCS stops at 512; real arguments stay far below). */
+export const MAX_VALUE_DEPTH = 64;
+
+/**
+ * Every string in a JSON value, for the detectors (all of them: a cap would let a secret hide
+ * behind enough harmless strings), once the value is checked to be something the audit trail can
+ * carry: finite numbers only (JSON.parse reads 1e400 as Infinity, which canonical JSON refuses)
+ * and at most MAX_VALUE_DEPTH levels. Otherwise a 400 naming `param`.
+ */
+export function stringsIn(value: unknown, param: string): string[] {
   const out: string[] = [];
   const walk = (v: unknown, depth: number): void => {
-    if (out.length >= limit || depth > 32) return;
     if (typeof v === 'string') out.push(v);
-    else if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
-    else if (v !== null && typeof v === 'object')
-      for (const k in v as Record<string, unknown>) walk((v as Record<string, unknown>)[k], depth + 1);
+    else if (typeof v === 'number') {
+      if (!Number.isFinite(v))
+        throw new ServiceError('invalid_request', `${param} holds a number JSON cannot carry`, { param });
+    } else if (v !== null && typeof v === 'object') {
+      if (depth >= MAX_VALUE_DEPTH)
+        throw new ServiceError(
+          'invalid_request',
+          `${param} is nested deeper than ${MAX_VALUE_DEPTH} levels`,
+          {
+            param,
+          },
+        );
+      if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
+      else for (const k in v) walk((v as Record<string, unknown>)[k], depth + 1);
+    }
   };
   walk(value, 0);
   return out;
