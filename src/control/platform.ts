@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { ServiceError } from '../core/errors.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Router } from '../http/router.js';
@@ -38,8 +39,12 @@ export function registerPlatform(router: Router<RouteHandler>, deps: PlatformDep
       docs_url: `${deps.baseUrl}/api/config`,
     });
   });
+  // Compared as digests in constant time: a plain !== returns sooner the earlier it differs.
+  const sha = (s: string): Buffer => createHash('sha256').update(s).digest();
+  const metricsDigest = deps.metricsToken === undefined ? undefined : sha(deps.metricsToken);
   router.add('GET', '/api/metrics', async (ctx) => {
-    if (deps.metricsToken !== undefined && presentedCredential(ctx.req.headers) !== deps.metricsToken) {
+    const presented = presentedCredential(ctx.req.headers);
+    if (metricsDigest !== undefined && !timingSafeEqual(sha(presented ?? ''), metricsDigest)) {
       throw new ServiceError('unauthenticated', 'metrics need the SERVICE_METRICS_TOKEN bearer token');
     }
     ctx.sendRaw(200, deps.metrics.registry.contentType, await deps.metrics.registry.metrics());
