@@ -10,7 +10,7 @@
  *   assistant's `tool_calls` directly.
  * - A failed tool result (`is_error`) keeps its text, prefixed with TOOL_ERROR_PREFIX.
  * - Thinking blocks, server tools and unknown block types are dropped.
- * - `temperature` is copied as is: Anthropic's 0..1 is inside OpenAI's 0..2.
+ * - `temperature` is copied as is (Anthropic's 0..1 is inside OpenAI's 0..2; the way back clamps).
  * - A streamed request asks for `stream_options.include_usage`, so the translated stream can
  *   report usage as Anthropic streams always do.
  */

@@ -11,8 +11,8 @@
  * - A tool message starting with TOOL_ERROR_PREFIX becomes `is_error: true` without the prefix.
  * - `image_url` data URLs become base64 image sources, http(s) URLs become url sources; other
  *   URLs, audio and non-PDF files are dropped. Empty text is dropped (Anthropic rejects it).
- * - Temperature: OpenAI's range is 0..2 and Anthropic's 0..1, so the value is halved and then
- *   clamped to 0..1 (OpenAI 1.0 → 0.5, 2.0 → 1.0).
+ * - Temperature is the same number, clamped to Anthropic's 0..1 (OpenAI allows 0..2): 0.7 means
+ *   0.7 to both, and an Anthropic request that went through OpenAI's shape comes back unchanged.
  * - max_tokens is `max_completion_tokens`, else `max_tokens`, else `opts.defaultMaxTokens`.
  * - tool_choice and parallel_tool_calls are only sent along with at least one tool.
  * - OpenAI-only fields (n, seed, logprobs, response_format, penalties, ...) are not forwarded.
@@ -87,7 +87,7 @@ export function openaiRequestToAnthropic(
 
   const out: AnthropicMessagesRequest = { model: req.model, messages, max_tokens: maxTokens(req, opts) };
   if (system !== '') out.system = system;
-  if (typeof req.temperature === 'number') out.temperature = Math.min(1, Math.max(0, req.temperature / 2));
+  if (typeof req.temperature === 'number') out.temperature = Math.min(1, Math.max(0, req.temperature));
   if (typeof req.top_p === 'number') out.top_p = req.top_p;
   const stop = stopSequences(req.stop);
   if (stop) out.stop_sequences = stop;

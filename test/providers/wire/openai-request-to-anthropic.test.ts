@@ -35,7 +35,7 @@ t.test('system and developer messages are joined into system', async (t) => {
   });
 });
 
-t.test('scalar fields: max tokens precedence, stop, temperature scaling, user', async (t) => {
+t.test('scalar fields: max tokens precedence, stop, temperature clamping, user', async (t) => {
   const base: ChatCompletionRequest = { model: 'claude', messages: [{ role: 'user', content: 'x' }] };
   t.equal(openaiRequestToAnthropic(base, opts).max_tokens, 4096);
   t.equal(openaiRequestToAnthropic({ ...base, max_tokens: 100 }, opts).max_tokens, 100);
@@ -50,10 +50,10 @@ t.test('scalar fields: max tokens precedence, stop, temperature scaling, user', 
   t.notOk('stop_sequences' in openaiRequestToAnthropic({ ...base, stop: [] }, opts));
 
   t.equal(openaiRequestToAnthropic({ ...base, temperature: 0 }, opts).temperature, 0);
-  t.equal(openaiRequestToAnthropic({ ...base, temperature: 1 }, opts).temperature, 0.5);
-  t.equal(openaiRequestToAnthropic({ ...base, temperature: 1.4 }, opts).temperature, 0.7);
+  t.equal(openaiRequestToAnthropic({ ...base, temperature: 0.7 }, opts).temperature, 0.7, 'the same number');
+  t.equal(openaiRequestToAnthropic({ ...base, temperature: 1 }, opts).temperature, 1);
+  t.equal(openaiRequestToAnthropic({ ...base, temperature: 1.4 }, opts).temperature, 1, 'clamped to 1');
   t.equal(openaiRequestToAnthropic({ ...base, temperature: 2 }, opts).temperature, 1);
-  t.equal(openaiRequestToAnthropic({ ...base, temperature: 3 }, opts).temperature, 1, 'clamped high');
   t.equal(openaiRequestToAnthropic({ ...base, temperature: -1 }, opts).temperature, 0, 'clamped low');
 
   const full = openaiRequestToAnthropic(
