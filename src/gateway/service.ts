@@ -5,11 +5,13 @@ import {
   costOf,
   estimateCost,
   guardText,
-  messageTexts,
   type OutputGuard,
   outputGuard,
   priceOf,
+  type Redaction,
   redactMessages,
+  redactRequest,
+  requestTexts,
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
 import { decisionRecord, detectionRecord } from '../govern/governor.js';
@@ -78,6 +80,24 @@ function callCost(model: string, u: OpenaiUsage | null | undefined): number | nu
   const price = priceOf(model);
   if (!price || !u) return null;
   return Math.round(costOf(price, u.prompt_tokens ?? 0, u.completion_tokens ?? 0) * 1e9) / 1e9;
+}
+
+/**
+ * A finding the policy wants redacted sits where the text cannot be rewritten in place (a tool's
+ * parameters schema, another free-text field): the call is refused rather than forwarded.
+ */
+function refuseUnredactable(gov: GovernResult, stuck: NonNullable<Redaction['stuck']>): GovernResult {
+  const what = stuck.category === 'pii' ? 'personal data' : 'a secret';
+  return {
+    ...gov,
+    decision: {
+      ...gov.decision,
+      outcome: 'block',
+      effect: 'block',
+      rule_id: stuck.category === 'pii' ? 'detector:pii' : 'detector:secrets',
+      reason: `${what} was detected in ${stuck.path}, which cannot be redacted in place`,
+    },
+  };
 }
 
 function asServiceError(err: unknown): ServiceError {
@@ -168,7 +188,7 @@ export class GatewayService {
     try {
       const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
-      const texts = messageTexts(request.messages);
+      const texts = requestTexts(request);
       let gov = this.deps.governor.decide(agent, {
         type: 'LLM_CALL',
         model: request.model,
@@ -180,6 +200,12 @@ export class GatewayService {
       });
       gov = this.checkBudget(gov, request, texts);
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
+      if (gov.decision.outcome === 'allow' && gov.decision.redact.length > 0) {
+        const redaction = redactRequest(request, gov.scan, gov.decision.redact);
+        // The caller's bytes still hold what was redacted: the request is serialised afresh.
+        if (redaction.changed > 0) rawBody = undefined;
+        if (redaction.stuck) gov = refuseUnredactable(gov, redaction.stuck);
+      }
       const decision = gov.decision;
       const record: CallRecord = {
         base: {
@@ -218,8 +244,6 @@ export class GatewayService {
         await this.answerBlocked(ctx, fe, agent, request, record);
         return;
       }
-      if (decision.redact.length > 0 && redactMessages(request.messages, gov.scan, decision.redact) > 0)
-        rawBody = undefined;
       const guard = outputGuard(gov.policy, gov.flags);
       if (request.stream === true) {
         kept = await this.stream(ctx, fe, provider, request, record, guard, idemKey !== undefined);
