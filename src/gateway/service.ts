@@ -139,8 +139,10 @@ export class GatewayService {
     const request = validateChatRequest(ctx.jsonBody());
     let rawBody: Buffer | undefined = ctx.req.body;
     if (takesDefaultTemperature(request)) {
+      // A client's `"temperature": null` would follow the spliced member and win (the last of
+      // duplicate keys does): that rare request is re-serialised instead of spliced.
+      rawBody = request.temperature === null ? undefined : withDefaultTemperature(ctx.req.body);
       request.temperature = LIMITS.defaultTemperature;
-      rawBody = withDefaultTemperature(ctx.req.body);
     }
     await this.runChat(ctx, openaiFrontEnd, agent, request, rawBody, request.user ?? null);
   };
