@@ -100,6 +100,28 @@ function refuseUnredactable(gov: GovernResult, stuck: NonNullable<Redaction['stu
   };
 }
 
+/**
+ * Token-id inputs cannot be inspected: while the pii or secrets detector would act on a finding
+ * (block or redact, or any finding in lockdown) they are refused rather than forwarded unseen.
+ */
+function refuseTokenInputs(gov: GovernResult): GovernResult {
+  const { mode, pii, secrets } = gov.flags;
+  if (gov.decision.outcome !== 'allow' || (mode !== 'enforce' && mode !== 'lockdown')) return gov;
+  const acts = (a: string): boolean => mode === 'lockdown' || a === 'block' || a === 'redact';
+  const detector = acts(pii) ? 'pii' : acts(secrets) ? 'secrets' : null;
+  if (detector === null) return gov;
+  return {
+    ...gov,
+    decision: {
+      ...gov.decision,
+      outcome: 'block',
+      effect: 'block',
+      rule_id: `detector:${detector}`,
+      reason: `inputs given as token ids cannot be inspected for ${detector === 'pii' ? 'personal data' : 'secrets'}; send them as text`,
+    },
+  };
+}
+
 function asServiceError(err: unknown): ServiceError {
   return isServiceError(err)
     ? err
@@ -649,13 +671,16 @@ export class GatewayService {
       typeof request.input === 'string'
         ? [request.input]
         : (request.input as unknown[]).filter((x): x is string => typeof x === 'string');
-    const gov = this.deps.governor.decide(agent, {
+    let gov = this.deps.governor.decide(agent, {
       type: 'EMBEDDING_CALL',
       model: request.model,
       provider: provider.name,
       texts: inputs.map((text, i) => ({ message: i, part: -1, text })),
       flagsHeader: ctx.header('x-service-flags'),
     });
+    // Token-id inputs (number arrays) were not scanned.
+    if (typeof request.input !== 'string' && inputs.length < (request.input as unknown[]).length)
+      gov = refuseTokenInputs(gov);
     const decision = gov.decision;
     const base: AuditInput = {
       org_id: agent.orgId,
