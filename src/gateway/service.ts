@@ -5,11 +5,13 @@ import {
   costOf,
   estimateCost,
   guardText,
-  messageTexts,
   type OutputGuard,
   outputGuard,
   priceOf,
+  type Redaction,
   redactMessages,
+  redactRequest,
+  requestTexts,
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
 import { decisionRecord, detectionRecord } from '../govern/governor.js';
@@ -80,6 +82,46 @@ function callCost(model: string, u: OpenaiUsage | null | undefined): number | nu
   return Math.round(costOf(price, u.prompt_tokens ?? 0, u.completion_tokens ?? 0) * 1e9) / 1e9;
 }
 
+/**
+ * A finding the policy wants redacted sits where the text cannot be rewritten in place (a tool's
+ * parameters schema, another free-text field): the call is refused rather than forwarded.
+ */
+function refuseUnredactable(gov: GovernResult, stuck: NonNullable<Redaction['stuck']>): GovernResult {
+  const what = stuck.category === 'pii' ? 'personal data' : 'a secret';
+  return {
+    ...gov,
+    decision: {
+      ...gov.decision,
+      outcome: 'block',
+      effect: 'block',
+      rule_id: stuck.category === 'pii' ? 'detector:pii' : 'detector:secrets',
+      reason: `${what} was detected in ${stuck.path}, which cannot be redacted in place`,
+    },
+  };
+}
+
+/**
+ * Token-id inputs cannot be inspected: while the pii or secrets detector would act on a finding
+ * (block or redact, or any finding in lockdown) they are refused rather than forwarded unseen.
+ */
+function refuseTokenInputs(gov: GovernResult): GovernResult {
+  const { mode, pii, secrets } = gov.flags;
+  if (gov.decision.outcome !== 'allow' || (mode !== 'enforce' && mode !== 'lockdown')) return gov;
+  const acts = (a: string): boolean => mode === 'lockdown' || a === 'block' || a === 'redact';
+  const detector = acts(pii) ? 'pii' : acts(secrets) ? 'secrets' : null;
+  if (detector === null) return gov;
+  return {
+    ...gov,
+    decision: {
+      ...gov.decision,
+      outcome: 'block',
+      effect: 'block',
+      rule_id: `detector:${detector}`,
+      reason: `inputs given as token ids cannot be inspected for ${detector === 'pii' ? 'personal data' : 'secrets'}; send them as text`,
+    },
+  };
+}
+
 function asServiceError(err: unknown): ServiceError {
   return isServiceError(err)
     ? err
@@ -119,8 +161,10 @@ export class GatewayService {
     const request = validateChatRequest(ctx.jsonBody());
     let rawBody: Buffer | undefined = ctx.req.body;
     if (takesDefaultTemperature(request)) {
+      // A client's `"temperature": null` would follow the spliced member and win (the last of
+      // duplicate keys does): that rare request is re-serialised instead of spliced.
+      rawBody = request.temperature === null ? undefined : withDefaultTemperature(ctx.req.body);
       request.temperature = LIMITS.defaultTemperature;
-      rawBody = withDefaultTemperature(ctx.req.body);
     }
     await this.runChat(ctx, openaiFrontEnd, agent, request, rawBody, request.user ?? null);
   };
@@ -168,7 +212,7 @@ export class GatewayService {
     try {
       const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
-      const texts = messageTexts(request.messages);
+      const texts = requestTexts(request);
       let gov = this.deps.governor.decide(agent, {
         type: 'LLM_CALL',
         model: request.model,
@@ -180,6 +224,12 @@ export class GatewayService {
       });
       gov = this.checkBudget(gov, request, texts);
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
+      if (gov.decision.outcome === 'allow' && gov.decision.redact.length > 0) {
+        const redaction = redactRequest(request, gov.scan, gov.decision.redact);
+        // The caller's bytes still hold what was redacted: the request is serialised afresh.
+        if (redaction.changed > 0) rawBody = undefined;
+        if (redaction.stuck) gov = refuseUnredactable(gov, redaction.stuck);
+      }
       const decision = gov.decision;
       const record: CallRecord = {
         base: {
@@ -218,8 +268,6 @@ export class GatewayService {
         await this.answerBlocked(ctx, fe, agent, request, record);
         return;
       }
-      if (decision.redact.length > 0 && redactMessages(request.messages, gov.scan, decision.redact) > 0)
-        rawBody = undefined;
       const guard = outputGuard(gov.policy, gov.flags);
       if (request.stream === true) {
         kept = await this.stream(ctx, fe, provider, request, record, guard, idemKey !== undefined);
@@ -623,13 +671,16 @@ export class GatewayService {
       typeof request.input === 'string'
         ? [request.input]
         : (request.input as unknown[]).filter((x): x is string => typeof x === 'string');
-    const gov = this.deps.governor.decide(agent, {
+    let gov = this.deps.governor.decide(agent, {
       type: 'EMBEDDING_CALL',
       model: request.model,
       provider: provider.name,
       texts: inputs.map((text, i) => ({ message: i, part: -1, text })),
       flagsHeader: ctx.header('x-service-flags'),
     });
+    // Token-id inputs (number arrays) were not scanned.
+    if (typeof request.input !== 'string' && inputs.length < (request.input as unknown[]).length)
+      gov = refuseTokenInputs(gov);
     const decision = gov.decision;
     const base: AuditInput = {
       org_id: agent.orgId,

@@ -59,6 +59,50 @@ function checkOptional(
   if (v !== undefined && v !== null && typeof v !== type) bad(`${field} must be a ${type}`, field);
 }
 
+/** `v` is an object with a string `type` (a content block or part); returns the type. */
+function checkTyped(v: unknown, param: string, what: string): string {
+  if (!isObject(v)) bad(`each ${what} must be an object`, param);
+  if (typeof v.type !== 'string') bad(`each ${what} needs a string type`, `${param}.type`);
+  return v.type;
+}
+
+/** OpenAI content parts: objects with a type; text parts hold a string text. */
+function checkParts(parts: unknown[], param: string): void {
+  for (let j = 0; j < parts.length; j++) {
+    const p = parts[j];
+    const at = `${param}[${j}]`;
+    if (checkTyped(p, at, 'content part') === 'text' && typeof (p as { text?: unknown }).text !== 'string')
+      bad('a text part needs a string text', `${at}.text`);
+  }
+}
+
+/** An assistant message's tool calls: each names a function; arguments, when present, are a string. */
+function checkToolCalls(calls: unknown, param: string): void {
+  if (calls === undefined || calls === null) return;
+  if (!Array.isArray(calls)) bad('tool_calls must be an array', param);
+  for (let k = 0; k < calls.length; k++) {
+    const c = calls[k] as unknown;
+    const at = `${param}[${k}]`;
+    if (!isObject(c)) bad('each tool call must be an object', at);
+    const fn = c.function;
+    if (!isObject(fn)) bad('a tool call needs a function object', `${at}.function`);
+    if (typeof fn.name !== 'string') bad('a tool call needs function.name', `${at}.function.name`);
+    if (fn.arguments !== undefined && fn.arguments !== null && typeof fn.arguments !== 'string')
+      bad('function.arguments must be a JSON string', `${at}.function.arguments`);
+  }
+}
+
+/** OpenAI tool_choice: a string (none, auto, required) or an object; a function choice names it. */
+function checkOpenaiToolChoice(choice: unknown): void {
+  if (choice === undefined || choice === null || typeof choice === 'string') return;
+  if (!isObject(choice)) bad('tool_choice must be a string or an object', 'tool_choice');
+  if (choice.type === 'function') {
+    const fn = choice.function;
+    if (!isObject(fn) || typeof fn.name !== 'string')
+      bad('a function tool_choice needs function.name', 'tool_choice.function.name');
+  }
+}
+
 /** Spec 2.1. Unknown fields are ignored (they flow through to the provider). */
 export function validateChatRequest(value: unknown): ChatCompletionRequest {
   if (!isObject(value)) bad('the request body must be a JSON object', 'body');
@@ -80,6 +124,8 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
     }
     if ((c === undefined || c === null) && !(m.role === 'assistant'))
       bad('content is required', `messages[${i}].content`);
+    if (Array.isArray(c)) checkParts(c, `messages[${i}].content`);
+    if (m.role === 'assistant') checkToolCalls(m.tool_calls, `messages[${i}].tool_calls`);
     if (m.role === 'tool' && typeof m.tool_call_id !== 'string') {
       bad('a tool message needs tool_call_id', `messages[${i}].tool_call_id`);
     }
@@ -99,6 +145,7 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
     }
   }
   checkTools(value.tools, true);
+  checkOpenaiToolChoice(value.tool_choice);
   checkOptional(value, 'parallel_tool_calls', 'boolean');
   checkOptional(value, 'reasoning_effort', 'string');
   checkOptional(value, 'stream', 'boolean');
@@ -113,6 +160,51 @@ export function takesDefaultTemperature(req: ChatCompletionRequest): boolean {
     req.reasoning_effort == null &&
     !/^o\d/.test(req.model)
   );
+}
+
+/**
+ * Anthropic content blocks: objects with a type; the fields the translation reads are checked
+ * (text, a source, a tool's id and name, a tool result's inner blocks). Unknown types pass: the
+ * translation drops them.
+ */
+function checkBlocks(blocks: unknown[], param: string, inner = false): void {
+  for (let j = 0; j < blocks.length; j++) {
+    const b = blocks[j] as Record<string, unknown>;
+    const at = `${param}[${j}]`;
+    switch (checkTyped(b, at, 'content block')) {
+      case 'text':
+        if (typeof b.text !== 'string') bad('a text block needs a string text', `${at}.text`);
+        break;
+      case 'image':
+      case 'document':
+        if (!isObject(b.source)) bad(`a ${b.type} block needs a source object`, `${at}.source`);
+        break;
+      case 'tool_use':
+        if (inner) break;
+        if (typeof b.id !== 'string') bad('a tool_use block needs a string id', `${at}.id`);
+        if (typeof b.name !== 'string') bad('a tool_use block needs a string name', `${at}.name`);
+        break;
+      case 'tool_result': {
+        if (inner) break;
+        if (typeof b.tool_use_id !== 'string')
+          bad('a tool_result block needs a string tool_use_id', `${at}.tool_use_id`);
+        const content = b.content;
+        if (Array.isArray(content)) checkBlocks(content, `${at}.content`, true);
+        else if (content !== undefined && content !== null && typeof content !== 'string')
+          bad('tool_result content must be a string or an array of blocks', `${at}.content`);
+        break;
+      }
+    }
+  }
+}
+
+/** Anthropic tool_choice: an object with a type; a `tool` choice names the tool. */
+function checkAnthropicToolChoice(choice: unknown): void {
+  if (choice === undefined || choice === null) return;
+  if (!isObject(choice) || typeof choice.type !== 'string')
+    bad('tool_choice must be an object with a type (auto, any, tool, none)', 'tool_choice');
+  if (choice.type === 'tool' && typeof choice.name !== 'string')
+    bad('a tool tool_choice needs a name', 'tool_choice.name');
 }
 
 /** Spec 2.3: Anthropic Messages; max_tokens defaults to 4096. */
@@ -132,6 +224,7 @@ export function validateMessagesRequest(value: unknown): AnthropicMessagesReques
     if (typeof m.content !== 'string' && !Array.isArray(m.content)) {
       bad('content must be a string or an array of content blocks', `messages[${i}].content`);
     }
+    if (Array.isArray(m.content)) checkBlocks(m.content, `messages[${i}].content`);
   }
   const maxTokens = value.max_tokens;
   if (maxTokens === undefined || maxTokens === null) value.max_tokens = LIMITS.anthropicDefaultMaxTokens;
@@ -142,11 +235,13 @@ export function validateMessagesRequest(value: unknown): AnthropicMessagesReques
   if (system !== undefined && system !== null && typeof system !== 'string' && !Array.isArray(system)) {
     bad('system must be a string or an array of text blocks', 'system');
   }
+  if (Array.isArray(system)) checkBlocks(system, 'system', true);
   const t = value.temperature;
   if (t !== undefined && t !== null && (typeof t !== 'number' || !Number.isFinite(t) || t < 0 || t > 1)) {
     bad('temperature must be a number from 0 to 1', 'temperature');
   }
   checkTools(value.tools, false);
+  checkAnthropicToolChoice(value.tool_choice);
   checkOptional(value, 'stream', 'boolean');
   return value as AnthropicMessagesRequest;
 }

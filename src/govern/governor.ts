@@ -1,6 +1,6 @@
 import type { DetectOptions } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
-import { actionIdentity, type ContentScan, scanTexts } from '../core/guardrails/index.js';
+import { actionIdentity, type ContentScan, scanTexts, type TextItem } from '../core/guardrails/index.js';
 import {
   type BehaviorType,
   type CompiledPolicy,
@@ -28,7 +28,7 @@ export interface GovernInput {
   readonly args?: unknown;
   readonly payload?: unknown;
   /** Content to scan (prompt messages, tool arguments' strings…). */
-  readonly texts: readonly { message: number; part: number; text: string }[];
+  readonly texts: readonly TextItem[];
   readonly flagsHeader: string | undefined;
   /** The call's pipeline, recorded when it consumes an approval. */
   readonly pipelineId?: string;

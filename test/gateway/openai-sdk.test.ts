@@ -65,6 +65,26 @@ for (const engine of ENGINES) {
       t.same(body.vendor_extra, { a: 1 });
     });
 
+    t.test('temperature: null gets the default 0.7 too, streamed or not', async (t) => {
+      for (const stream of [false, true]) {
+        upstream.requests.length = 0;
+        const res = await client.chat.completions.create({
+          model: 'gpt-test',
+          messages: [{ role: 'user', content: 'x' }],
+          temperature: null,
+          stream,
+        });
+        if (stream) for await (const _ of res as AsyncIterable<unknown>);
+        const seen = upstream.requests.at(-1);
+        t.equal(
+          (seen?.body as { temperature?: unknown }).temperature,
+          0.7,
+          `stream ${stream}: 0.7 reached the provider`,
+        );
+        t.equal(seen?.raw.split('"temperature"').length, 2, `stream ${stream}: one temperature member`);
+      }
+    });
+
     t.test('a streamed request keeps every client member and asks the upstream for usage', async (t) => {
       upstream.requests.length = 0;
       const params = {

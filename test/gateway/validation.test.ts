@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import type { Test } from 'tap';
 import t from 'tap';
 import { ERROR_CATALOG, type ErrorCode } from '../../src/core/errors.js';
-import { ENGINES, startService, type TestService } from '../helpers/service.js';
+import { ENGINES, serviceOnMockUpstream, startService, type TestService } from '../helpers/service.js';
 
 type Res = Awaited<ReturnType<TestService['call']>>;
 
@@ -359,3 +359,166 @@ for (const engine of ENGINES) {
     });
   });
 }
+
+t.test(
+  'malformed blocks, parts and tool choices are 400 naming the field, before any provider',
+  async (t) => {
+    const { svc, upstream } = await serviceOnMockUpstream(t);
+    const post = (path: string, body: unknown): Promise<Res> => svc.call(path, { token: svc.agentKey, body });
+    const hi = { role: 'user', content: 'hi' };
+    const anthropicTool = { name: 'f', input_schema: { type: 'object' } };
+    const messagesCases: [string, Record<string, unknown>, string][] = [
+      ['a null content block', { messages: [{ role: 'user', content: [null] }] }, 'messages[0].content[0]'],
+      [
+        'a block without a type',
+        { messages: [{ role: 'user', content: [{ text: 'x' }] }] },
+        'messages[0].content[0].type',
+      ],
+      [
+        'a text block without text',
+        { messages: [{ role: 'user', content: [{ type: 'text' }] }] },
+        'messages[0].content[0].text',
+      ],
+      [
+        'an image without a source',
+        { messages: [{ role: 'user', content: [{ type: 'image' }] }] },
+        'messages[0].content[0].source',
+      ],
+      ['a null system block', { system: [null], messages: [hi] }, 'system[0]'],
+      [
+        'a system text block without text',
+        { system: [{ type: 'text', text: 1 }], messages: [hi] },
+        'system[0].text',
+      ],
+      [
+        'tool_choice as a string',
+        { tool_choice: 'auto', tools: [anthropicTool], messages: [hi] },
+        'tool_choice',
+      ],
+      [
+        'tool_choice tool without a name',
+        { tool_choice: { type: 'tool' }, tools: [anthropicTool], messages: [hi] },
+        'tool_choice.name',
+      ],
+      [
+        'tool_result content [null]',
+        {
+          messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'x', content: [null] }] }],
+        },
+        'messages[0].content[0].content[0]',
+      ],
+      [
+        'a tool_use without a name',
+        { messages: [hi, { role: 'assistant', content: [{ type: 'tool_use', id: 't', input: {} }] }] },
+        'messages[1].content[0].name',
+      ],
+    ];
+    for (const model of ['claude-test', 'gpt-test']) {
+      for (const [name, body, param] of messagesCases) {
+        upstream.requests.length = 0;
+        const res = await post('/v1/messages', { model, max_tokens: 10, ...body });
+        t.comment(`/v1/messages ${model}: ${name}`);
+        assertError(t, res, 'invalid_request', param);
+        t.equal(upstream.requests.length, 0, `/v1/messages ${model}: ${name}: no provider call`);
+      }
+    }
+    const openaiTool = { type: 'function', function: { name: 'f' } };
+    const chatCases: [string, Record<string, unknown>, string][] = [
+      ['a null content part', { messages: [{ role: 'user', content: [null] }] }, 'messages[0].content[0]'],
+      [
+        'a part without a type',
+        { messages: [{ role: 'user', content: [{ text: 'x' }] }] },
+        'messages[0].content[0].type',
+      ],
+      [
+        'a text part without text',
+        { messages: [{ role: 'system', content: [{ type: 'text' }] }, hi] },
+        'messages[0].content[0].text',
+      ],
+      [
+        'tool_choice function without a name',
+        { tool_choice: { type: 'function' }, tools: [openaiTool], messages: [hi] },
+        'tool_choice.function.name',
+      ],
+      ['tool_choice a number', { tool_choice: 3, tools: [openaiTool], messages: [hi] }, 'tool_choice'],
+      [
+        'tool_calls[0] without function',
+        {
+          messages: [
+            hi,
+            { role: 'assistant', content: null, tool_calls: [{ id: 'c' }] },
+            { role: 'tool', tool_call_id: 'c', content: 'r' },
+          ],
+        },
+        'messages[1].tool_calls[0].function',
+      ],
+      [
+        'tool_calls[0] with object arguments',
+        {
+          messages: [
+            hi,
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: {} } }],
+            },
+            { role: 'tool', tool_call_id: 'c', content: 'r' },
+          ],
+        },
+        'messages[1].tool_calls[0].function.arguments',
+      ],
+      [
+        'tool_calls not an array',
+        { messages: [hi, { role: 'assistant', content: null, tool_calls: {} }] },
+        'messages[1].tool_calls',
+      ],
+    ];
+    for (const model of ['claude-test', 'gpt-test']) {
+      for (const [name, body, param] of chatCases) {
+        upstream.requests.length = 0;
+        const res = await post('/v1/chat/completions', { model, ...body });
+        t.comment(`/v1/chat/completions ${model}: ${name}`);
+        assertError(t, res, 'invalid_request', param);
+        t.equal(upstream.requests.length, 0, `/v1/chat/completions ${model}: ${name}: no provider call`);
+      }
+    }
+    // Well-formed shapes still pass (an unknown block type is the translator's to drop).
+    const okMessages = await post('/v1/messages', {
+      model: 'claude-test',
+      max_tokens: 10,
+      system: [{ type: 'text', text: 'be brief' }],
+      tool_choice: { type: 'auto' },
+      tools: [anthropicTool],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'hi' },
+            { type: 'future_block', x: 1 },
+          ],
+        },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't', name: 'f', input: {} }] },
+        {
+          role: 'user',
+          content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'text', text: 'r' }] }],
+        },
+      ],
+    });
+    assertOk(t, okMessages, '/v1/messages well-formed');
+    const okChat = await post('/v1/chat/completions', {
+      model: 'claude-test',
+      tool_choice: { type: 'function', function: { name: 'f' } },
+      tools: [openaiTool],
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'hi' }] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        },
+        { role: 'tool', tool_call_id: 'c', content: 'r' },
+      ],
+    });
+    assertOk(t, okChat, '/v1/chat/completions well-formed');
+  },
+);

@@ -9,11 +9,32 @@ import {
 import type { InjectionScores } from '../detect/types.js';
 import { ServiceError } from '../errors.js';
 
-/** One scanned text and where it came from (a message index and, for content arrays, a part). */
-export interface ScannedText {
+/**
+ * Where a text outside message content sits (absent: the content of `messages[message]`, the
+ * whole string when `part` is -1, else `content[part].text`):
+ * - `refusal`: `content[part].refusal` of `messages[message]`, or its `refusal` when part is -1;
+ * - `arguments`: `tool_calls[part].function.arguments` of `messages[message]`, or its legacy
+ *   `function_call.arguments` when part is -1;
+ * - `description`: `tools[message].function.description`;
+ * - `user`: the request's `user` (the end-user id);
+ * - `parameters`: every string of `tools[message].function.parameters`, joined by newlines;
+ * - `request`: every string of the top-level field `key`, joined by newlines.
+ * The last two cannot be redacted in place (see redactRequest).
+ */
+export type TextField = 'refusal' | 'arguments' | 'description' | 'user' | 'parameters' | 'request';
+
+/** A text to scan and where it came from. */
+export interface TextItem {
   readonly message: number;
   readonly part: number;
   readonly text: string;
+  readonly field?: TextField | undefined;
+  /** The top-level field, for `field: 'request'`. */
+  readonly key?: string | undefined;
+}
+
+/** One scanned text and where it came from. */
+export interface ScannedText extends TextItem {
   readonly findings: readonly Finding[];
 }
 
@@ -27,15 +48,22 @@ export interface ContentScan {
 interface MessageLike {
   role?: unknown;
   content?: unknown;
+  refusal?: unknown;
+  tool_calls?: unknown;
+  function_call?: unknown;
+}
+
+interface RequestLike {
+  messages: MessageLike[];
+  tools?: unknown;
+  user?: unknown;
+  [key: string]: unknown;
 }
 
 const NO_FINDINGS: readonly Finding[] = [];
 
 /** Scans one text list, merging summaries: one detect() pass per text. */
-export function scanTexts(
-  items: readonly { message: number; part: number; text: string }[],
-  opts: DetectOptions,
-): ContentScan {
+export function scanTexts(items: readonly TextItem[], opts: DetectOptions): ContentScan {
   const pii = new Set<string>();
   const secrets = new Set<string>();
   const unicode = new Set<string>();
@@ -61,6 +89,8 @@ export function scanTexts(
       message: item.message,
       part: item.part,
       text: item.text,
+      field: item.field,
+      key: item.key,
       findings: result.findings.length === 0 ? NO_FINDINGS : result.findings,
     });
   }
@@ -71,22 +101,190 @@ export function scanTexts(
   };
 }
 
-/** The texts of chat messages (string content and text parts). */
-export function messageTexts(
-  messages: readonly MessageLike[],
-): { message: number; part: number; text: string }[] {
-  const out: { message: number; part: number; text: string }[] = [];
+/**
+ * The texts of chat messages: string content, text and refusal parts, a message's refusal, and
+ * its tool-call arguments (and legacy function_call arguments).
+ */
+export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
+  const out: TextItem[] = [];
   for (let i = 0; i < messages.length; i++) {
-    const content = messages[i]?.content;
+    const m = messages[i];
+    if (!m) continue;
+    const content = m.content;
     if (typeof content === 'string') out.push({ message: i, part: -1, text: content });
     else if (Array.isArray(content)) {
       for (let j = 0; j < content.length; j++) {
-        const p = content[j] as { type?: unknown; text?: unknown } | null;
-        if (p && typeof p.text === 'string') out.push({ message: i, part: j, text: p.text });
+        const p = content[j] as { text?: unknown; refusal?: unknown } | null;
+        if (!p) continue;
+        if (typeof p.text === 'string') out.push({ message: i, part: j, text: p.text });
+        else if (typeof p.refusal === 'string')
+          out.push({ message: i, part: j, text: p.refusal, field: 'refusal' });
+      }
+    }
+    // Only assistant messages carry these; the checks cost a missing-property lookup elsewhere.
+    if (typeof m.refusal === 'string') out.push({ message: i, part: -1, text: m.refusal, field: 'refusal' });
+    const calls = m.tool_calls;
+    if (Array.isArray(calls)) {
+      for (let k = 0; k < calls.length; k++) {
+        const args = (calls[k] as { function?: { arguments?: unknown } } | null)?.function?.arguments;
+        if (typeof args === 'string') out.push({ message: i, part: k, text: args, field: 'arguments' });
+      }
+    }
+    const legacy = (m.function_call as { arguments?: unknown } | null | undefined)?.arguments;
+    if (typeof legacy === 'string') out.push({ message: i, part: -1, text: legacy, field: 'arguments' });
+  }
+  return out;
+}
+
+/**
+ * Top-level chat request fields that carry no free text (numbers, flags, enums, identifiers), or
+ * that are scanned on their own (messages, tools, user). Every other field is forwarded as is to
+ * OpenAI-compatible providers, so its strings are scanned (prediction, response_format, stop,
+ * metadata, legacy functions, ...).
+ */
+const NO_FREE_TEXT = new Set([
+  'model',
+  'messages',
+  'tools',
+  'user',
+  'temperature',
+  'top_p',
+  'max_tokens',
+  'max_completion_tokens',
+  'stream',
+  'stream_options',
+  'tool_choice',
+  'parallel_tool_calls',
+  'reasoning_effort',
+  'n',
+  'seed',
+  'logprobs',
+  'top_logprobs',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'service_tier',
+  'store',
+  'modalities',
+  'verbosity',
+]);
+
+/**
+ * Every text of a chat request that is forwarded and can carry data (docs/policy.md, "What is
+ * scanned"): messageTexts, then each tool's description and the strings of its parameters, the
+ * end-user id, and the strings of any other top-level field not in NO_FREE_TEXT.
+ */
+export function requestTexts(request: RequestLike): TextItem[] {
+  const out = messageTexts(request.messages);
+  const tools = request.tools;
+  if (Array.isArray(tools)) {
+    for (let t = 0; t < tools.length; t++) {
+      const fn = (tools[t] as { function?: { description?: unknown; parameters?: unknown } } | null)
+        ?.function;
+      if (!fn) continue;
+      if (typeof fn.description === 'string')
+        out.push({ message: t, part: -1, text: fn.description, field: 'description' });
+      if (fn.parameters !== undefined && fn.parameters !== null) {
+        const text = joinedStrings(fn.parameters, `tools[${t}].function.parameters`);
+        if (text !== '') out.push({ message: t, part: -1, text, field: 'parameters' });
       }
     }
   }
+  if (typeof request.user === 'string')
+    out.push({ message: -1, part: -1, text: request.user, field: 'user' });
+  for (const key in request) {
+    if (NO_FREE_TEXT.has(key)) continue;
+    const text = joinedStrings(request[key], key);
+    if (text !== '') out.push({ message: -1, part: -1, text, field: 'request', key });
+  }
   return out;
+}
+
+const MAX_DEPTH = 64;
+
+/** Every string value in a JSON value (object keys excluded), joined by newlines; `path` names it. */
+function joinedStrings(value: unknown, path: string): string {
+  let out = '';
+  const walk = (v: unknown, depth: number): void => {
+    if (typeof v === 'string') {
+      if (v !== '') out = out === '' ? v : `${out}\n${v}`;
+    } else if (v !== null && typeof v === 'object') {
+      // Deeper values would go unscanned: refuse rather than forward them.
+      if (depth >= MAX_DEPTH)
+        throw new ServiceError('invalid_request', `${path} is nested too deeply to be inspected`, {
+          param: path,
+        });
+      if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
+      else for (const k in v as Record<string, unknown>) walk((v as Record<string, unknown>)[k], depth + 1);
+    }
+  };
+  walk(value, 0);
+  return out;
+}
+
+/** What redactRequest did. */
+export interface Redaction {
+  /** Number of texts rewritten. */
+  readonly changed: number;
+  /**
+   * A finding to redact that sits where no text can be rewritten in place (a tool's parameters,
+   * another top-level field): where, and its category. The call must then be refused.
+   */
+  readonly stuck: { readonly path: string; readonly category: DetectionCategory } | null;
+}
+
+/**
+ * Rewrites the request's texts in place (the locations ScannedText records), replacing findings
+ * of `categories` with placeholders.
+ */
+export function redactRequest(
+  request: { messages: MessageLike[]; tools?: unknown; user?: unknown },
+  scan: ContentScan,
+  categories: readonly DetectionCategory[],
+): Redaction {
+  let changed = 0;
+  let stuck: Redaction['stuck'] = null;
+  for (const t of scan.texts) {
+    const finding = t.findings.find((f) => categories.includes(f.category));
+    if (!finding) continue;
+    if (t.field === 'parameters' || t.field === 'request') {
+      stuck ??= {
+        path: t.field === 'parameters' ? `tools[${t.message}].function.parameters` : (t.key ?? 'request'),
+        category: finding.category,
+      };
+      continue;
+    }
+    const next = redact(t.text, t.findings, categories);
+    if (next === t.text) continue;
+    changed++;
+    if (t.field === 'user') {
+      request.user = next;
+      continue;
+    }
+    if (t.field === 'description') {
+      const fn = (request.tools as { function: { description?: string } }[] | undefined)?.[t.message]
+        ?.function;
+      if (fn) fn.description = next;
+      continue;
+    }
+    const m = request.messages[t.message];
+    if (!m) continue;
+    if (t.field === 'arguments') {
+      const call =
+        t.part < 0
+          ? (m.function_call as { arguments: string })
+          : (m.tool_calls as { function: { arguments: string } }[])[t.part]?.function;
+      if (call) call.arguments = next;
+    } else if (t.field === 'refusal') {
+      if (t.part < 0) m.refusal = next;
+      else if (Array.isArray(m.content)) m.content[t.part] = { ...m.content[t.part], refusal: next };
+    } else if (t.part < 0) m.content = next;
+    else if (Array.isArray(m.content)) {
+      const part = m.content[t.part] as Record<string, unknown>;
+      m.content[t.part] = { ...part, text: next };
+    }
+  }
+  return { changed, stuck };
 }
 
 /** Rewrites message contents in place, replacing findings of `categories` with placeholders. */
@@ -95,21 +293,7 @@ export function redactMessages(
   scan: ContentScan,
   categories: readonly DetectionCategory[],
 ): number {
-  let changed = 0;
-  for (const t of scan.texts) {
-    if (!t.findings.some((f) => categories.includes(f.category))) continue;
-    const next = redact(t.text, t.findings, categories);
-    if (next === t.text) continue;
-    changed++;
-    const m = messages[t.message];
-    if (!m) continue;
-    if (t.part < 0) m.content = next;
-    else if (Array.isArray(m.content)) {
-      const part = m.content[t.part] as Record<string, unknown>;
-      m.content[t.part] = { ...part, text: next };
-    }
-  }
-  return changed;
+  return redactRequest({ messages }, scan, categories).changed;
 }
 
 /** Nesting a governed value may have (JCS stops at 512; real arguments stay far below). */

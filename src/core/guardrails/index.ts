@@ -1,10 +1,15 @@
 export {
   type ContentScan,
   messageTexts,
+  type Redaction,
   redactMessages,
+  redactRequest,
+  requestTexts,
   type ScannedText,
   scanTexts,
   stringsIn,
+  type TextField,
+  type TextItem,
 } from './content.js';
 export {
   type ActionIdentity,
