@@ -109,6 +109,18 @@ t.test('input detection beyond message content', async (t) => {
         'a claude model: tool_calls[].function.arguments',
         { model: 'claude-test', messages: toolHistory(JSON.stringify({ key: SECRET })) },
       ],
+      // JSON escapes spell the same value (an Anthropic upstream even receives it decoded).
+      [
+        'arguments hiding the secret behind JSON escapes',
+        { model: 'gpt-4o', messages: toolHistory(`{"key":"\\u0041${SECRET.slice(1)}"}`) },
+      ],
+      [
+        'a claude model: arguments hiding the secret behind JSON escapes',
+        {
+          model: 'claude-test',
+          messages: toolHistory(`{"key":"${SECRET.slice(0, 4)}\\u0049${SECRET.slice(5)}"}`),
+        },
+      ],
     ];
     for (const [name, body] of cases) {
       upstream.requests.length = 0;
@@ -198,6 +210,16 @@ t.test('input detection beyond message content', async (t) => {
     t.equal((res as any).service.blocked, true);
     t.equal((res as any).service.rule_id, 'detector:pii');
     t.match((res as any).service.reason, /tools\[0\]\.function\.parameters/);
+    t.equal(upstream.requests.length, 0, 'the provider was not called');
+
+    // Escaped JSON cannot be redacted in the text the caller sent: refused as well.
+    upstream.requests.length = 0;
+    const escaped = await openai.chat.completions.create({
+      model: 'gpt-4o',
+      messages: toolHistory(`{"to":"\\u006a${EMAIL.slice(1)}"}`),
+    });
+    t.equal((escaped as any).service.blocked, true, 'escaped PII in arguments');
+    t.match((escaped as any).service.reason, /messages\[1\]\.tool_calls\[0\]\.function\.arguments/);
     t.equal(upstream.requests.length, 0, 'the provider was not called');
   });
 

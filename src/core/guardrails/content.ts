@@ -127,13 +127,36 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
     if (Array.isArray(calls)) {
       for (let k = 0; k < calls.length; k++) {
         const args = (calls[k] as { function?: { arguments?: unknown } } | null)?.function?.arguments;
-        if (typeof args === 'string') out.push({ message: i, part: k, text: args, field: 'arguments' });
+        if (typeof args === 'string') {
+          out.push({ message: i, part: k, text: args, field: 'arguments' });
+          if (args.includes('\\'))
+            decodedArguments(args, `messages[${i}].tool_calls[${k}].function.arguments`, out);
+        }
       }
     }
     const legacy = (m.function_call as { arguments?: unknown } | null | undefined)?.arguments;
-    if (typeof legacy === 'string') out.push({ message: i, part: -1, text: legacy, field: 'arguments' });
+    if (typeof legacy === 'string') {
+      out.push({ message: i, part: -1, text: legacy, field: 'arguments' });
+      if (legacy.includes('\\')) decodedArguments(legacy, `messages[${i}].function_call.arguments`, out);
+    }
   }
   return out;
+}
+
+/**
+ * Arguments with JSON escapes (`\u0041KIA…` spells `AKIA…`) are scanned decoded as well: a value
+ * the raw text hides is still the value the tool, or an Anthropic upstream, receives. A finding
+ * there cannot be redacted in the caller's text, so it is a `request` item (refused, not rewritten).
+ */
+function decodedArguments(args: string, path: string, out: TextItem[]): void {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(args);
+  } catch {
+    return; // not JSON: forwarded as the raw text already scanned
+  }
+  const text = joinedStrings(parsed, path);
+  if (text !== '') out.push({ message: -1, part: -1, text, field: 'request', key: path });
 }
 
 /**
