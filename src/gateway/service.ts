@@ -86,6 +86,13 @@ function asServiceError(err: unknown): ServiceError {
     : new ServiceError('upstream_error', 'provider call failed', { cause: err });
 }
 
+/** The tools an answer calls, over all its choices. */
+function toolCallNames(choices: ChatCompletion['choices']): string[] {
+  const names: string[] = [];
+  for (const c of choices) for (const tc of c.message?.tool_calls ?? []) names.push(tc.function.name);
+  return names;
+}
+
 /** What every audit event of one chat call shares. */
 interface CallRecord {
   readonly base: Omit<AuditInput, 'event_type'>;
@@ -393,14 +400,19 @@ export class GatewayService {
     const upstreamS = (performance.now() - t0) / 1000;
     this.deps.metrics.upstreamCall(provider.name, 'ok', upstreamS);
     const t1 = performance.now();
-    const message = completion.choices[0]?.message;
+    const choices = completion.choices;
     let service = record.service;
     let outcome = 'allow';
     let reason: string | null = null;
     const outputTypes = new Set<string>();
     let outputAction = 'allowed';
-    if (guard.active && message) {
-      const blocked = this.guardMessage(guard, message, outputTypes);
+    if (guard.active) {
+      // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
+      let blocked: Finding | undefined;
+      for (const choice of choices) {
+        const message = choice.message;
+        if (message && (blocked = this.guardMessage(guard, message, outputTypes))) break;
+      }
       outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
       if (blocked) {
         outcome = 'block';
@@ -424,8 +436,8 @@ export class GatewayService {
         cost: callCost(request.model, completion.usage),
         details: {
           status: 200,
-          finish_reason: completion.choices[0]?.finish_reason ?? null,
-          tool_calls: message?.tool_calls?.map((t) => t.function.name) ?? [],
+          finish_reason: choices[0]?.finish_reason ?? null,
+          tool_calls: toolCallNames(choices),
           upstream_ms: upstreamS * 1000,
           output_detections: [...outputTypes],
         },
@@ -491,10 +503,11 @@ export class GatewayService {
     const toolCalls: string[] = [];
     const observe = (c: ChatCompletionChunk): void => {
       if (c.usage) usage = c.usage;
-      const choice = c.choices[0];
-      if (choice?.finish_reason) finish = choice.finish_reason;
-      for (const tc of choice?.delta.tool_calls ?? [])
-        if (tc.function?.name) toolCalls.push(tc.function.name);
+      for (const choice of c.choices) {
+        if (choice.finish_reason && (finish === null || choice.index === 0)) finish = choice.finish_reason;
+        for (const tc of choice.delta.tool_calls ?? [])
+          if (tc.function?.name) toolCalls.push(tc.function.name);
+      }
     };
     let first: IteratorResult<readonly ChatCompletionChunk[]>;
     try {
