@@ -406,47 +406,72 @@ export class GatewayService {
     let reason: string | null = null;
     const outputTypes = new Set<string>();
     let outputAction = 'allowed';
-    if (guard.active) {
-      // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
-      let blocked: Finding | undefined;
-      for (const choice of choices) {
-        const message = choice.message;
-        if (message && (blocked = this.guardMessage(guard, message, outputTypes))) break;
+    let body: string;
+    let audited = false;
+    try {
+      if (guard.active) {
+        // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
+        let blocked: Finding | undefined;
+        for (const choice of choices) {
+          const message = choice.message;
+          if (message && (blocked = this.guardMessage(guard, message, outputTypes))) break;
+        }
+        outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
+        if (blocked) {
+          outcome = 'block';
+          reason = `model output contained ${blocked.category} (${blocked.type})`;
+          const text = blockMessage({
+            outcome: 'block',
+            reason,
+            rule_id: `detector:${blocked.category === 'secret' ? 'secrets' : blocked.category}`,
+          });
+          completion = { ...blockedCompletion(request.model, text), usage: completion.usage ?? null };
+          service = { ...service, blocked: true, outcome: 'block', reason, stage: 'output' };
+          ctx.reason = 'output_block';
+        }
       }
-      outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
-      if (blocked) {
-        outcome = 'block';
-        reason = `model output contained ${blocked.category} (${blocked.type})`;
-        const text = blockMessage({
-          outcome: 'block',
+      // Rendered before the audit append, so a failure here is audited as the error it is.
+      body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
+      audited = true;
+      await this.appendCall(
+        record,
+        {
+          outcome,
           reason,
-          rule_id: `detector:${blocked.category === 'secret' ? 'secrets' : blocked.category}`,
-        });
-        completion = { ...blockedCompletion(request.model, text), usage: completion.usage ?? null };
-        service = { ...service, blocked: true, outcome: 'block', reason, stage: 'output' };
-        ctx.reason = 'output_block';
-      }
-    }
-    await this.appendCall(
-      record,
-      {
-        outcome,
-        reason,
-        usage: usageOf(completion.usage),
-        cost: callCost(request.model, completion.usage),
-        details: {
-          status: 200,
-          finish_reason: choices[0]?.finish_reason ?? null,
-          tool_calls: toolCallNames(choices),
-          upstream_ms: upstreamS * 1000,
-          output_detections: [...outputTypes],
+          usage: usageOf(completion.usage),
+          cost: callCost(request.model, completion.usage),
+          details: {
+            status: 200,
+            finish_reason: choices[0]?.finish_reason ?? null,
+            tool_calls: toolCallNames(choices),
+            upstream_ms: upstreamS * 1000,
+            output_detections: [...outputTypes],
+          },
         },
-      },
-      record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
-      { types: [...outputTypes].filter((t) => !t.startsWith('secret:')), action: outputAction },
-    );
+        record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
+        { types: [...outputTypes].filter((t) => !t.startsWith('secret:')), action: outputAction },
+      );
+    } catch (err) {
+      // The provider answered (and was paid for): whatever failed after that, the call is audited.
+      if (!audited) {
+        const e = isServiceError(err) ? err : undefined;
+        await this.appendCall(
+          record,
+          {
+            outcome: 'error',
+            reason: e?.message ?? 'the answer could not be processed',
+            details: {
+              status: e?.status ?? 500,
+              error_code: e?.code ?? 'internal_error',
+              upstream_ms: upstreamS * 1000,
+            },
+          },
+          'allowed',
+        );
+      }
+      throw err;
+    }
     this.deps.metrics.phase('audit', (performance.now() - t1) / 1000);
-    const body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
     ctx.sendRaw(200, 'application/json', body);
     return outcome === 'allow'
       ? { status: 200, content_type: 'application/json', body, pipeline_id: record.ids.pipelineId }

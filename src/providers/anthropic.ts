@@ -104,6 +104,20 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
   };
 }
 
+/**
+ * The answer has the shape the translation reads: content blocks that are objects with a type,
+ * text blocks with text, tool_use blocks with a string id and name.
+ */
 function isMessage(value: unknown): value is AnthropicMessage {
-  return typeof value === 'object' && value !== null && Array.isArray((value as AnthropicMessage).content);
+  if (typeof value !== 'object' || value === null) return false;
+  const content = (value as { content?: unknown }).content;
+  if (!Array.isArray(content)) return false;
+  for (const block of content as unknown[]) {
+    if (typeof block !== 'object' || block === null) return false;
+    const b = block as { type?: unknown; text?: unknown; id?: unknown; name?: unknown };
+    if (typeof b.type !== 'string') return false;
+    if (b.type === 'text' && typeof b.text !== 'string') return false;
+    if (b.type === 'tool_use' && (typeof b.id !== 'string' || typeof b.name !== 'string')) return false;
+  }
+  return true;
 }
