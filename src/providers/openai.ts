@@ -6,6 +6,7 @@ import {
   type ChatCompletionChunk,
   type EmbeddingRequest,
   type EmbeddingResponse,
+  type SseEvent,
   SseParser,
 } from './wire/index.js';
 
@@ -54,29 +55,16 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       for await (const piece of text) {
         if (done) continue;
         const batch: ChatCompletionChunk[] = [];
-        for (const event of parser.push(piece)) {
-          if (event.data === '[DONE]') {
-            done = true;
-            break;
-          }
-          let chunk: ChatCompletionChunk;
-          try {
-            chunk = JSON.parse(event.data) as ChatCompletionChunk;
-          } catch (err) {
-            throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', {
-              cause: err,
-            });
-          }
-          const error = (chunk as { error?: { message?: string } }).error;
-          if (error)
-            throw new ServiceError(
-              'upstream_error',
-              `provider openai stream failed: ${error.message ?? 'error'}`,
-            );
-          batch.push(chunk);
-        }
+        done = decodeEvents(parser.push(piece), batch);
         if (batch.length > 0) yield batch;
       }
+      if (done) return;
+      // The body ended: an event without its blank line counts, but a stream without [DONE]
+      // (cut short, or no event stream at all) is a failure, not a complete answer.
+      const batch: ChatCompletionChunk[] = [];
+      done = decodeEvents(parser.end(), batch);
+      if (!done) throw new ServiceError('upstream_error', 'provider openai ended its stream before [DONE]');
+      if (batch.length > 0) yield batch;
     },
     async embed(request: EmbeddingRequest, signal: AbortSignal) {
       const res = await requestJson('openai', pool, {
@@ -100,6 +88,26 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       return (res.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
     },
   };
+}
+
+/** Adds the chunks of `events` to `batch`; true at [DONE] (what follows it is ignored). */
+function decodeEvents(events: readonly SseEvent[], batch: ChatCompletionChunk[]): boolean {
+  for (const event of events) {
+    if (event.data === '[DONE]') return true;
+    let chunk: ChatCompletionChunk;
+    try {
+      chunk = JSON.parse(event.data) as ChatCompletionChunk;
+    } catch (err) {
+      throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', {
+        cause: err,
+      });
+    }
+    const error = (chunk as { error?: { message?: string } }).error;
+    if (error)
+      throw new ServiceError('upstream_error', `provider openai stream failed: ${error.message ?? 'error'}`);
+    batch.push(chunk);
+  }
+  return false;
 }
 
 type Loose = Record<string, unknown>;

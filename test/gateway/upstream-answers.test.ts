@@ -146,3 +146,118 @@ t.test('a malformed upstream completion is a 502, and the call is audited', asyn
   });
   t.equal(msg.content[0]?.type, 'text');
 });
+
+t.test('an upstream stream that ends before its terminal event is an upstream failure', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  const base = { id: 'chatcmpl-cut', object: 'chat.completion.chunk', created: 1, model: 'gpt-test' };
+  const chunk = (delta: unknown, finish: string | null = null) =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const ev = (type: string, data: Record<string, unknown>) =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  const anthropicStart =
+    ev('message_start', {
+      message: {
+        id: 'msg_cut',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude-test',
+        content: [],
+        stop_reason: null,
+        usage: { input_tokens: 3, output_tokens: 0 },
+      },
+    }) +
+    ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
+    ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'The answer is' } });
+  const sse = (body: string) => ({ kind: 'raw' as const, contentType: 'text/event-stream', body });
+  const cases: [string, MockUpstream['behaviour'], string][] = [
+    [
+      'openai, no [DONE]',
+      sse(chunk({ role: 'assistant', content: '' }) + chunk({ content: 'The answer is' })),
+      'gpt-test',
+    ],
+    [
+      'openai, finish chunk but no [DONE]',
+      sse(chunk({ role: 'assistant', content: 'The answer is' }) + chunk({}, 'stop')),
+      'gpt-test',
+    ],
+    ['anthropic, no message_stop', sse(anthropicStart), 'claude-test'],
+    [
+      'anthropic, message_delta but no message_stop',
+      sse(
+        `${anthropicStart}${ev('content_block_stop', { index: 0 })}${ev('message_delta', {
+          delta: { stop_reason: 'end_turn', stop_sequence: null },
+          usage: { output_tokens: 3 },
+        })}`,
+      ),
+      'claude-test',
+    ],
+  ];
+  let n = 0;
+  for (const [name, behaviour, model] of cases) {
+    for (const path of ['/v1/chat/completions', '/v1/messages']) {
+      upstream.behaviour = behaviour;
+      const session = `cut-${n++}`;
+      const res = await fetch(`${svc.url}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${svc.agentKey}`,
+          'content-type': 'application/json',
+          'x-session-id': session,
+        },
+        body: JSON.stringify({
+          model,
+          max_tokens: 50,
+          stream: true,
+          messages: [{ role: 'user', content: 'q' }],
+        }),
+      });
+      const text = await res.text();
+      const what = `${name} (${path})`;
+      t.equal(res.status, 200, `${what}: the stream had started`);
+      t.notMatch(text, /data: \[DONE\]|event: message_stop|"service"/, `${what}: not presented as complete`);
+      // A finish the upstream did send is relayed; none is made up.
+      if (!name.includes('finish chunk') && !name.includes('message_delta'))
+        t.notMatch(text, /"finish_reason":"stop"|"end_turn"/, `${what}: no finish made up`);
+      if (path === '/v1/messages')
+        t.match(text, /event: error\ndata: \{"type":"error","error":\{"type":"upstream_error"/);
+      else
+        t.match(
+          text,
+          /data: \{"type":"error","error":\{[^\n]*"code":"upstream_error"/,
+          `${what}: error event`,
+        );
+      const events = await callEvents(svc, session);
+      t.equal(events.length, 1, `${what}: audited`);
+      t.equal(events[0]?.outcome, 'error', `${what}: audited as an error`);
+      t.equal(events[0]?.details.error_code, 'upstream_error');
+    }
+  }
+
+  // A 2xx answer that is no event stream at all fails before the first byte: a plain 502.
+  upstream.behaviour = { kind: 'raw', contentType: 'application/json', body: '{"choices":[]}' };
+  for (const model of ['gpt-test', 'claude-test']) {
+    const session = `not-sse-${model}`;
+    const res = await post(
+      svc,
+      '/v1/chat/completions',
+      { model, stream: true, messages: [{ role: 'user', content: 'q' }] },
+      session,
+    );
+    t.equal(res.status, 502, `${model}: 502`);
+    t.equal(res.body.error.code, 'upstream_error');
+    const events = await callEvents(svc, session);
+    t.equal(events[0]?.outcome, 'error', `${model}: audited as an error`);
+  }
+
+  // Complete streams are unchanged.
+  upstream.behaviour = { kind: 'normal' };
+  const openai = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+  let last: any;
+  for await (const c of await openai.chat.completions.create({
+    model: 'claude-test',
+    stream: true,
+    messages: [{ role: 'user', content: 'q' }],
+  }))
+    last = c;
+  t.equal(last.service.blocked, false);
+});
