@@ -384,14 +384,21 @@ export class GatewayService {
       });
     } catch (err) {
       const upstreamS = (performance.now() - t0) / 1000;
-      this.deps.metrics.upstreamCall(provider.name, 'error', upstreamS);
       const e = asServiceError(err);
+      // The client went away (and the call was aborted for it): not a provider failure.
+      const gone = ctx.res.aborted;
+      this.deps.metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', upstreamS);
       await this.appendCall(
         record,
         {
           outcome: 'error',
-          reason: e.message,
-          details: { status: e.status, error_code: e.code, upstream_ms: upstreamS * 1000 },
+          reason: gone ? 'client disconnected' : e.message,
+          details: {
+            status: e.status,
+            error_code: gone ? null : e.code,
+            upstream_ms: upstreamS * 1000,
+            client_disconnected: gone,
+          },
         },
         'allowed',
       );
@@ -538,11 +545,16 @@ export class GatewayService {
     try {
       first = await iterator.next();
     } catch (err) {
-      metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
       const e = asServiceError(err);
+      const gone = ctx.res.aborted;
+      metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', (performance.now() - t0) / 1000);
       await this.appendCall(
         record,
-        { outcome: 'error', reason: e.message, details: { status: e.status, error_code: e.code } },
+        {
+          outcome: 'error',
+          reason: gone ? 'client disconnected' : e.message,
+          details: { status: e.status, error_code: gone ? null : e.code, client_disconnected: gone },
+        },
         'allowed',
       );
       throw e;
@@ -577,8 +589,11 @@ export class GatewayService {
       if (governor?.blocked) void iterator.return?.();
     }
     const upstreamS = (performance.now() - t0) / 1000;
-    metrics.upstreamCall(provider.name, failure ? 'error' : 'ok', upstreamS);
     const aborted = ctx.res.aborted;
+    // A client that went away before the answer was delivered ended the call (the upstream read
+    // was aborted for it): an error of the client's, not the provider's.
+    const failed = failure !== undefined && !aborted;
+    metrics.upstreamCall(provider.name, failed ? 'error' : aborted ? 'cancelled' : 'ok', upstreamS);
     const blocked = governor?.blocked;
     const reason = blocked
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
@@ -586,8 +601,8 @@ export class GatewayService {
     await this.appendCall(
       record,
       {
-        outcome: failure ? 'error' : blocked ? 'block' : 'allow',
-        reason: failure?.message ?? reason ?? (aborted ? 'client disconnected' : null),
+        outcome: failed ? 'error' : blocked ? 'block' : aborted ? 'error' : 'allow',
+        reason: failed ? (failure?.message ?? null) : (reason ?? (aborted ? 'client disconnected' : null)),
         usage: usageOf(usage),
         cost: callCost(request.model, usage),
         details: {
@@ -596,7 +611,7 @@ export class GatewayService {
           tool_calls: toolCalls,
           upstream_ms: upstreamS * 1000,
           client_disconnected: aborted,
-          error_code: failure?.code ?? null,
+          error_code: failed ? (failure?.code ?? null) : null,
           blocked_stage: blocked ? `output_${blocked.where}` : null,
         },
       },
