@@ -1,84 +1,125 @@
 import type { Finding } from '../core/detect/index.js';
 import { guardText, type OutputGuard, StreamGuard } from '../core/guardrails/index.js';
-import type { ChatCompletionChunk, OpenaiToolCallDelta } from '../providers/wire/index.js';
+import type {
+  ChatCompletionChunk,
+  ChatCompletionChunkChoice,
+  OpenaiFinishReason,
+  OpenaiToolCallDelta,
+} from '../providers/wire/index.js';
 
 export interface StreamBlock {
   readonly finding: Finding;
   readonly where: 'content' | 'tool_call';
 }
 
+/** What is held of one choice of the answer: its text window and its tool-call fragments. */
+interface ChoiceHold {
+  readonly text: StreamGuard;
+  readonly tools: Map<number, { id?: string; name?: string; args: string }>;
+  finished: boolean;
+}
+
 /**
- * Governs a canonical chunk stream: content deltas pass through the StreamGuard (held, scanned,
- * redacted) and tool-call deltas are held until the model finishes, then scanned whole. No
- * unscanned byte is emitted. After a block, `blocked` is set and nothing more is emitted.
+ * Governs a canonical chunk stream: content deltas pass through a StreamGuard (held, scanned,
+ * redacted) and tool-call deltas are held until the model finishes, then scanned whole. Each
+ * choice (`n` > 1) has its own window and tool buffer, and its chunks keep its index. No
+ * unscanned byte is emitted. After a block in any choice, `blocked` is set and nothing more is
+ * emitted.
  */
 export class OutputStreamGovernor {
   blocked: StreamBlock | undefined;
-  private readonly text: StreamGuard;
-  private readonly heldTools = new Map<number, { id?: string; name?: string; args: string }>();
+  /** Choice 0, the only one unless the request asked for `n` > 1. */
+  private readonly first: ChoiceHold;
+  /** The other choices, by index, made when their first chunk arrives. */
+  private others: Map<number, ChoiceHold> | undefined;
   private last: ChatCompletionChunk | undefined;
-  private finishChunk: ChatCompletionChunk | undefined;
 
   constructor(private readonly guard: OutputGuard) {
-    this.text = new StreamGuard(guard);
+    this.first = { text: new StreamGuard(guard), tools: new Map(), finished: false };
   }
 
   push(chunk: ChatCompletionChunk): ChatCompletionChunk[] {
     if (this.blocked) return [];
     this.last = chunk;
-    const choice = chunk.choices[0];
-    if (!choice) return [chunk]; // usage-only chunk
+    const choices = chunk.choices;
+    if (choices.length === 0) return [chunk]; // usage-only chunk
+    if (choices.length === 1) return this.pushChoice(chunk, choices[0] as ChatCompletionChunkChoice);
     const out: ChatCompletionChunk[] = [];
+    for (const choice of choices) {
+      for (const c of this.pushChoice(chunk, choice)) out.push(c);
+      if (this.blocked) return [];
+    }
+    return out;
+  }
+
+  /** The upstream stream ended: what every choice still holds (for choices that never finished). */
+  end(): ChatCompletionChunk[] {
+    const last = this.last;
+    if (this.blocked || !last) return [];
+    const out: ChatCompletionChunk[] = [];
+    if (!this.first.finished) for (const c of this.flush(this.first, 0, last, null, '')) out.push(c);
+    for (const [index, hold] of this.others ?? []) {
+      if (hold.finished) continue;
+      for (const c of this.flush(hold, index, last, null, '')) out.push(c);
+    }
+    return this.blocked ? [] : out;
+  }
+
+  private hold(index: number): ChoiceHold {
+    if (index === 0) return this.first;
+    this.others ??= new Map();
+    let hold = this.others.get(index);
+    if (!hold) {
+      hold = { text: new StreamGuard(this.guard), tools: new Map(), finished: false };
+      this.others.set(index, hold);
+    }
+    return hold;
+  }
+
+  private pushChoice(chunk: ChatCompletionChunk, choice: ChatCompletionChunkChoice): ChatCompletionChunk[] {
+    const index = choice.index;
+    const hold = this.hold(index);
     const delta = choice.delta;
-    for (const tc of delta.tool_calls ?? []) this.holdTool(tc);
+    for (const tc of delta.tool_calls ?? []) holdTool(hold, tc);
     let content = '';
     if (typeof delta.content === 'string' && delta.content.length > 0) {
-      const step = this.text.push(delta.content);
+      const step = hold.text.push(delta.content);
       if (step.kind === 'block') {
         this.blocked = { finding: step.finding, where: 'content' };
         return [];
       }
       content = step.text;
     }
-    if (choice.finish_reason) {
-      this.finishChunk = chunk;
-      return this.flush(chunk, content);
-    }
+    if (choice.finish_reason) return this.flush(hold, index, chunk, choice.finish_reason, content);
     if (content !== '' || delta.role !== undefined) {
       // Object.assign and no spreads: a spread followed by members is V8's slow path on Node 20
       // (docs/ops.md), and this runs per chunk. (An upstream member named `__proto__` is dropped.)
-      out.push(
+      return [
         Object.assign({}, chunk, {
           choices: [
             {
-              index: choice.index,
+              index,
               delta: delta.role ? { role: delta.role, content } : { content },
               finish_reason: null,
             },
           ],
         }),
-      );
+      ];
     }
-    return out;
+    return [];
   }
 
-  /** The upstream stream ended (possibly without a finish chunk). */
-  end(): ChatCompletionChunk[] {
-    if (this.blocked || this.finishChunk || !this.last) return [];
-    return this.flush(this.last, '');
-  }
-
-  private holdTool(tc: OpenaiToolCallDelta): void {
-    let held = this.heldTools.get(tc.index);
-    if (!held) this.heldTools.set(tc.index, (held = { args: '' }));
-    if (tc.id) held.id = tc.id;
-    if (tc.function?.name) held.name = tc.function.name;
-    if (tc.function?.arguments) held.args += tc.function.arguments;
-  }
-
-  private flush(template: ChatCompletionChunk, pendingContent: string): ChatCompletionChunk[] {
+  /** Releases the rest of one choice: its text, its tool calls scanned whole, its finish chunk. */
+  private flush(
+    hold: ChoiceHold,
+    index: number,
+    template: ChatCompletionChunk,
+    finish: OpenaiFinishReason | null,
+    pendingContent: string,
+  ): ChatCompletionChunk[] {
+    hold.finished = true;
     const out: ChatCompletionChunk[] = [];
-    const rest = this.text.end();
+    const rest = hold.text.end();
     if (rest.kind === 'block') {
       this.blocked = { finding: rest.finding, where: 'content' };
       return [];
@@ -91,31 +132,37 @@ export class OutputStreamGovernor {
     };
     const content = pendingContent + rest.text;
     if (content !== '')
-      out.push(Object.assign({}, base, { choices: [{ index: 0, delta: { content }, finish_reason: null }] }));
-    for (const [index, held] of [...this.heldTools.entries()].sort((a, b) => a[0] - b[0])) {
+      out.push(Object.assign({}, base, { choices: [{ index, delta: { content }, finish_reason: null }] }));
+    for (const [toolIndex, held] of [...hold.tools.entries()].sort((a, b) => a[0] - b[0])) {
       const checked = guardText(this.guard, held.args);
       if (checked.kind === 'block') {
         this.blocked = { finding: checked.finding, where: 'tool_call' };
         return [];
       }
       const tc: OpenaiToolCallDelta = {
-        index,
+        index: toolIndex,
         type: 'function',
         function: { name: held.name ?? '', arguments: checked.text },
       };
       if (held.id) tc.id = held.id;
       out.push(
-        Object.assign({}, base, {
-          choices: [{ index: 0, delta: { tool_calls: [tc] }, finish_reason: null }],
-        }),
+        Object.assign({}, base, { choices: [{ index, delta: { tool_calls: [tc] }, finish_reason: null }] }),
       );
     }
-    const finish = template.choices[0]?.finish_reason ?? 'stop';
+    hold.tools.clear();
     const last: ChatCompletionChunk = Object.assign({}, base, {
-      choices: [{ index: 0, delta: {}, finish_reason: finish }],
+      choices: [{ index, delta: {}, finish_reason: finish ?? 'stop' }],
     });
     if (template.usage) last.usage = template.usage;
     out.push(last);
     return out;
   }
+}
+
+function holdTool(hold: ChoiceHold, tc: OpenaiToolCallDelta): void {
+  let held = hold.tools.get(tc.index);
+  if (!held) hold.tools.set(tc.index, (held = { args: '' }));
+  if (tc.id) held.id = tc.id;
+  if (tc.function?.name) held.name = tc.function.name;
+  if (tc.function?.arguments) held.args += tc.function.arguments;
 }

@@ -128,6 +128,13 @@ function asServiceError(err: unknown): ServiceError {
     : new ServiceError('upstream_error', 'provider call failed', { cause: err });
 }
 
+/** The tools an answer calls, over all its choices. */
+function toolCallNames(choices: ChatCompletion['choices']): string[] {
+  const names: string[] = [];
+  for (const c of choices) for (const tc of c.message?.tool_calls ?? []) names.push(tc.function.name);
+  return names;
+}
+
 /** What every audit event of one chat call shares. */
 interface CallRecord {
   readonly base: Omit<AuditInput, 'event_type'>;
@@ -425,14 +432,21 @@ export class GatewayService {
       });
     } catch (err) {
       const upstreamS = (performance.now() - t0) / 1000;
-      this.deps.metrics.upstreamCall(provider.name, 'error', upstreamS);
       const e = asServiceError(err);
+      // The client went away (and the call was aborted for it): not a provider failure.
+      const gone = ctx.res.aborted;
+      this.deps.metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', upstreamS);
       await this.appendCall(
         record,
         {
           outcome: 'error',
-          reason: e.message,
-          details: { status: e.status, error_code: e.code, upstream_ms: upstreamS * 1000 },
+          reason: gone ? 'client disconnected' : e.message,
+          details: {
+            status: e.status,
+            error_code: gone ? null : e.code,
+            upstream_ms: upstreamS * 1000,
+            client_disconnected: gone,
+          },
         },
         'allowed',
       );
@@ -441,48 +455,78 @@ export class GatewayService {
     const upstreamS = (performance.now() - t0) / 1000;
     this.deps.metrics.upstreamCall(provider.name, 'ok', upstreamS);
     const t1 = performance.now();
-    const message = completion.choices[0]?.message;
+    const choices = completion.choices;
     let service = record.service;
     let outcome = 'allow';
     let reason: string | null = null;
     const outputTypes = new Set<string>();
     let outputAction = 'allowed';
-    if (guard.active && message) {
-      const blocked = this.guardMessage(guard, message, outputTypes);
-      outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
-      if (blocked) {
-        outcome = 'block';
-        reason = `model output contained ${blocked.category} (${blocked.type})`;
-        const text = blockMessage({
-          outcome: 'block',
-          reason,
-          rule_id: `detector:${blocked.category === 'secret' ? 'secrets' : blocked.category}`,
-        });
-        completion = { ...blockedCompletion(request.model, text), usage: completion.usage ?? null };
-        service = { ...service, blocked: true, outcome: 'block', reason, stage: 'output' };
-        ctx.reason = 'output_block';
+    let body: string;
+    let audited = false;
+    try {
+      if (guard.active) {
+        // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
+        let blocked: Finding | undefined;
+        for (const choice of choices) {
+          const message = choice.message;
+          if (message && (blocked = this.guardMessage(guard, message, outputTypes))) break;
+        }
+        outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
+        if (blocked) {
+          outcome = 'block';
+          reason = `model output contained ${blocked.category} (${blocked.type})`;
+          const text = blockMessage({
+            outcome: 'block',
+            reason,
+            rule_id: `detector:${blocked.category === 'secret' ? 'secrets' : blocked.category}`,
+          });
+          completion = { ...blockedCompletion(request.model, text), usage: completion.usage ?? null };
+          service = { ...service, blocked: true, outcome: 'block', reason, stage: 'output' };
+          ctx.reason = 'output_block';
+        }
       }
-    }
-    await this.appendCall(
-      record,
-      {
-        outcome,
-        reason,
-        usage: usageOf(completion.usage),
-        cost: callCost(request.model, completion.usage),
-        details: {
-          status: 200,
-          finish_reason: completion.choices[0]?.finish_reason ?? null,
-          tool_calls: message?.tool_calls?.map((t) => t.function.name) ?? [],
-          upstream_ms: upstreamS * 1000,
-          output_detections: [...outputTypes],
+      // Rendered before the audit append, so a failure here is audited as the error it is.
+      body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
+      audited = true;
+      await this.appendCall(
+        record,
+        {
+          outcome,
+          reason,
+          usage: usageOf(completion.usage),
+          cost: callCost(request.model, completion.usage),
+          details: {
+            status: 200,
+            finish_reason: choices[0]?.finish_reason ?? null,
+            tool_calls: toolCallNames(choices),
+            upstream_ms: upstreamS * 1000,
+            output_detections: [...outputTypes],
+          },
         },
-      },
-      record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
-      { types: [...outputTypes].filter((t) => !t.startsWith('secret:')), action: outputAction },
-    );
+        record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
+        { types: [...outputTypes].filter((t) => !t.startsWith('secret:')), action: outputAction },
+      );
+    } catch (err) {
+      // The provider answered (and was paid for): whatever failed after that, the call is audited.
+      if (!audited) {
+        const e = isServiceError(err) ? err : undefined;
+        await this.appendCall(
+          record,
+          {
+            outcome: 'error',
+            reason: e?.message ?? 'the answer could not be processed',
+            details: {
+              status: e?.status ?? 500,
+              error_code: e?.code ?? 'internal_error',
+              upstream_ms: upstreamS * 1000,
+            },
+          },
+          'allowed',
+        );
+      }
+      throw err;
+    }
     this.deps.metrics.phase('audit', (performance.now() - t1) / 1000);
-    const body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
     ctx.sendRaw(200, 'application/json', body);
     return outcome === 'allow'
       ? { status: 200, content_type: 'application/json', body, pipeline_id: record.ids.pipelineId }
@@ -539,20 +583,26 @@ export class GatewayService {
     const toolCalls: string[] = [];
     const observe = (c: ChatCompletionChunk): void => {
       if (c.usage) usage = c.usage;
-      const choice = c.choices[0];
-      if (choice?.finish_reason) finish = choice.finish_reason;
-      for (const tc of choice?.delta.tool_calls ?? [])
-        if (tc.function?.name) toolCalls.push(tc.function.name);
+      for (const choice of c.choices) {
+        if (choice.finish_reason && (finish === null || choice.index === 0)) finish = choice.finish_reason;
+        for (const tc of choice.delta.tool_calls ?? [])
+          if (tc.function?.name) toolCalls.push(tc.function.name);
+      }
     };
     let first: IteratorResult<readonly ChatCompletionChunk[]>;
     try {
       first = await iterator.next();
     } catch (err) {
-      metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
       const e = asServiceError(err);
+      const gone = ctx.res.aborted;
+      metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', (performance.now() - t0) / 1000);
       await this.appendCall(
         record,
-        { outcome: 'error', reason: e.message, details: { status: e.status, error_code: e.code } },
+        {
+          outcome: 'error',
+          reason: gone ? 'client disconnected' : e.message,
+          details: { status: e.status, error_code: gone ? null : e.code, client_disconnected: gone },
+        },
         'allowed',
       );
       throw e;
@@ -587,8 +637,11 @@ export class GatewayService {
       if (governor?.blocked) void iterator.return?.();
     }
     const upstreamS = (performance.now() - t0) / 1000;
-    metrics.upstreamCall(provider.name, failure ? 'error' : 'ok', upstreamS);
     const aborted = ctx.res.aborted;
+    // A client that went away before the answer was delivered ended the call (the upstream read
+    // was aborted for it): an error of the client's, not the provider's.
+    const failed = failure !== undefined && !aborted;
+    metrics.upstreamCall(provider.name, failed ? 'error' : aborted ? 'cancelled' : 'ok', upstreamS);
     const blocked = governor?.blocked;
     const reason = blocked
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
@@ -596,8 +649,8 @@ export class GatewayService {
     await this.appendCall(
       record,
       {
-        outcome: failure ? 'error' : blocked ? 'block' : 'allow',
-        reason: failure?.message ?? reason ?? (aborted ? 'client disconnected' : null),
+        outcome: failed ? 'error' : blocked ? 'block' : aborted ? 'error' : 'allow',
+        reason: failed ? (failure?.message ?? null) : (reason ?? (aborted ? 'client disconnected' : null)),
         usage: usageOf(usage),
         cost: callCost(request.model, usage),
         details: {
@@ -606,7 +659,7 @@ export class GatewayService {
           tool_calls: toolCalls,
           upstream_ms: upstreamS * 1000,
           client_disconnected: aborted,
-          error_code: failure?.code ?? null,
+          error_code: failed ? (failure?.code ?? null) : null,
           blocked_stage: blocked ? `output_${blocked.where}` : null,
         },
       },

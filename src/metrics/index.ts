@@ -78,7 +78,7 @@ export class Metrics {
     h.observe(seconds);
   }
 
-  upstreamCall(provider: string, outcome: 'ok' | 'error', seconds: number): void {
+  upstreamCall(provider: string, outcome: 'ok' | 'error' | 'cancelled', seconds: number): void {
     const key = `${provider}\0${outcome}`;
     let h = this.upstreamChildren.get(key);
     if (!h) {

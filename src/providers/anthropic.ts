@@ -8,6 +8,7 @@ import {
   anthropicResponseToOpenai,
   type ChatCompletionChunk,
   openaiRequestToAnthropic,
+  type SseEvent,
   SseParser,
   WireStreamError,
 } from './wire/index.js';
@@ -60,32 +61,17 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       for await (const piece of text) {
         if (done) continue; // read to the end so the connection is reused
         const batch: ChatCompletionChunk[] = [];
-        for (const event of parser.push(piece)) {
-          let parsed: AnthropicStreamEvent;
-          try {
-            parsed = JSON.parse(event.data) as AnthropicStreamEvent;
-          } catch (err) {
-            throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event', {
-              cause: err,
-            });
-          }
-          try {
-            for (const c of convert.push(parsed)) batch.push(c);
-          } catch (err) {
-            if (err instanceof WireStreamError) {
-              throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
-                cause: err,
-              });
-            }
-            throw err;
-          }
-          if (parsed.type === 'message_stop') {
-            done = true;
-            break;
-          }
-        }
+        done = decodeEvents(parser.push(piece), convert, batch);
         if (batch.length > 0) yield batch;
       }
+      if (done) return;
+      // The body ended: an event without its blank line counts, but a stream without
+      // message_stop (cut short, or no event stream at all) is a failure, not a complete answer.
+      const batch: ChatCompletionChunk[] = [];
+      done = decodeEvents(parser.end(), convert, batch);
+      if (!done)
+        throw new ServiceError('upstream_error', 'provider anthropic ended its stream before message_stop');
+      if (batch.length > 0) yield batch;
     },
     async embed() {
       throw new ServiceError('invalid_request', 'provider anthropic does not offer embeddings', {
@@ -104,6 +90,50 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
   };
 }
 
+/** Adds the chunks translated from `events` to `batch`; true at message_stop (the rest is ignored). */
+function decodeEvents(
+  events: readonly SseEvent[],
+  convert: AnthropicStreamToOpenai,
+  batch: ChatCompletionChunk[],
+): boolean {
+  for (const event of events) {
+    let parsed: AnthropicStreamEvent;
+    try {
+      parsed = JSON.parse(event.data) as AnthropicStreamEvent;
+    } catch (err) {
+      throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event', {
+        cause: err,
+      });
+    }
+    try {
+      for (const c of convert.push(parsed)) batch.push(c);
+    } catch (err) {
+      if (err instanceof WireStreamError) {
+        throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
+          cause: err,
+        });
+      }
+      throw err;
+    }
+    if (parsed.type === 'message_stop') return true;
+  }
+  return false;
+}
+
+/**
+ * The answer has the shape the translation reads: content blocks that are objects with a type,
+ * text blocks with text, tool_use blocks with a string id and name.
+ */
 function isMessage(value: unknown): value is AnthropicMessage {
-  return typeof value === 'object' && value !== null && Array.isArray((value as AnthropicMessage).content);
+  if (typeof value !== 'object' || value === null) return false;
+  const content = (value as { content?: unknown }).content;
+  if (!Array.isArray(content)) return false;
+  for (const block of content as unknown[]) {
+    if (typeof block !== 'object' || block === null) return false;
+    const b = block as { type?: unknown; text?: unknown; id?: unknown; name?: unknown };
+    if (typeof b.type !== 'string') return false;
+    if (b.type === 'text' && typeof b.text !== 'string') return false;
+    if (b.type === 'tool_use' && (typeof b.id !== 'string' || typeof b.name !== 'string')) return false;
+  }
+  return true;
 }

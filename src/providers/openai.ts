@@ -6,6 +6,7 @@ import {
   type ChatCompletionChunk,
   type EmbeddingRequest,
   type EmbeddingResponse,
+  type SseEvent,
   SseParser,
 } from './wire/index.js';
 
@@ -54,29 +55,16 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       for await (const piece of text) {
         if (done) continue;
         const batch: ChatCompletionChunk[] = [];
-        for (const event of parser.push(piece)) {
-          if (event.data === '[DONE]') {
-            done = true;
-            break;
-          }
-          let chunk: ChatCompletionChunk;
-          try {
-            chunk = JSON.parse(event.data) as ChatCompletionChunk;
-          } catch (err) {
-            throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', {
-              cause: err,
-            });
-          }
-          const error = (chunk as { error?: { message?: string } }).error;
-          if (error)
-            throw new ServiceError(
-              'upstream_error',
-              `provider openai stream failed: ${error.message ?? 'error'}`,
-            );
-          batch.push(chunk);
-        }
+        done = decodeEvents(parser.push(piece), batch);
         if (batch.length > 0) yield batch;
       }
+      if (done) return;
+      // The body ended: an event without its blank line counts, but a stream without [DONE]
+      // (cut short, or no event stream at all) is a failure, not a complete answer.
+      const batch: ChatCompletionChunk[] = [];
+      done = decodeEvents(parser.end(), batch);
+      if (!done) throw new ServiceError('upstream_error', 'provider openai ended its stream before [DONE]');
+      if (batch.length > 0) yield batch;
     },
     async embed(request: EmbeddingRequest, signal: AbortSignal) {
       const res = await requestJson('openai', pool, {
@@ -102,6 +90,70 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
   };
 }
 
+/** Adds the chunks of `events` to `batch`; true at [DONE] (what follows it is ignored). */
+function decodeEvents(events: readonly SseEvent[], batch: ChatCompletionChunk[]): boolean {
+  for (const event of events) {
+    if (event.data === '[DONE]') return true;
+    let chunk: ChatCompletionChunk;
+    try {
+      chunk = JSON.parse(event.data) as ChatCompletionChunk;
+    } catch (err) {
+      throw new ServiceError('upstream_error', 'provider openai sent an unreadable stream event', {
+        cause: err,
+      });
+    }
+    const error = (chunk as { error?: { message?: string } }).error;
+    if (error)
+      throw new ServiceError('upstream_error', `provider openai stream failed: ${error.message ?? 'error'}`);
+    batch.push(chunk);
+  }
+  return false;
+}
+
+type Loose = Record<string, unknown>;
+
+function isObject(value: unknown): value is Loose {
+  return typeof value === 'object' && value !== null;
+}
+
+/** Absent, or a number: a token count the audit trail and the cost are computed from. */
+function isCount(value: unknown): boolean {
+  return value === undefined || value === null || (typeof value === 'number' && Number.isFinite(value));
+}
+
+/** `usage` absent, or token counts that are numbers. */
+export function isUsage(value: unknown): boolean {
+  if (value === undefined || value === null) return true;
+  return (
+    isObject(value) &&
+    isCount(value.prompt_tokens) &&
+    isCount(value.completion_tokens) &&
+    isCount(value.total_tokens)
+  );
+}
+
+/**
+ * The answer has the shape the gateway reads and guards: every choice has a message whose
+ * content is text or null and whose tool calls are function calls with a string name and
+ * arguments; usage counts are numbers. Anything else (a custom tool call included) is refused
+ * rather than passed on unscanned.
+ */
 function isChatCompletion(value: unknown): value is ChatCompletion {
-  return typeof value === 'object' && value !== null && Array.isArray((value as ChatCompletion).choices);
+  if (!isObject(value) || !Array.isArray(value.choices) || !isUsage(value.usage)) return false;
+  for (const choice of value.choices as unknown[]) {
+    if (!isObject(choice)) return false;
+    const message = choice.message;
+    if (!isObject(message)) return false;
+    const content = message.content;
+    if (content !== undefined && content !== null && typeof content !== 'string') return false;
+    const calls = message.tool_calls;
+    if (calls === undefined || calls === null) continue;
+    if (!Array.isArray(calls)) return false;
+    for (const call of calls as unknown[]) {
+      if (!isObject(call)) return false;
+      const fn = call.function;
+      if (!isObject(fn) || typeof fn.name !== 'string' || typeof fn.arguments !== 'string') return false;
+    }
+  }
+  return true;
 }

@@ -1,6 +1,26 @@
 import t, { type Test } from 'tap';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
-import { ENGINES, startService, useMockUpstream } from '../helpers/service.js';
+import { ENGINES, startService, type TestService, useMockUpstream } from '../helpers/service.js';
+
+/** The call of `session` is audited as the client going away, not as a provider failure. */
+async function checkDisconnectAudit(t: Test, svc: TestService, session: string): Promise<void> {
+  let event: any;
+  for (let i = 0; i < 100 && !event; i++) {
+    const res = await svc.call(`/api/audit/session/${session}`, { token: svc.pat });
+    event = (res.body.data ?? []).find((e: any) => e.event_type === 'llm_call');
+    if (!event) await new Promise((r) => setTimeout(r, 10));
+  }
+  t.equal(event?.outcome, 'error', 'audited as an error');
+  t.equal(event?.reason, 'client disconnected');
+  t.equal(event?.details.client_disconnected, true);
+  t.equal(event?.details.error_code, null, 'not as a provider error');
+  const metrics = await svc.call('/api/metrics');
+  t.notMatch(
+    String(metrics.body),
+    /govgate_upstream_duration_seconds_count\{provider="openai",outcome="error"\}/,
+    'not counted as a provider error',
+  );
+}
 
 for (const engine of ENGINES) {
   t.test(`upstream failures map to the contract (${engine})`, async (t) => {
@@ -83,7 +103,11 @@ for (const engine of ENGINES) {
     const pending = fetch(`${svc.url}/v1/chat/completions`, {
       method: 'POST',
       signal: ac.signal,
-      headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${svc.agentKey}`,
+        'content-type': 'application/json',
+        'x-session-id': 'disc-whole',
+      },
       body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'slow' }] }),
     }).catch(() => 'aborted');
     // Wait until the upstream has the request, then hang up.
@@ -95,6 +119,7 @@ for (const engine of ENGINES) {
     for (let i = 0; i < 100 && upstream.aborted.length === 0; i++)
       await new Promise((r) => setTimeout(r, 10));
     t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream request');
+    await checkDisconnectAudit(t, svc, 'disc-whole');
   });
 
   t.test(`a client disconnect mid-stream aborts the upstream stream (${engine})`, async (t) => {
@@ -104,7 +129,11 @@ for (const engine of ENGINES) {
     const res = await fetch(`${svc.url}/v1/chat/completions`, {
       method: 'POST',
       signal: ac.signal,
-      headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${svc.agentKey}`,
+        'content-type': 'application/json',
+        'x-session-id': 'disc-stream',
+      },
       body: JSON.stringify({
         model: 'gpt-test',
         stream: true,
@@ -120,6 +149,7 @@ for (const engine of ENGINES) {
     for (let i = 0; i < 200 && upstream.aborted.length === 0; i++)
       await new Promise((r) => setTimeout(r, 10));
     t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream stream');
+    await checkDisconnectAudit(t, svc, 'disc-stream');
     upstream.behaviour = { kind: 'normal' };
     const after = await svc.call('/v1/chat/completions', {
       token: svc.agentKey,

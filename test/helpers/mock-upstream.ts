@@ -26,7 +26,9 @@ export interface MockUpstream {
      * apart (so they arrive as separate reads) of at most `bytes` bytes, with every byte of a
      * multi-byte character in a write of its own (so every such character is split).
      */
-    | { kind: 'byte-stream'; bytes: number };
+    | { kind: 'byte-stream'; bytes: number }
+    /** This answer exactly as given (status 200 unless set), whatever was asked. */
+    | { kind: 'raw'; contentType: string; body: string; status?: number };
   /** Requests whose client closed the connection before an answer. */
   readonly aborted: string[];
   /** When set, the assistant text of every answer (instead of echoing the prompt). */
@@ -290,6 +292,11 @@ export async function startMockUpstream(): Promise<MockUpstream> {
           choices: [{ index: 0, delta: { role: 'assistant', content: 'partial ' }, finish_reason: null }],
         };
         res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        return;
+      }
+      if (b.kind === 'raw') {
+        res.writeHead(b.status ?? 200, { 'content-type': b.contentType });
+        res.end(b.body);
         return;
       }
       if (b.kind === 'status') {
