@@ -153,12 +153,18 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
   return value as ChatCompletionRequest;
 }
 
-/** Reasoning models reject a temperature; they keep the provider's own default. */
+/**
+ * OpenAI's reasoning models: the o-series and gpt-5 (gpt-5-mini, gpt-5.2, …), but not the
+ * gpt-5 chat models, which take a temperature.
+ */
+const REASONING_MODEL = /^(?:o\d|gpt-5(?![\w.]*-chat))/;
+
+/** Reasoning models refuse any temperature but their own; they keep the provider's default. */
 export function takesDefaultTemperature(req: ChatCompletionRequest): boolean {
   return (
     (req.temperature === undefined || req.temperature === null) &&
     req.reasoning_effort == null &&
-    !/^o\d/.test(req.model)
+    !REASONING_MODEL.test(req.model)
   );
 }
 

@@ -65,6 +65,22 @@ for (const engine of ENGINES) {
       t.same(body.vendor_extra, { a: 1 });
     });
 
+    t.test('reasoning models get no default temperature (they refuse any but their own)', async (t) => {
+      const expected: [string, number | undefined][] = [
+        ['o9-mini', undefined],
+        ['gpt-5', undefined],
+        ['gpt-5-mini', undefined],
+        ['gpt-5.2', undefined],
+        ['gpt-5-chat-latest', 0.7],
+        ['gpt-4.1', 0.7],
+      ];
+      for (const [model, temperature] of expected) {
+        await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] });
+        const body = upstream.requests.at(-1)?.body as { temperature?: number };
+        t.equal(body.temperature, temperature, `${model}: temperature ${temperature ?? 'absent'}`);
+      }
+    });
+
     t.test('temperature: null gets the default 0.7 too, streamed or not', async (t) => {
       for (const stream of [false, true]) {
         upstream.requests.length = 0;
