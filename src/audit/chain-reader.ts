@@ -10,7 +10,7 @@ import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import { eventIdSeq } from '../util/ids.js';
 import { type LogLine, sealLine } from './jsonl-log.js';
-import { BRIDGE_KIND, ID_KIND, MAX_KEY, SEAL_KIND, SEAL_SIZE_KIND } from './layout.js';
+import { BRIDGE_KIND, ID_KIND, INDEX_VALUE_MAX, MAX_KEY, SEAL_KIND, SEAL_SIZE_KIND } from './layout.js';
 import { compactRange, nodeReader } from './org-head.js';
 import type { AuditEvent, ChainLine, StoredSeal } from './types.js';
 
@@ -72,6 +72,8 @@ export class ChainReader {
       const event = this.eventAt(org, named);
       if (event?.id === eventId) return { seq: named, event };
     }
+    // No id govgate made is that long, and a key over LMDB's limit would throw.
+    if (eventId.length > INDEX_VALUE_MAX) return undefined;
     const seq: unknown = this.store.auditIndex.get([org, ID_KIND, eventId]);
     if (typeof seq !== 'number') return undefined;
     const event = this.eventAt(org, seq);
