@@ -290,11 +290,14 @@ export class ChainReader {
   /**
    * The export: every line of the chain with since ≤ ts ≤ until, as JSON text. A bounded export
    * that starts after the beginning of the chain starts at the seal boundary at or before
-   * `since` with a `_chain_bridge` record anchored on that seal, so it verifies on its own.
+   * `since` with a `_chain_bridge` record anchored on that seal, and one that ends before the
+   * end of the chain ends at the seal boundary at or after `until` (when that seal exists yet),
+   * so it verifies on its own with every event covered by a seal.
    */
   *exportTexts(org: string, sinceMs?: number, untilMs?: number): Generator<string> {
-    const { lo, hi } = this.window(org, sinceMs, untilMs);
-    if (lo > hi) return;
+    const { lo, hi: last } = this.window(org, sinceMs, untilMs);
+    if (lo > last) return;
+    const hi = untilMs === undefined ? last : (this.coveringSeal(org, last)?.size ?? last);
     let start = this.firstSeq(org);
     const stored = this.store.auditMeta.get([org, BRIDGE_KIND]) as Record<string, unknown> | undefined;
     if (stored !== undefined && lo <= start) yield JSON.stringify({ _chain_bridge: stored });

@@ -148,6 +148,18 @@ export function checkSeal(seal: SealRecord, verifiers: readonly NoteVerifier[]):
   }
 }
 
+/**
+ * What the seals of a verified stream prove (`ChainVerifier.coverage`). Hashes and links can be
+ * recomputed by anyone; only a seal (both signatures, its checkpoint matching the events before
+ * it) shows the events up to its size are the ones the service wrote.
+ */
+export interface SealCoverage {
+  /** The largest `seq` covered by a valid seal (or a bridge's valid `last_seal`); 0 when none. */
+  sealed_through: number;
+  /** Events no valid seal covers: the v2 events after `sealed_through`, and every legacy event. */
+  unsealed: number;
+}
+
 interface PendingSeal {
   seal: SealRecord;
   check: SealCheck | null;
@@ -187,6 +199,8 @@ export class ChainVerifier {
 
   #legacyHash = GENESIS;
   #legacyCount = 0;
+  /** The largest size a valid seal (or an anchoring bridge's seal) confirmed. */
+  #sealedThrough = 0;
 
   readonly #pendingSeals = new Map<number, PendingSeal[]>();
   readonly #authorised = new Map<string, Set<string>>();
@@ -271,6 +285,17 @@ export class ChainVerifier {
     };
   }
 
+  /**
+   * How much of the stream its valid seals cover. `result()` judges hashes, links and the seals
+   * present; a stream with no seal, or with events after its last seal, has nothing wrong in it
+   * and yet proves nothing about those events (anyone can recompute hashes and links). A live
+   * chain's tail is unsealed for up to `sealIntervalMs`; an exported file's should not be.
+   */
+  coverage(): SealCoverage {
+    const tail = this.#started ? Math.max(0, this.#lastSeq - this.#sealedThrough) : 0;
+    return { sealed_through: this.#sealedThrough, unsealed: tail + this.#legacyCount };
+  }
+
   #report(line: number, eventId: string | null, reason: IntegrityReason, ordinal: number | null): void {
     const key = ordinal === null ? `l${line}:${reason}` : `o${ordinal}:${reason}`;
     if (this.#seen.has(key)) return;
@@ -353,6 +378,8 @@ export class ChainVerifier {
     if (body === undefined) return; // unparseable: already reported as signature_invalid
     if (!this.#checkpointMatches(body, p.seal.size, this.#tree, this.#lastHash)) {
       this.#report(line, eventId, 'checkpoint_mismatch', ordinal);
+    } else if (ok && line > this.#sealedThrough) {
+      this.#sealedThrough = line;
     }
   }
 
@@ -401,6 +428,8 @@ export class ChainVerifier {
       }
       if (body !== undefined && !this.#checkpointMatches(body, line, tree, bridge.bridged_hash)) {
         this.#report(line, null, 'checkpoint_mismatch', null);
+      } else if (verdict.ok && body !== undefined) {
+        this.#sealedThrough = line; // the pruned prefix and the bridge's state are sealed
       }
     }
     this.#tree = tree;
