@@ -171,9 +171,9 @@ function unsealedNote(r: VerifyFileResult): string {
     );
   }
   return (
-    `NOT PROVEN PAST SEQ ${int.format(r.sealed_through)}: the ${n} event(s) after it are covered by ` +
-    'no seal (or are legacy v1 events, which have none). A live log is sealed within ~250 ms; ' +
-    'for an export, export again once the chain is quiet. Events up to that seq are proven.'
+    `NOT PROVEN PAST SEQ ${int.format(r.sealed_through)}: ${n} event(s) are covered by no seal ` +
+    '(those after it, and any legacy v1 events, which have none). A live log is sealed within ' +
+    '~250 ms; for an export, export again once the chain is quiet. Events up to that seq are proven.'
   );
 }
 
