@@ -18,9 +18,16 @@ the public keys (the body of GET /api/audit/signing-key). Rotated logs are given
 e.g. org.1.jsonl org.2.jsonl org.jsonl, and are checked as one chain.
 
   --keys <file>  the signing-key document (required)
-  --json         print the result object (the shape of GET /api/audit/integrity)
+  --json         print the result object (the shape of GET /api/audit/integrity, plus
+                 sealed_through and unsealed_events)
 
-Exit status: 0 intact or empty, 1 compromised, 2 usage or input error.`;
+Exit status:
+  0  intact: every event is covered by a valid seal (or the file holds no events)
+  1  compromised: an event, link or seal does not check out (tampering or damage)
+  2  usage or input error
+  3  unsealed: nothing is wrong, but some events are covered by no valid seal (the tail after
+     the last seal, or every event when there is none), so nothing proves who wrote them. A
+     live log's last ~250 ms is normal; an export taken when the chain is quiet has none.`;
 
 const PROGRESS_MIN_BYTES = 1 << 20;
 const REDRAW_MS = 100;
@@ -32,7 +39,8 @@ const int = new Intl.NumberFormat('en-US');
 
 /**
  * `govgate verify`. `argv` holds the arguments after the command name. Resolves to the exit code:
- * 0 intact or empty, 1 compromised, 2 usage error, unreadable file or invalid keys document.
+ * 0 intact or empty, 1 compromised, 2 usage error, unreadable file or invalid keys document,
+ * 3 unsealed (events no valid seal covers; see `VerifyStatus`).
  */
 export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
   const usageError = (msg: string): number => {
@@ -96,11 +104,18 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
   io.stdout.write(
     values.json === true ? `${JSON.stringify(integrityOnly(result))}\n` : summary(result, files),
   );
-  return result.status === 'compromised' ? 1 : 0;
+  return EXIT[result.status];
 }
 
-/** Exactly the GET /api/audit/integrity shape (spec 2.6), nothing file-specific. */
-function integrityOnly(r: VerifyFileResult): IntegrityResult {
+const EXIT: Record<VerifyFileResult['status'], number> = { intact: 0, empty: 0, compromised: 1, unsealed: 3 };
+
+/**
+ * The GET /api/audit/integrity shape (spec 2.6; `status` may also be `unsealed`), with what the
+ * seals cover, nothing else file-specific.
+ */
+function integrityOnly(
+  r: VerifyFileResult,
+): Omit<IntegrityResult, 'status'> & Pick<VerifyFileResult, 'status' | 'sealed_through' | 'unsealed_events'> {
   return {
     status: r.status,
     events: r.events,
@@ -109,6 +124,8 @@ function integrityOnly(r: VerifyFileResult): IntegrityResult {
     broken_events: r.broken_events,
     chain_length: r.chain_length,
     current_head: r.current_head,
+    sealed_through: r.sealed_through,
+    unsealed_events: r.unsealed_events,
   };
 }
 
@@ -123,6 +140,8 @@ function summary(r: VerifyFileResult, files: readonly string[]): string {
   out += row('chain length', int.format(r.chain_length));
   out += row('head', r.current_head);
   out += row('seals', `${int.format(r.seals_checked)} checked (Ed25519 + ML-DSA-65)`);
+  out += row('sealed', r.sealed_through > 0 ? `through seq ${int.format(r.sealed_through)}` : 'nothing');
+  out += row('unsealed', int.format(r.unsealed_events));
   out += row('lines', int.format(r.lines));
   const found = r.broken_events;
   if (found.length > 0) {
@@ -134,11 +153,28 @@ function summary(r: VerifyFileResult, files: readonly string[]): string {
       out += `  line ${String(b.line).padStart(w)}  ${b.event_id ?? '-'}  ${b.reason}\n`;
     }
   }
+  if (r.status === 'unsealed') out += `\n${unsealedNote(r)}\n`;
   if (r.unparseable.length > 0) {
     out += '\nlines that are not JSON:\n';
     for (const u of r.unparseable.slice(0, MAX_LISTED)) out += `  ${u.file}:${u.line}\n`;
   }
   return out;
+}
+
+/** Why an `unsealed` verdict is not `intact`, in words. */
+function unsealedNote(r: VerifyFileResult): string {
+  const n = int.format(r.unsealed_events);
+  if (r.sealed_through === 0) {
+    return (
+      `NOT PROVEN: no event is covered by a valid seal (${n} unsealed). Hashes and links check out, ` +
+      'but anyone can compute those: nothing in this file shows the service wrote it.'
+    );
+  }
+  return (
+    `NOT PROVEN PAST SEQ ${int.format(r.sealed_through)}: ${n} event(s) are covered by no seal ` +
+    '(those after it, and any legacy v1 events, which have none). A live log is sealed within ' +
+    '~250 ms; for an export, export again once the chain is quiet. Events up to that seq are proven.'
+  );
 }
 
 /** One stderr line redrawn in place, at most every 100 ms, shown only for files over 1 MiB. */

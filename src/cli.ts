@@ -11,7 +11,7 @@ Usage:
   govgate start            run the all-in-one service (control plane + gateway, embedded store)
   govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--json]
                            check an exported audit chain offline, with public keys only
-                           (exit 0 intact, 1 compromised, 2 usage error)
+                           (exit 0 intact, 1 compromised, 2 usage error, 3 unsealed)
   govgate --version
 
 Configuration is read from SERVICE_* environment variables (see README.md).`;

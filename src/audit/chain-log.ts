@@ -24,6 +24,7 @@ import {
   INDEX_KINDS,
   isDerivedId,
   MINUTE_KIND,
+  ORG_ID_MAX,
   POSTINGS_MARK_KIND,
   ROLLUP_MARK_KIND,
 } from './layout.js';
@@ -248,8 +249,12 @@ export class ChainLog implements AuditLog {
     let json: string;
     let ms: number;
     try {
-      if (typeof org !== 'string' || org.length === 0) {
-        throw new ServiceError('invalid_request', 'an audit event needs an org_id');
+      if (typeof org !== 'string' || org.length === 0 || org.length > ORG_ID_MAX) {
+        // A key over LMDB's limit would fail the commit of every org's batch in this turn.
+        throw new ServiceError(
+          'invalid_request',
+          `an audit event needs an org_id of 1 to ${ORG_ID_MAX} characters`,
+        );
       }
       head = this.#head(org);
       ms = Math.max(this.#clock(), head.tsMs);
@@ -387,12 +392,14 @@ export class ChainLog implements AuditLog {
 
   /**
    * Writes every org's unwritten rollups and pending postings, and their marks (every
-   * `rollupFlushMs`). Runs in the writer's transaction with the batches queued in the same turn,
-   * so a mark (the head's seq at that moment) never names an event whose batch is not in this
-   * commit or an earlier one. A bucket counted again before the commit stays dirty, postings
-   * appended since stay pending; a failed commit leaves them all for the next flush. A head whose
-   * commit failed is skipped: its memory names events that were never stored (it is reloaded and
-   * recounted on next use).
+   * `rollupFlushMs`). Runs in a transaction of its own right after the commit of the batches
+   * queued in the same turn, and only if that commit succeeded (`enqueueAlone`), so a mark (the
+   * head's seq at that moment) never names an event whose batch is not in that commit or an
+   * earlier one, and a flush that fails can never roll back an append of any org. A bucket
+   * counted again before the commit stays dirty, postings appended since stay pending; a failed
+   * commit leaves them all for the next flush. A posting list the store refuses is dropped and
+   * reported (lastError) instead of failing every flush. A head whose commit failed is skipped:
+   * its memory names events that were never stored (it is reloaded and recounted on next use).
    */
   readonly #flushRollups = (): Promise<void> => {
     this.#rollupTimer = undefined;
@@ -420,7 +427,7 @@ export class ChainLog implements AuditLog {
     const written: Array<[OrgHead, Bucket, number]> = [];
     const postings: Array<[OrgHead, PendingWrite[]]> = [];
     const store = this.#store;
-    const done = store.writer.enqueue(() => {
+    const done = store.writer.enqueueAlone(() => {
       // The heads as they stand at the commit: every list begun until now is written.
       if (!rollups) this.#postingsFlushQueued = false;
       this.#newLists = 0;
@@ -434,7 +441,7 @@ export class ChainLog implements AuditLog {
           store.auditMeta.putSync([head.org, ROLLUP_MARK_KIND], head.seq);
           head.markPending = undefined; // this mark is newer; a batch later in this commit keeps it
         }
-        postings.push([head, head.pending.write(store, head.org)]);
+        postings.push([head, head.pending.write(store, head.org, (err) => this.#refused(head.org, err))]);
         store.auditMeta.putSync([head.org, POSTINGS_MARK_KIND], head.seq);
         head.postingsMarkPending = undefined;
       }
@@ -448,6 +455,17 @@ export class ChainLog implements AuditLog {
         this.#rollupError = err;
         if (!rollups) this.#postingsFlushQueued = false;
         if (!this.#closed) this.#scheduleRollups();
+      },
+    );
+  }
+
+  /** A posting list the store refused (see `PendingPostings.write`): reported, then dropped. */
+  #refused(org: string, err: unknown): void {
+    const why = err instanceof Error ? err.message : String(err);
+    this.#rollupError = new Error(
+      `a search index list of org ${org} could not be stored and was dropped: ${why}`,
+      {
+        cause: err,
       },
     );
   }

@@ -10,7 +10,7 @@ import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import { eventIdSeq } from '../util/ids.js';
 import { type LogLine, sealLine } from './jsonl-log.js';
-import { BRIDGE_KIND, ID_KIND, MAX_KEY, SEAL_KIND, SEAL_SIZE_KIND } from './layout.js';
+import { BRIDGE_KIND, ID_KIND, INDEX_VALUE_MAX, MAX_KEY, SEAL_KIND, SEAL_SIZE_KIND } from './layout.js';
 import { compactRange, nodeReader } from './org-head.js';
 import type { AuditEvent, ChainLine, StoredSeal } from './types.js';
 
@@ -72,6 +72,8 @@ export class ChainReader {
       const event = this.eventAt(org, named);
       if (event?.id === eventId) return { seq: named, event };
     }
+    // No id govgate made is that long, and a key over LMDB's limit would throw.
+    if (eventId.length > INDEX_VALUE_MAX) return undefined;
     const seq: unknown = this.store.auditIndex.get([org, ID_KIND, eventId]);
     if (typeof seq !== 'number') return undefined;
     const event = this.eventAt(org, seq);
@@ -288,11 +290,14 @@ export class ChainReader {
   /**
    * The export: every line of the chain with since ≤ ts ≤ until, as JSON text. A bounded export
    * that starts after the beginning of the chain starts at the seal boundary at or before
-   * `since` with a `_chain_bridge` record anchored on that seal, so it verifies on its own.
+   * `since` with a `_chain_bridge` record anchored on that seal, and one that ends before the
+   * end of the chain ends at the seal boundary at or after `until` (when that seal exists yet),
+   * so it verifies on its own with every event covered by a seal.
    */
   *exportTexts(org: string, sinceMs?: number, untilMs?: number): Generator<string> {
-    const { lo, hi } = this.window(org, sinceMs, untilMs);
-    if (lo > hi) return;
+    const { lo, hi: last } = this.window(org, sinceMs, untilMs);
+    if (lo > last) return;
+    const hi = untilMs === undefined ? last : (this.coveringSeal(org, last)?.size ?? last);
     let start = this.firstSeq(org);
     const stored = this.store.auditMeta.get([org, BRIDGE_KIND]) as Record<string, unknown> | undefined;
     if (stored !== undefined && lo <= start) yield JSON.stringify({ _chain_bridge: stored });

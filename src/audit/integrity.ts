@@ -91,7 +91,8 @@ export interface ScanChunk {
 
 /** A checked line of a chunk: an event's verdict, or a seal with its signature check. */
 export type CheckedLine =
-  | { readonly v: LineVerdict }
+  /** `key`: the seq the line is stored under (checked against the event's own). */
+  | { readonly v: LineVerdict; readonly key: number }
   | { readonly seal: SealRecord; readonly check: SealCheck };
 
 /**
@@ -109,7 +110,7 @@ export function checkChunk(
       const seal = { seq: l.seal.seq, size: l.seal.size, note: l.seal.note };
       out.push({ seal, check: checkSeal(seal, verifiers) });
     } else {
-      out.push({ v: checkLine(parseLine(l.line), l.line) });
+      out.push({ v: checkLine(parseLine(l.line), l.line), key: l.seq });
     }
   }
   return out;
@@ -135,7 +136,9 @@ export class IntegrityScan {
   constructor(reader: ChainReader, org: string, verifiers: readonly NoteVerifier[]) {
     this.#reader = reader;
     this.#org = org;
-    this.#verifier = new ChainVerifier({ verifiers, origin: checkpointOrigin(org) });
+    // An org chain in the store is v2 only: a legacy v1 line in it is a finding (`legacy: false`),
+    // and so is an event stored under a key that is not its seq (e.g. not a whole number).
+    this.#verifier = new ChainVerifier({ verifiers, origin: checkpointOrigin(org), legacy: false });
     const bridge: unknown = reader.store.auditMeta.get([org, BRIDGE_KIND]);
     if (bridge !== undefined) this.#verifier.pushEvent({ _chain_bridge: bridge });
     // Events committed now, and every seal committed now (seals commit after their events, so a
@@ -161,7 +164,7 @@ export class IntegrityScan {
       }
       const l = r.value;
       if ('seal' in l) this.#verifier.pushSeal({ seq: l.seal.seq, size: l.seal.size, note: l.seal.note });
-      else this.#verifier.pushEvent(parseLine(l.line), l.line);
+      else this.#verifier.pushEvent(parseLine(l.line), l.line, l.seq);
     }
     return false;
   }
@@ -195,7 +198,7 @@ export class IntegrityScan {
   apply(lines: readonly CheckedLine[], from = 0, to = lines.length): void {
     for (let i = from; i < to; i++) {
       const l = lines[i] as CheckedLine;
-      if ('v' in l) this.#verifier.pushChecked(l.v);
+      if ('v' in l) this.#verifier.pushChecked(l.v, undefined, l.key);
       else this.#verifier.pushSeal(l.seal, l.check);
     }
   }

@@ -30,10 +30,14 @@ interface OrgFile {
   rotations: number;
   /** Highest event seq written or held. */
   queuedSeq: number;
+  /** Highest event seq handed to the file (not held). */
+  appendedSeq: number;
   /** Size of the last seal written. */
   writtenSeal: number;
   /** While a seal of this size is being signed, event lines after it wait in `held`. */
   hold: number | null;
+  /** The id `hold` returned for the current hold (0: none). */
+  holdId: number;
   held: LogLine[];
   /**
    * Lines not handed to the stream yet, UTF-8 encoded as they come (`pendingBytes` of `pending`);
@@ -94,6 +98,7 @@ export class JsonlLog {
   readonly #files = new Map<string, OrgFile>();
   #error: unknown;
   #timer: NodeJS.Timeout | undefined;
+  #holds = 0;
 
   constructor(dataDir: string, rotationMaxMb: number, backfill: BackfillSource) {
     this.#dir = join(dataDir, 'audit');
@@ -118,24 +123,42 @@ export class JsonlLog {
     });
   }
 
-  /** A seal of `size` is being signed: hold event lines after it until `seal` or `release`. */
-  hold(org: string, size: number): void {
+  /**
+   * A seal of `size` is being signed: hold event lines after it until `seal` or `release` with the
+   * id returned. A hold still in place is replaced (its seal will never come: the chain head that
+   * cut it was reset after a failed commit); the lines it held up to `size` are written first,
+   * since they come before the new seal.
+   */
+  hold(org: string, size: number): number {
+    const id = ++this.#holds;
     this.#guard(org, (f) => {
+      if (f.held.length > 0) {
+        const later: LogLine[] = [];
+        for (const h of f.held) {
+          if ('seq' in h && h.seq <= size) this.#appendEvent(f, h.seq, h.line);
+          else later.push(h);
+        }
+        f.held = later;
+      }
       f.hold = size;
+      f.holdId = id;
     });
+    return id;
   }
 
-  /** A committed seal: its line, then whatever was held behind it. */
-  seal(org: string, seal: StoredSeal): void {
+  /** The committed seal of hold `id`: its line, then whatever was held behind it. */
+  seal(org: string, seal: StoredSeal, id: number): void {
     this.#guard(org, (f) => {
       this.#seal(f, seal, sealLine(seal));
-      this.#release(f);
+      if (f.holdId === id) this.#release(f);
     });
   }
 
-  /** The seal being signed failed: write what was held. */
-  release(org: string): void {
-    this.#guard(org, (f) => this.#release(f));
+  /** The seal of hold `id` failed: write what was held (unless a newer hold replaced it). */
+  release(org: string, id: number): void {
+    this.#guard(org, (f) => {
+      if (f.holdId === id) this.#release(f);
+    });
   }
 
   /** Hands every pending line to its file and resolves once all of them are written. */
@@ -184,20 +207,31 @@ export class JsonlLog {
     if (seq <= f.queuedSeq) return;
     f.queuedSeq = seq;
     if (f.hold !== null && seq > f.hold) f.held.push({ seq, line });
-    else this.#append(f, line);
+    else this.#appendEvent(f, seq, line);
+  }
+
+  #appendEvent(f: OrgFile, seq: number, line: string): void {
+    this.#append(f, line);
+    f.appendedSeq = seq;
   }
 
   #seal(f: OrgFile, seal: StoredSeal, line: string): void {
-    if (seal.size <= f.writtenSeal) return;
+    // A seal whose place is already behind later events (a replaced hold's seal that still
+    // committed) is left out: the next seal covers those events too.
+    if (seal.size <= f.writtenSeal || seal.size < f.appendedSeq) return;
     f.writtenSeal = seal.size;
     this.#append(f, line);
   }
 
   #release(f: OrgFile): void {
     f.hold = null;
+    f.holdId = 0;
     const held = f.held;
     f.held = [];
-    for (const h of held) this.#append(f, h.line);
+    for (const h of held) {
+      if ('seq' in h) this.#appendEvent(f, h.seq, h.line);
+      else this.#append(f, h.line);
+    }
   }
 
   #append(f: OrgFile, line: string): void {
@@ -280,8 +314,10 @@ export class JsonlLog {
       bytes: 0,
       rotations,
       queuedSeq: 0,
+      appendedSeq: 0,
       writtenSeal: 0,
       hold: null,
+      holdId: 0,
       held: [],
       pending: undefined,
       pendingBytes: 0,
@@ -321,11 +357,13 @@ function resumeFrom(f: OrgFile, last: string | undefined): void {
   const sealSize = rec._seal?.size;
   if (typeof sealSize === 'number') {
     f.queuedSeq = sealSize;
+    f.appendedSeq = sealSize;
     f.writtenSeal = sealSize;
   } else if (typeof rec.seq === 'number') {
     // Seals before this event were written before it (later lines wait for a seal being signed);
     // a seal ending exactly here may still be missing.
     f.queuedSeq = rec.seq;
+    f.appendedSeq = rec.seq;
     f.writtenSeal = rec.seq - 1;
   }
 }

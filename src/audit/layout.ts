@@ -1,3 +1,4 @@
+import { hash as digest } from 'node:crypto';
 import { ServiceError } from '../core/errors.js';
 import type { AuditQuery } from './types.js';
 
@@ -9,7 +10,8 @@ import type { AuditQuery } from './types.js';
  * - `auditIndex`   [org, 'i', event id] → seq for ids that do not name their seq (older ids; see
  *                  `eventId`), and for each search index (`INDEX_KINDS`) posting
  *                  lists [org, kind, value, last seq] → [seq, …], one per value per postings
- *                  flush (see postings.ts). Seq order is time order, so no ts index is needed: a ts bound
+ *                  flush (see postings.ts); a value longer than `INDEX_VALUE_MAX` is keyed
+ *                  by its digest under the kind + `HASHED_SUFFIX` (see `indexKey`). Seq order is time order, so no ts index is needed: a ts bound
  *                  becomes a seq bound by binary search.
  * - `auditNodes`   [org, level, index] → 32-byte hash: the perfect Merkle subtrees of 16 leaves
  *                  and more (level ≥ STORED_NODE_LEVEL); smaller ones and the leaves are
@@ -46,6 +48,29 @@ export const INDEX_KINDS = {
 } as const;
 
 export type IndexedFilter = keyof typeof INDEX_KINDS;
+
+/**
+ * The longest value (UTF-16 code units) an index key holds as is. LMDB refuses keys over 1,978
+ * bytes, and a key [org, kind, value, last seq] encodes each code unit in at most 3 bytes, so a
+ * value of any length would otherwise be able to make every write of its transaction fail.
+ */
+export const INDEX_VALUE_MAX = 256;
+/** Appended to the kind of an index whose values are keyed by digest. */
+export const HASHED_SUFFIX = '#';
+/** The longest org id the audit log accepts (org ids are made by govgate, a few dozen chars). */
+export const ORG_ID_MAX = 128;
+
+/**
+ * The [kind, value] part of the index key of (kind, value): the value itself, or for a value
+ * longer than `INDEX_VALUE_MAX`, SHA-256 of it (base64url) under kind + `HASHED_SUFFIX`, a kind of
+ * its own so that no value kept as is can be mistaken for a digest. Writers and searches both key
+ * through here, so a search by a long value finds its events.
+ */
+export function indexKey(kind: string, value: string): [string, string] {
+  return value.length <= INDEX_VALUE_MAX
+    ? [kind, value]
+    : [kind + HASHED_SUFFIX, digest('sha256', value, 'base64url')];
+}
 
 /** Filter names in the order used to break ties (most selective by nature first). */
 export const INDEXED_FILTERS: readonly IndexedFilter[] = [

@@ -1,5 +1,5 @@
 import type { Store } from '../store/db.js';
-import { MAX_KEY } from './layout.js';
+import { indexKey, MAX_KEY } from './layout.js';
 
 /**
  * Search indexes as posting lists: for each (kind, value) a write stores ONE entry
@@ -50,15 +50,21 @@ export class PendingPostings {
   /**
    * Stores every list (inside the writer's transaction) and returns what it wrote, for `stored`
    * once the transaction has committed. Writing again before that (a second flush in the same
-   * transaction) writes the same entries again.
+   * transaction) writes the same entries again. A list the store refuses is given to `refused`
+   * and returned all the same, so `stored` drops it: retried, it would fail every flush.
    */
-  write(store: Store, org: string): PendingWrite[] {
+  write(store: Store, org: string, refused: (err: unknown) => void): PendingWrite[] {
     const written: PendingWrite[] = [];
     for (const [kind, byValue] of this.#kinds) {
       for (const [value, seqs] of byValue) {
         const last = seqs[seqs.length - 1] as number;
-        // Encoded by putSync (inside the transaction) before it returns: no copy needed.
-        store.auditIndex.putSync([org, kind, value, last], seqs);
+        const [k, v] = indexKey(kind, value);
+        try {
+          // Encoded by putSync (inside the transaction) before it returns: no copy needed.
+          store.auditIndex.putSync([org, k, v, last], seqs);
+        } catch (err) {
+          refused(err);
+        }
         written.push({ kind, value, last });
       }
     }
@@ -118,11 +124,11 @@ export class PostingList implements SeqIndex {
   #last = 0;
   #cached: readonly number[] = [];
 
+  /** `kind` and `value` as filtered on: keyed through `indexKey` like the writer's lists. */
   constructor(store: Store, org: string, kind: string, value: string) {
     this.#store = store;
     this.#org = org;
-    this.#kind = kind;
-    this.#value = value;
+    [this.#kind, this.#value] = indexKey(kind, value);
   }
 
   #key(seq: number): ListKey {

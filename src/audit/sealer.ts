@@ -69,7 +69,7 @@ export class Sealer {
     const ts = new Date(this.#opts.clock()).toISOString();
     const body = formatCheckpoint({ origin: head.origin, size, rootHash: head.tree.root(), head: head.hash });
     head.cutSize = size;
-    this.#jsonl.hold(org, size);
+    const hold = this.#jsonl.hold(org, size);
     const { auditMeta } = this.#store;
     let stored = false;
     const sealing = Promise.resolve()
@@ -86,7 +86,7 @@ export class Sealer {
             stored = true;
             head.sealSeq = sealSeq;
             head.sealedSize = size;
-            this.#jsonl.seal(org, seal);
+            this.#jsonl.seal(org, seal, hold);
           });
       })
       .catch((err: unknown) => {
@@ -94,7 +94,7 @@ export class Sealer {
         if (stored) return;
         head.cutSize = previous;
         head.backoff = true;
-        this.#jsonl.release(org);
+        this.#jsonl.release(org, hold);
       })
       .finally(() => {
         head.sealing = undefined;

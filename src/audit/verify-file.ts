@@ -8,6 +8,7 @@ import {
   type IntegrityResult,
   keyIdFor,
   type NoteVerifier,
+  type SealCoverage,
   type SealRecord,
   toHex,
 } from '../core/chain/index.js';
@@ -44,7 +45,21 @@ export interface UnparseableLine {
   line: number;
 }
 
-export interface VerifyFileResult extends IntegrityResult {
+/**
+ * The verdict on a file. `intact`: no finding, and a valid seal covers every event (what an export
+ * of a quiescent chain is). `unsealed`: no finding, but some events (the tail after the last
+ * valid seal, or all of them when no seal is valid or the chain is legacy v1) are covered by no
+ * seal: their hashes and links check out, which anyone can recompute, so nothing proves the
+ * service wrote them. `compromised`: a finding. `empty`: no events.
+ */
+export type VerifyStatus = IntegrityResult['status'] | 'unsealed';
+
+export interface VerifyFileResult extends Omit<IntegrityResult, 'status'> {
+  status: VerifyStatus;
+  /** The largest seq a valid seal covers (a bridge's seal included); 0 when none. */
+  sealed_through: number;
+  /** Events no valid seal covers (see `VerifyStatus`). */
+  unsealed_events: number;
   /** Non-empty lines read, across all files. */
   lines: number;
   /** `_seal` lines pushed to the verifier. */
@@ -202,8 +217,9 @@ class LineSink {
     return v;
   }
 
-  result(): IntegrityResult {
-    return (this.#verifier ?? this.#start(undefined)).result();
+  result(): { integrity: IntegrityResult; coverage: SealCoverage } {
+    const v = this.#verifier ?? this.#start(undefined);
+    return { integrity: v.result(), coverage: v.coverage() };
   }
 }
 
@@ -336,8 +352,12 @@ export async function verifyFile(
   };
   const maxLine = opts.maxLineBytes ?? MAX_LINE_BYTES;
   for (const f of files) await readFileLines(f, sink, maxLine, onChunk);
+  const { integrity, coverage } = sink.result();
   return {
-    ...sink.result(),
+    ...integrity,
+    status: integrity.status === 'intact' && coverage.unsealed > 0 ? 'unsealed' : integrity.status,
+    sealed_through: coverage.sealed_through,
+    unsealed_events: coverage.unsealed,
     lines: sink.lines,
     seals_checked: sink.seals,
     origin: sink.origin,

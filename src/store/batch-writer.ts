@@ -14,6 +14,11 @@ export interface BatchWriterOptions {
   readonly now?: () => number;
 }
 
+interface Waiter {
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
 /**
  * Groups the writes queued during one event-loop turn into one synchronous LMDB transaction.
  * Each caller's promise resolves once its write is committed (visible to readers and safe from a
@@ -24,7 +29,8 @@ export interface BatchWriterOptions {
  */
 export class BatchWriter {
   private queue: (() => void)[] = [];
-  private waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  private waiters: Waiter[] = [];
+  private alone: Array<{ write: () => void; waiter: Waiter }> = [];
   private scheduled = false;
   private closed = false;
   private lastCommitEnd = Number.NEGATIVE_INFINITY;
@@ -45,12 +51,31 @@ export class BatchWriter {
   enqueue(write: () => void): Promise<void> {
     if (this.closed) return Promise.reject(new ServiceError('unavailable', 'the store is closed'));
     this.queue.push(write);
-    if (!this.scheduled) {
-      this.scheduled = true;
-      if (this.now() - this.lastCommitEnd >= this.idleMs) queueMicrotask(this.flush);
-      else setImmediate(this.flush);
-    }
+    this.#schedule();
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /**
+   * Queues `write` for a transaction of its own, committed right after the next grouped commit
+   * (in the same flush, so it sees every write queued before it), and only if that commit
+   * succeeded (else it is rejected with its error, unrun). Its failure rejects it alone: the
+   * grouped writes are already committed. For background work (index and rollup flushes) that
+   * must never be able to roll back the writes callers are waiting on.
+   */
+  enqueueAlone(write: () => void): Promise<void> {
+    if (this.closed) return Promise.reject(new ServiceError('unavailable', 'the store is closed'));
+    const done = new Promise<void>((resolve, reject) =>
+      this.alone.push({ write, waiter: { resolve, reject } }),
+    );
+    this.#schedule();
+    return done;
+  }
+
+  #schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    if (this.now() - this.lastCommitEnd >= this.idleMs) queueMicrotask(this.flush);
+    else setImmediate(this.flush);
   }
 
   /** Commits what is queued and refuses further writes (touching a closed LMDB env crashes). */
@@ -64,20 +89,48 @@ export class BatchWriter {
     if (this.closed) return;
     const queue = this.queue;
     const waiters = this.waiters;
-    if (queue.length === 0) return;
+    const alone = this.alone;
+    if (queue.length === 0 && alone.length === 0) return;
     this.queue = [];
     this.waiters = [];
-    try {
-      this.root.transactionSync(() => {
-        for (const w of queue) w();
-      });
-    } catch (err) {
-      for (const w of waiters) w.reject(err);
-      return;
-    } finally {
-      this.lastCommitEnd = this.now();
+    this.alone = [];
+    let failed = false;
+    let error: unknown;
+    if (queue.length > 0) {
+      try {
+        this.root.transactionSync(() => {
+          for (const w of queue) w();
+        });
+      } catch (err) {
+        failed = true;
+        error = err;
+      } finally {
+        this.lastCommitEnd = this.now();
+      }
     }
-    this.onCommit();
-    for (const w of waiters) w.resolve();
+    let committed = queue.length > 0 && !failed;
+    const settled: Array<[Waiter, boolean, unknown]> = [];
+    for (const { write, waiter } of alone) {
+      if (failed) {
+        settled.push([waiter, false, error]);
+        continue;
+      }
+      try {
+        this.root.transactionSync(write);
+        committed = true;
+        settled.push([waiter, true, undefined]);
+      } catch (err) {
+        settled.push([waiter, false, err]);
+      } finally {
+        this.lastCommitEnd = this.now();
+      }
+    }
+    if (committed) this.onCommit();
+    for (const w of waiters)
+      if (failed) w.reject(error);
+      else w.resolve();
+    for (const [w, ok, err] of settled)
+      if (ok) w.resolve();
+      else w.reject(err);
   };
 }

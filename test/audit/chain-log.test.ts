@@ -1149,8 +1149,19 @@ t.test('bounded exports start at a seal with a bridge and verify alone', async (
   const bridgedTo = first._chain_bridge?.bridged_to_seq as number;
   t.ok(bridgedTo <= 12, 'the bridge ends at or before the range');
   t.equal(events[0]?.seq, bridgedTo + 1);
-  t.equal(events[events.length - 1]?.seq, 19, 'ends with the last event in range');
-  t.match(verifyLines(lines, ORG), { status: 'intact', chain_length: 19 });
+  const endSeal = storedSeals(h.store, ORG).find((s) => s.size >= 19)?.size as number;
+  t.ok(endSeal > 19, 'event 19 (the last in range) is not at a seal boundary');
+  t.equal(events[events.length - 1]?.seq, endSeal, 'ends at the seal covering the last event in range');
+  t.match(lines[lines.length - 1], { _seal: { size: endSeal } }, 'with that seal');
+  t.match(verifyLines(lines, ORG), { status: 'intact', chain_length: endSeal });
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-bounded-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'bounded.jsonl');
+  writeFileSync(file, `${[...h.log.exportText(ORG, { since, until })].join('\n')}\n`);
+  t.match(await verifyFile(file, testSigner().publicDocument()), {
+    status: 'intact',
+    unsealed_events: 0,
+  });
   t.same([...h.log.exportLines(ORG, { since: new Date(BASE + 99_000).toISOString() })], []);
   const whole = [...h.log.exportLines(ORG)];
   t.notOk('_chain_bridge' in (whole[0] as object), 'a whole export needs no bridge');

@@ -263,6 +263,50 @@ t.test('an inserted event breaks the chain at the next original line', async (t)
   t.pass();
 });
 
+t.test('a legacy v1 event anywhere in the org chain is chain_broken, at any key', async (t) => {
+  // A v1-shaped event needs no key and no predecessor: SHA-256(GENESIS ‖ JCS(event)).
+  const legacy = (): Record<string, unknown> => {
+    const e: Record<string, unknown> = {
+      id: 'ae_forged_v1',
+      org_id: ORG,
+      ts: eventAt(1).ts,
+      event_type: 'approval.decided',
+      outcome: 'approved',
+      details: {},
+      prev_hash: '0'.repeat(64),
+    };
+    e.hash = hashEvent('0'.repeat(64), e);
+    return e;
+  };
+  await fc.assert(
+    fc.asyncProperty(fc.integer({ min: 0, max: TOTAL }), fc.boolean(), async (after, whole) => {
+      // Between two events (a key that is not a whole number), or first, at key 0 with a `seq`
+      // of 0 that matches its key.
+      const at = whole ? 0 : after + 0.5;
+      const e = legacy();
+      if (whole) {
+        e.seq = 0;
+        e.hash = hashEvent('0'.repeat(64), { ...e, hash: undefined });
+      }
+      put(at, e);
+      const line = whole ? 1 : after + 1;
+      const expected = [{ line, event_id: 'ae_forged_v1', reason: 'chain_broken' as const }];
+      return check(await scan(), expected, line, true);
+    }),
+    OPTS,
+  );
+  t.pass();
+});
+
+t.test('a v2 event stored under a key other than its seq is chain_broken', async (t) => {
+  // The event of seq 7 moved to 7.25: its content, link and seal all still check out.
+  h.store.root.transactionSync(() => {
+    h.store.auditEvents.removeSync([ORG, 7]);
+    put(7.25, eventAt(7));
+  });
+  t.ok(check(await scan(), [{ line: 7, event_id: ids[6] as string, reason: 'chain_broken' }], 7, true));
+});
+
 t.test('a deleted event breaks the chain at the next line (or its seal, at the end)', async (t) => {
   await fc.assert(
     fc.asyncProperty(seqArb, async (seq) => {

@@ -232,6 +232,8 @@ const INTACT: IntegrityResult = {
   chain_length: N,
   current_head: head,
 };
+/** What --json prints for it: the integrity result and what the seals cover. */
+const INTACT_JSON = { ...INTACT, sealed_through: N, unsealed_events: 0 };
 
 /** A copy of the base chain's lines with `edit` applied. */
 function edited(edit: (lines: string[]) => void): string[] {
@@ -247,14 +249,17 @@ const sealLine = (seq: number): number => at(seq) + 1;
 t.test('an intact chain: exit 0, --json is exactly the integrity result', async (t) => {
   const { code, result } = await runJson([intactPath]);
   t.equal(code, 0);
-  t.strictSame(result, INTACT);
-  t.strictSame(Object.keys(result).sort(), Object.keys(INTACT).sort(), 'no extra fields');
+  t.strictSame(result, INTACT_JSON);
+  t.strictSame(Object.keys(result).sort(), Object.keys(INTACT_JSON).sort(), 'no extra fields');
 
   const human = await run([intactPath, '--keys', keysPath]);
   t.equal(human.code, 0);
   t.match(human.out, /status\s+INTACT/);
   t.match(human.out, /events\s+12\n/);
   t.match(human.out, /seals\s+3 checked/);
+  t.match(human.out, /sealed\s+through seq 12\n/);
+  t.match(human.out, /unsealed\s+0\n/);
+  t.notMatch(human.out, /NOT PROVEN/);
   t.match(human.out, new RegExp(`head\\s+${head}`));
   t.match(human.out, new RegExp(`origin\\s+${ORIGIN}`));
   t.notMatch(human.out, /findings/);
@@ -367,7 +372,7 @@ t.test('split into rotated files: still one intact chain', async (t) => {
     const newer = writeLines(base.lines.slice(cut), `org-${cut}.jsonl`);
     const { code, result } = await runJson([older, newer]);
     t.equal(code, 0, `cut at line ${cut}`);
-    t.strictSame(result, INTACT);
+    t.strictSame(result, INTACT_JSON);
     const reversed = await runJson([newer, older]);
     t.equal(reversed.code, 1, 'the wrong order is not one chain');
   }
@@ -437,7 +442,56 @@ t.test('blank lines, CRLF line ends and a BOM are tolerated', async (t) => {
   writeFileSync(path, `\uFEFF${base.lines.join('\r\n\r\n')}\r\n \t \n\n`);
   const { code, result } = await runJson([path]);
   t.equal(code, 0);
-  t.strictSame(result, INTACT);
+  t.strictSame(result, INTACT_JSON);
+});
+
+/** The base chain with `edit` applied to its events, relinked (hashes recomputed, no key needed), seals dropped. */
+function forged(edit: (e: ChainEvent) => void): string[] {
+  let prev = GENESIS;
+  return base.events.map((orig) => {
+    const e = JSON.parse(JSON.stringify(orig)) as ChainEvent;
+    edit(e);
+    e.prev_hash = prev;
+    e.hash = hashEvent(prev, e);
+    prev = e.hash;
+    return JSON.stringify(e);
+  });
+}
+
+t.test('a chain no seal covers is not intact: unsealed, exit 3, and says so', async (t) => {
+  // An edit relinked from the edited event on, the seals stripped: every hash and link checks out.
+  const path = writeLines(forged((e) => e.seq === 2 && (e.outcome = 'block')));
+  const { code, result } = await runJson([path]);
+  t.equal(code, 3, 'not exit 0');
+  t.equal(result.status, 'unsealed');
+  t.match(result, { events: N, valid: N, broken: 0, sealed_through: 0, unsealed_events: N });
+  const human = await run([path, '--keys', keysPath]);
+  t.equal(human.code, 3);
+  t.match(human.out, /status\s+UNSEALED/);
+  t.match(human.out, /sealed\s+nothing/);
+  t.match(human.out, /NOT PROVEN: no event is covered by a valid seal \(12 unsealed\)/);
+  // The genuine chain with only its seal lines removed says the same.
+  const stripped = await runJson([writeLines(base.lines.filter((l) => !l.startsWith('{"_seal"')))]);
+  t.equal(stripped.code, 3);
+  t.match(stripped.result, { status: 'unsealed', sealed_through: 0, unsealed_events: N }); // A made-up legacy v1 chain (no seals exist in v1): its links check out, and prove nothing.
+  const legacy = await runJson([writeLines(forged((e) => delete (e as Partial<ChainEvent>)._chain_version))]);
+  t.equal(legacy.code, 3);
+  t.match(legacy.result, { status: 'unsealed', broken: 0, sealed_through: 0, unsealed_events: N });
+});
+
+t.test('events after the last valid seal are reported unsealed, exit 3', async (t) => {
+  // The last seal line deleted (a live log's tail, or a tail rewritten after it): proven up to 8.
+  const lines = edited((l) => l.splice(sealLine(12), 1));
+  const { code, result } = await runJson([writeLines(lines)]);
+  t.equal(code, 3);
+  t.match(result, { status: 'unsealed', broken: 0, sealed_through: 8, unsealed_events: 4 });
+  const human = await run([writeLines(lines), '--keys', keysPath]);
+  t.match(human.out, /NOT PROVEN PAST SEQ 8: 4 event\(s\) are covered by no seal/);
+  // A seal that does not verify covers nothing, and is a finding: compromised wins.
+  const bad = buildChain(4, { sealEvery: 4, origin: checkpointOrigin('org_other') });
+  const other = await runJson([writeLines(bad.lines)]);
+  t.equal(other.code, 1);
+  t.match(other.result, { status: 'compromised', sealed_through: 0, unsealed_events: 4 });
 });
 
 t.test('a pruned chain starting with a bridge record verifies', async (t) => {
@@ -453,6 +507,7 @@ t.test('a pruned chain starting with a bridge record verifies', async (t) => {
   const path = writeLines([JSON.stringify(bridge), ...base.lines.slice(sealLine(cut) + 1)]);
   const r = await verifyFile(path, keysDocument(KEYS));
   t.equal(r.status, 'intact');
+  t.equal(r.sealed_through, N);
   t.equal(r.events, N - cut);
   t.equal(r.chain_length, N);
   t.equal(r.current_head, head);

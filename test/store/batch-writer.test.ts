@@ -102,3 +102,34 @@ t.test('close commits what is queued and refuses later writes', async (t) => {
     { code: 'unavailable' },
   );
 });
+
+t.test('a write queued alone commits after the grouped writes, in its own transaction', async (t) => {
+  const { db, writer, commits } = setup(t);
+  const grouped = writer.enqueue(() => db.putSync('g', 1));
+  let seen: unknown;
+  const alone = writer.enqueueAlone(() => {
+    seen = db.get('later');
+    throw new Error('index refused');
+  });
+  const later = writer.enqueue(() => db.putSync('later', 2)); // queued after it, same flush
+  await t.rejects(alone, /index refused/, 'its failure rejects it alone');
+  await grouped;
+  await later;
+  t.equal(seen, 2, 'it ran after every grouped write of its flush');
+  t.same([db.get('g'), db.get('later')], [1, 2], 'the grouped writes are committed');
+  t.equal(commits(), 2);
+  await writer.enqueueAlone(() => db.putSync('a', 3));
+  t.equal(db.get('a'), 3, 'queued on its own it commits too');
+
+  // The grouped commit fails: the alone write is not run (it may depend on it) and is rejected.
+  let ran = false;
+  const bad = writer.enqueue(() => {
+    throw new Error('disk on fire');
+  });
+  const skipped = writer.enqueueAlone(() => {
+    ran = true;
+  });
+  await t.rejects(bad, /disk on fire/);
+  await t.rejects(skipped, /disk on fire/);
+  t.equal(ran, false);
+});

@@ -92,4 +92,5 @@ export {
   type IntegrityResult,
   type LineVerdict,
   type SealCheck,
+  type SealCoverage,
 } from './verifier.js';

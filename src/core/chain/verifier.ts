@@ -51,6 +51,12 @@ export interface ChainVerifierOptions {
   erasures?: (event: Readonly<Record<string, unknown>>, field: string) => boolean;
   /** Cap on `broken_events` (lowest lines kept); counts stay exact. Default 10,000. */
   maxBrokenEvents?: number;
+  /**
+   * False for a stream that can only hold a v2 org chain (an org's store): any legacy v1 line in
+   * it is `chain_broken`. Default true: a legacy-only stream verifies as the v1 global chain.
+   * Either way, a v1 line once the v2 chain has begun (an event or a bridge) is `chain_broken`.
+   */
+  legacy?: boolean;
 }
 
 type Rec = Record<string, unknown>;
@@ -148,6 +154,18 @@ export function checkSeal(seal: SealRecord, verifiers: readonly NoteVerifier[]):
   }
 }
 
+/**
+ * What the seals of a verified stream prove (`ChainVerifier.coverage`). Hashes and links can be
+ * recomputed by anyone; only a seal (both signatures, its checkpoint matching the events before
+ * it) shows the events up to its size are the ones the service wrote.
+ */
+export interface SealCoverage {
+  /** The largest `seq` covered by a valid seal (or a bridge's valid `last_seal`); 0 when none. */
+  sealed_through: number;
+  /** Events no valid seal covers: the v2 events after `sealed_through`, and every legacy event. */
+  unsealed: number;
+}
+
 interface PendingSeal {
   seal: SealRecord;
   check: SealCheck | null;
@@ -187,6 +205,8 @@ export class ChainVerifier {
 
   #legacyHash = GENESIS;
   #legacyCount = 0;
+  /** The largest size a valid seal (or an anchoring bridge's seal) confirmed. */
+  #sealedThrough = 0;
 
   readonly #pendingSeals = new Map<number, PendingSeal[]>();
   readonly #authorised = new Map<string, Set<string>>();
@@ -200,26 +220,33 @@ export class ChainVerifier {
    * One stored line: a `ChainEvent`, a `LegacyEvent` or a `BridgeRecord`. Typed `unknown` on
    * purpose: it is untrusted data, and anything malformed is reported, never thrown. `text`, the
    * line `e` was parsed from, lets an intact event's hash be checked without re-serialising it.
+   * `storedAt`, the seq the line is stored under (a store scan), must be the event's own `seq`.
    */
-  pushEvent(e: ChainEvent | LegacyEvent | BridgeRecord | unknown, text?: string): void {
-    this.pushChecked(checkLine(e, text), e);
+  pushEvent(e: ChainEvent | LegacyEvent | BridgeRecord | unknown, text?: string, storedAt?: number): void {
+    this.pushChecked(checkLine(e, text), e, storedAt);
   }
 
   /**
    * The next stored line, already checked by `checkLine` (e.g. in a worker thread). `e`, the
-   * line itself when at hand, is what the `erasures` option is asked about.
+   * line itself when at hand, is what the `erasures` option is asked about; `storedAt` as in
+   * `pushEvent`.
    */
-  pushChecked(v: LineVerdict, e?: unknown): void {
+  pushChecked(v: LineVerdict, e?: unknown, storedAt?: number): void {
     if (v.kind === 'invalid') {
       const ordinal = ++this.#events;
       this.#report(this.#lastSeq + 1, null, 'content_modified', ordinal);
     } else if (v.kind === 'bridge') {
       this.#bridge(v.bridge);
     } else if (v.kind === 'legacy') {
-      this.#legacy(v, e);
+      this.#legacy(v, e, storedAt);
     } else {
-      this.#v2(v, e);
+      this.#v2(v, e, storedAt);
     }
+  }
+
+  /** A line stored under a key other than its own `seq` (a store key that is not a whole number). */
+  #misplaced(storedAt: number | undefined, v: EventVerdict, line: number, ordinal: number): void {
+    if (storedAt !== undefined && storedAt !== v.seq) this.#report(line, v.id, 'chain_broken', ordinal);
   }
 
   /** A seal line; `check`, its signature check made ahead (`checkSeal`), saves verifying it here. */
@@ -271,6 +298,17 @@ export class ChainVerifier {
     };
   }
 
+  /**
+   * How much of the stream its valid seals cover. `result()` judges hashes, links and the seals
+   * present; a stream with no seal, or with events after its last seal, has nothing wrong in it
+   * and yet proves nothing about those events (anyone can recompute hashes and links). A live
+   * chain's tail is unsealed for up to `sealIntervalMs`; an exported file's should not be.
+   */
+  coverage(): SealCoverage {
+    const tail = this.#started ? Math.max(0, this.#lastSeq - this.#sealedThrough) : 0;
+    return { sealed_through: this.#sealedThrough, unsealed: tail + this.#legacyCount };
+  }
+
   #report(line: number, eventId: string | null, reason: IntegrityReason, ordinal: number | null): void {
     const key = ordinal === null ? `l${line}:${reason}` : `o${ordinal}:${reason}`;
     if (this.#seen.has(key)) return;
@@ -279,13 +317,14 @@ export class ChainVerifier {
     if (ordinal !== null) this.#brokenOrdinals.add(ordinal);
   }
 
-  #v2(v: EventVerdict, e: unknown): void {
+  #v2(v: EventVerdict, e: unknown, storedAt: number | undefined): void {
     const ordinal = ++this.#events;
     const expected = this.#lastSeq + 1;
     const seqOk = v.seq !== null && v.seq >= 1;
     const seq = seqOk ? (v.seq as number) : expected;
     const { id, hash: stored } = v;
 
+    this.#misplaced(storedAt, v, seq, ordinal);
     this.#applyContent(v, seq, ordinal, e);
     if (seq !== expected || !seqOk || v.prev !== this.#lastHash)
       this.#report(seq, id, 'chain_broken', ordinal);
@@ -304,10 +343,24 @@ export class ChainVerifier {
     }
   }
 
-  #legacy(v: EventVerdict, e: unknown): void {
+  /**
+   * A legacy v1 line. Inside (or after the start of) a v2 chain, or in a stream that holds only a
+   * v2 org chain (`legacy: false`), it has no place: `chain_broken` at the position it holds (the
+   * seq after the previous event), and it leaves the v2 state alone, so the lines around it still
+   * link. Else it links to the previous legacy line.
+   */
+  #legacy(v: EventVerdict, e: unknown, storedAt: number | undefined): void {
     const ordinal = ++this.#events;
+    if (this.#started || this.#opts.legacy === false) {
+      const line = this.#lastSeq + 1;
+      this.#report(line, v.id, 'chain_broken', ordinal);
+      // Its content is checked, but an erasure it claims to be authorises nothing.
+      this.#applyContent(v.grants.length === 0 ? v : { ...v, grants: NONE }, line, ordinal, e);
+      return;
+    }
     const position = ++this.#legacyCount;
     const line = v.seq ?? position;
+    this.#misplaced(storedAt, v, line, ordinal);
     this.#applyContent(v, line, ordinal, e);
     if (v.prev !== this.#legacyHash) this.#report(line, v.id, 'chain_broken', ordinal);
     this.#legacyHash = v.hash;
@@ -353,6 +406,8 @@ export class ChainVerifier {
     if (body === undefined) return; // unparseable: already reported as signature_invalid
     if (!this.#checkpointMatches(body, p.seal.size, this.#tree, this.#lastHash)) {
       this.#report(line, eventId, 'checkpoint_mismatch', ordinal);
+    } else if (ok && line > this.#sealedThrough) {
+      this.#sealedThrough = line;
     }
   }
 
@@ -401,6 +456,8 @@ export class ChainVerifier {
       }
       if (body !== undefined && !this.#checkpointMatches(body, line, tree, bridge.bridged_hash)) {
         this.#report(line, null, 'checkpoint_mismatch', null);
+      } else if (verdict.ok && body !== undefined) {
+        this.#sealedThrough = line; // the pruned prefix and the bridge's state are sealed
       }
     }
     this.#tree = tree;

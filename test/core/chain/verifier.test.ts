@@ -477,6 +477,54 @@ t.test('legacy v1 events verify against their own global chain', async (t) => {
   t.equal(v2.result().current_head, legacy[4]?.hash);
 });
 
+t.test(
+  'a legacy v1 line once a v2 chain has begun is chain_broken; the v2 chain around it stays valid',
+  async (t) => {
+    const c = buildChain({ n: 8, sealAt: [4, 8] });
+    const forged = legacyChain(1, ['org_a'])[0] as Record<string, unknown>;
+    forged.id = 'ev_forged';
+    forged.hash = hashEvent(GENESIS, { ...forged, hash: undefined });
+    for (const after of [1, 4, 8]) {
+      const v = new ChainVerifier({ verifiers: orgKeys().verifiers, origin: ORIGIN });
+      let events = 0;
+      for (const line of c.lines) {
+        const copy = clone(line);
+        if (copy.kind === 'seal') v.pushSeal(copy.seal);
+        else {
+          v.pushEvent(copy.event);
+          if (++events === after) v.pushEvent(clone(forged));
+        }
+      }
+      const r = v.result();
+      t.same(
+        r.broken_events,
+        [{ line: after + 1, event_id: 'ev_forged', reason: 'chain_broken' }],
+        `inserted after event ${after}: one finding, at the position it holds`,
+      );
+      t.match(r, { status: 'compromised', events: 9, valid: 8, broken: 1, chain_length: 8 });
+      t.same(v.coverage(), { sealed_through: 8, unsealed: 0 }, 'the seals around it still cover the chain');
+    }
+    // A stream that can only hold a v2 org chain (an org's store): v1 lines are findings from the start.
+    const legacy = legacyChain(3, ['org_a']);
+    const strict = new ChainVerifier({ verifiers: orgKeys().verifiers, origin: ORIGIN, legacy: false });
+    for (const e of legacy) strict.pushEvent(clone(e));
+    t.same(
+      strict.result().broken_events.map((b) => [b.line, b.event_id, b.reason]),
+      [
+        [1, 'ev_1', 'chain_broken'],
+        [1, 'ev_2', 'chain_broken'],
+        [1, 'ev_3', 'chain_broken'],
+      ],
+    );
+    // An event stored under a key that is not its seq.
+    const keyed = new ChainVerifier({ verifiers: orgKeys().verifiers, origin: ORIGIN, legacy: false });
+    for (const [i, e] of c.events.slice(0, 3).entries()) {
+      keyed.pushEvent(clone(e), undefined, i === 1 ? 2.5 : i + 1);
+    }
+    t.same(keyed.result().broken_events, [{ line: 2, event_id: 'ae_000002', reason: 'chain_broken' }]);
+  },
+);
+
 // ---- retention bridge ----
 function bridged(c: BuiltChain, cut: number, edit?: (b: ReturnType<typeof bridgeRecord>) => void): unknown[] {
   const tree = new MerkleBuilder();
