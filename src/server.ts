@@ -55,6 +55,7 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   const events = new ChainLog(store, sealSigner, {
     dataDir: config.dataDir,
     rotationMaxMb: config.audit.rotationMaxMb,
+    warn: (msg, fields) => logger.warn(msg, fields),
   });
   const pools = new UpstreamPools({
     timeoutMs: config.upstreamTimeoutMs,

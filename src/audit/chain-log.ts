@@ -15,7 +15,7 @@ import { eventId, eventIdSeq } from '../util/ids.js';
 import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { IntegrityPool } from './integrity-pool.js';
-import { JsonlLog, type LogLine } from './jsonl-log.js';
+import { JsonlLog } from './jsonl-log.js';
 import {
   boundMs,
   familyOf,
@@ -88,6 +88,8 @@ export interface ChainLogOptions {
    * stored before the rollup timer fires (default 4,096; see `PENDING_LISTS_MAX`).
    */
   readonly pendingListsMax?: number;
+  /** What an operator should know, e.g. a JSONL log set aside as ahead of the store (a logger). */
+  readonly warn?: (msg: string, fields: Record<string, unknown>) => void;
 }
 
 /** An event being built: the writer sets `hash` last. */
@@ -198,14 +200,30 @@ export class ChainLog implements AuditLog {
         ? new IntegrityPool({ dataDir: store.dataDir, workers, chunkEvents: opts.integrityChunk })
         : undefined;
     this.#parallelMin = opts.integrityParallelMin ?? 20_000;
-    this.#jsonl = new JsonlLog(opts.dataDir, opts.rotationMaxMb, (org, afterSeq, afterSeal) =>
-      this.#backfill(org, afterSeq, afterSeal),
+    const reader = this.#reader;
+    this.#jsonl = new JsonlLog(
+      opts.dataDir,
+      opts.rotationMaxMb,
+      {
+        lines: (org, afterSeq, afterSeal) => reader.lines(org, afterSeq + 1, reader.lastSeq(org), afterSeal),
+        eventHash: (org, seq) => {
+          const json: unknown = store.auditEvents.get([org, seq]);
+          if (typeof json !== 'string') return undefined;
+          const { hash } = JSON.parse(json) as { hash?: unknown };
+          return typeof hash === 'string' ? hash : undefined;
+        },
+        sealAt: (org, size) => reader.sealAtSize(org, size),
+        sealedAt: (org, seq) => reader.sealAtOrBefore(org, seq)?.size ?? 0,
+      },
+      opts.warn,
     );
     this.#sealer = new Sealer(store, signer, this.#jsonl, {
       intervalMs: opts.sealIntervalMs ?? 250,
       every: Math.max(1, opts.sealEvery ?? 1000),
       clock: this.#clock,
     });
+    // A JSONL log ahead of the store (a machine crash lost the store's tail) is repaired now.
+    this.#jsonl.checkAll();
     // Events left unsealed by a previous run (a crash) are sealed now, not at the org's next event.
     for (const org of chainOrgs(store)) {
       try {
@@ -565,10 +583,6 @@ export class ChainLog implements AuditLog {
     if (this.#rollupTimer !== undefined) clearTimeout(this.#rollupTimer);
     await this.#flushRollups(); // failures are kept in lastError; a restart recounts
     await Promise.all([this.#jsonl.close(), this.#integrityPool?.close()]);
-  }
-
-  #backfill(org: string, afterSeq: number, afterSeal: number): Iterable<LogLine> {
-    return this.#reader.lines(org, afterSeq + 1, this.#reader.lastSeq(org), afterSeal);
   }
 
   // -------------------------------------------------------------------------------------------

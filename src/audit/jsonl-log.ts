@@ -1,7 +1,9 @@
 import {
   closeSync,
   createWriteStream,
+  existsSync,
   fstatSync,
+  fsyncSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -9,6 +11,7 @@ import {
   renameSync,
   truncateSync,
   type WriteStream,
+  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import type { StoredSeal } from './types.js';
@@ -18,8 +21,17 @@ export type LogLine =
   | { readonly seq: number; readonly line: string }
   | { readonly seal: StoredSeal; readonly line: string };
 
-/** Lines of an org chain after a point, in order, as the store holds them (see `JsonlLog`). */
-export type BackfillSource = (org: string, afterSeq: number, afterSealSize: number) => Iterable<LogLine>;
+/** What the store holds: the truth the log is checked against and written from (see `JsonlLog`). */
+export interface LogSource {
+  /** Lines of an org chain after a point, in order, as the store holds them. */
+  lines(org: string, afterSeq: number, afterSealSize: number): Iterable<LogLine>;
+  /** The hash of the stored event `seq` (undefined when the store has no such event). */
+  eventHash(org: string, seq: number): string | undefined;
+  /** The stored seal of tree size `size`. */
+  sealAt(org: string, size: number): StoredSeal | undefined;
+  /** The size of the newest stored seal of size ≤ `seq` (0 when none). */
+  sealedAt(org: string, seq: number): number;
+}
 
 interface OrgFile {
   readonly org: string;
@@ -87,23 +99,34 @@ export function fileNameOf(org: string): string {
  * asynchronously, so while one is being signed the lines of later events are held back and
  * written after the seal line. At rotation size the live file is renamed to `<org>.<n>.jsonl`
  * (n = 1, 2, …) and a fresh one started; an open file descriptor keeps writing to the renamed
- * file, so nothing in flight is lost. On first use after a start the tail of the file is read, a
- * torn last line (crash mid-write) cut off, and lines the store committed but the file missed are
- * written from the store.
+ * file, so nothing in flight is lost.
+ *
+ * At a start (`checkAll`) and on an org's first use the log is made a prefix of the store again:
+ * a torn last line (crash mid-write) is cut off; lines the store does not hold as they are are
+ * cut off and kept aside (`<file>.diverged-<time>`, reported through `lastError` and `warn`); then
+ * the lines the store committed but the file missed are written from the store. The file can be
+ * ahead of the store after a machine crash: the store is fsynced every 100 ms, so it can lose
+ * events and seals the file already holds, and give their seqs to other events. The tail is
+ * checked back from the end until an event the store holds, and on to the store's last seal
+ * before it (every line checked: an event by seq and hash, a seal by its whole line): a seal is
+ * committed after later events (it is signed asynchronously) but written before them, so the
+ * store can keep those events and lose the seal.
  */
 export class JsonlLog {
   readonly #dir: string;
   readonly #maxBytes: number;
-  readonly #backfill: BackfillSource;
+  readonly #source: LogSource;
+  readonly #warn: Warn;
   readonly #files = new Map<string, OrgFile>();
   #error: unknown;
   #timer: NodeJS.Timeout | undefined;
   #holds = 0;
 
-  constructor(dataDir: string, rotationMaxMb: number, backfill: BackfillSource) {
+  constructor(dataDir: string, rotationMaxMb: number, source: LogSource, warn: Warn = () => {}) {
     this.#dir = join(dataDir, 'audit');
     this.#maxBytes = Math.max(1, Math.floor(rotationMaxMb * 1024 * 1024));
-    this.#backfill = backfill;
+    this.#source = source;
+    this.#warn = warn;
   }
 
   /** The last write error, if any (the log keeps going; the store is the source of truth). */
@@ -114,6 +137,37 @@ export class JsonlLog {
   /** The live file of an org. */
   pathOf(org: string): string {
     return `${join(this.#dir, fileNameOf(org))}.jsonl`;
+  }
+
+  /**
+   * Checks the log of every org that has one against the store (see the class comment), at a
+   * start: a log ahead of the store is repaired before anything reads it, not at the org's next
+   * event. Never throws (a failure is kept in `lastError`; first use checks again).
+   */
+  checkAll(): void {
+    const rotated = new Map<string, number[]>();
+    let entries: string[];
+    try {
+      entries = readdirSync(this.#dir);
+    } catch {
+      return; // no log yet
+    }
+    for (const entry of entries) {
+      const m = ROTATED.exec(entry);
+      const name = m !== null ? (m[1] as string) : entry.endsWith('.jsonl') ? entry.slice(0, -6) : undefined;
+      if (name === undefined) continue;
+      let numbers = rotated.get(name);
+      if (numbers === undefined) rotated.set(name, (numbers = []));
+      if (m !== null) numbers.push(Number(m[2]));
+    }
+    for (const [name, numbers] of rotated) {
+      try {
+        const org = decodeURIComponent(name);
+        if (fileNameOf(org) === name && !this.#files.has(org)) this.#resume(org, numbers);
+      } catch (err) {
+        this.#error = err;
+      }
+    }
   }
 
   /** Committed event lines, in seq order. */
@@ -299,14 +353,7 @@ export class JsonlLog {
   #file(org: string): OrgFile {
     let f = this.#files.get(org);
     if (f !== undefined) return f;
-    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
-    const name = fileNameOf(org);
-    const base = join(this.#dir, name);
-    let rotations = 0;
-    for (const entry of readdirSync(this.#dir)) {
-      const m = ROTATED.exec(entry);
-      if (m !== null && m[1] === name) rotations = Math.max(rotations, Number(m[2]));
-    }
+    const { base, rotations, last } = this.#resume(org);
     f = {
       org,
       base,
@@ -325,23 +372,213 @@ export class JsonlLog {
       written: Promise.resolve(),
     };
     this.#files.set(org, f);
-    const live = `${base}.jsonl`;
-    let last = lastLine(live);
-    if (last === undefined && rotations > 0) last = lastLine(`${base}.${rotations}.jsonl`);
     try {
-      const opened = this.#open(live);
+      const opened = this.#open(`${base}.jsonl`);
       f.stream = opened.stream;
       f.bytes = opened.size;
     } catch (err) {
       this.#error = err;
     }
     resumeFrom(f, last);
-    for (const l of this.#backfill(org, f.queuedSeq, f.writtenSeal)) {
+    for (const l of this.#source.lines(org, f.queuedSeq, f.writtenSeal)) {
       if ('seal' in l) this.#seal(f, l.seal, l.line);
       else this.#event(f, l.seq, l.line);
     }
     this.#flush(f);
     return f;
+  }
+
+  /**
+   * Makes the files of an org a prefix of the store (see the class comment) and returns the last
+   * line they keep and the number of the newest rotated file. `numbers`: the rotated files' numbers,
+   * when the caller has listed the directory.
+   */
+  #resume(org: string, numbers?: number[]): { base: string; rotations: number; last: string | undefined } {
+    mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+    const name = fileNameOf(org);
+    const base = join(this.#dir, name);
+    if (numbers === undefined) {
+      numbers = [];
+      for (const entry of readdirSync(this.#dir)) {
+        const m = ROTATED.exec(entry);
+        if (m !== null && m[1] === name) numbers.push(Number(m[2]));
+      }
+    }
+    numbers.sort((a, b) => a - b);
+    const paths = [...numbers.map((n) => `${base}.${n}.jsonl`), `${base}.jsonl`];
+    const { last, cut } = checkTail(org, paths, this.#source);
+    let rotations = numbers.at(-1) ?? 0;
+    if (cut !== undefined) {
+      const moved = setAside(paths, cut);
+      // The live file is fresh when the cut is in a rotated one; rotations count the files kept.
+      if (cut.file < numbers.length) rotations = numbers[cut.offset > 0 ? cut.file : cut.file - 1] ?? 0;
+      const err = new Error(
+        `the JSONL log of org ${org} diverged from the store (which lost its tail in a crash, or ` +
+          `the files are not the store's): the lines from byte ${cut.offset} of ${paths[cut.file]} on ` +
+          `were moved to ${moved.join(', ')} and the log continues from the store`,
+      );
+      this.#error = err;
+      this.#warn(err.message, { org, moved });
+    }
+    return { base, rotations, last };
+  }
+}
+
+/** Reports something an operator should know (the server's logger). */
+export type Warn = (msg: string, fields: Record<string, unknown>) => void;
+
+/** Where the kept part of an org's files ends: lines from `offset` of `paths[file]` on are cut. */
+interface Cut {
+  readonly file: number;
+  readonly offset: number;
+}
+
+/**
+ * Reads an org's files (oldest first) back from the end, checking each line against the store,
+ * until an event the store holds and, before it, the event of the store's last seal before that
+ * one. Cuts a torn last line off the newest file. Returns the last line to keep, and where the
+ * lines the store does not hold begin (none when all are held).
+ */
+function checkTail(
+  org: string,
+  paths: readonly string[],
+  source: LogSource,
+): { last: string | undefined; cut: Cut | undefined } {
+  let last: string | undefined;
+  let cut: Cut | undefined;
+  let bound = 0; // once `last` is found, the check ends at an event of this seq or before
+  let newest = true;
+  for (let file = paths.length - 1; file >= 0; file--) {
+    const path = paths[file] as string;
+    let fd: number;
+    try {
+      fd = openSync(path, 'r');
+    } catch {
+      continue;
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (size === 0) continue;
+      const end = lastNewline(fd, size, size) + 1;
+      if (end < size) {
+        if (newest)
+          truncateSync(path, end); // a torn last line (a crash mid-write)
+        else {
+          cut = { file, offset: end };
+          last = undefined;
+        }
+      }
+      newest = false;
+      for (const { start, text } of linesBackward(fd, end)) {
+        const held = heldLine(org, text, source);
+        if (held === undefined) {
+          cut = { file, offset: start };
+          last = undefined;
+          continue;
+        }
+        if (last === undefined) {
+          last = text;
+          bound = 'size' in held ? held.size : source.sealedAt(org, held.seq);
+        }
+        if ('seq' in held && held.seq <= bound) return { last, cut };
+      }
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return { last, cut };
+}
+
+/** A line the store holds as it is: an event (by seq and hash) or a seal (the whole line). */
+function heldLine(
+  org: string,
+  text: string,
+  source: LogSource,
+): { seq: number } | { size: number } | undefined {
+  let rec: unknown;
+  try {
+    rec = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof rec !== 'object' || rec === null) return undefined;
+  const { seq, hash, _seal } = rec as { seq?: unknown; hash?: unknown; _seal?: { size?: unknown } | null };
+  if (_seal !== undefined) {
+    const size = _seal?.size;
+    if (typeof size !== 'number') return undefined;
+    const seal = source.sealAt(org, size);
+    return seal !== undefined && sealLine(seal) === text ? { size } : undefined;
+  }
+  if (typeof seq !== 'number' || typeof hash !== 'string') return undefined;
+  return source.eventHash(org, seq) === hash ? { seq } : undefined;
+}
+
+/** The complete lines of the first `end` bytes of a file (`end` just after a newline), last first. */
+function* linesBackward(fd: number, end: number): Generator<{ start: number; text: string }> {
+  if (end === 0) return;
+  let parts: Buffer[] = []; // the line being read: its bytes after the chunk at hand
+  let chunkEnd = end - 1; // the last line's newline is not part of it
+  while (chunkEnd > 0) {
+    const chunkStart = Math.max(0, chunkEnd - TAIL_CHUNK);
+    const buf = Buffer.allocUnsafe(chunkEnd - chunkStart);
+    readSync(fd, buf, 0, buf.length, chunkStart);
+    let j = buf.length;
+    while (j > 0) {
+      const i = buf.lastIndexOf(NEWLINE, j - 1);
+      if (i < 0) break;
+      parts.unshift(buf.subarray(i + 1, j));
+      yield { start: chunkStart + i + 1, text: Buffer.concat(parts).toString('utf8') };
+      parts = [];
+      j = i;
+    }
+    parts.unshift(buf.subarray(0, j));
+    chunkEnd = chunkStart;
+  }
+  yield { start: 0, text: Buffer.concat(parts).toString('utf8') };
+}
+
+/**
+ * Moves the lines from `cut` on out of the log, kept for forensics: the files after the cut one
+ * are renamed, the cut one's tail is copied out (and synced) before it is cut off. Returns the
+ * files written, oldest first.
+ */
+function setAside(paths: readonly string[], cut: Cut): string[] {
+  const stamp = new Date().toISOString().replace(/:/g, '');
+  const moved: string[] = [];
+  for (let file = paths.length - 1; file >= cut.file; file--) {
+    const path = paths[file] as string;
+    if (!existsSync(path)) continue; // the live file, after a rotation
+    let to = `${path}.diverged-${stamp}`;
+    for (let n = 2; existsSync(to); n++) to = `${path}.diverged-${stamp}-${n}`;
+    if (file > cut.file || cut.offset === 0) renameSync(path, to);
+    else {
+      copyTail(path, cut.offset, to);
+      truncateSync(path, cut.offset);
+    }
+    moved.unshift(to);
+  }
+  return moved;
+}
+
+/** Copies the bytes of `from` after `offset` to a new file `to`, synced. */
+function copyTail(from: string, offset: number, to: string): void {
+  const src = openSync(from, 'r');
+  try {
+    const dst = openSync(to, 'wx', 0o600);
+    try {
+      const buf = Buffer.allocUnsafe(TAIL_CHUNK);
+      for (let at = offset; ; ) {
+        const n = readSync(src, buf, 0, buf.length, at);
+        if (n === 0) break;
+        writeSync(dst, buf, 0, n);
+        at += n;
+      }
+      fsyncSync(dst);
+    } finally {
+      closeSync(dst);
+    }
+  } finally {
+    closeSync(src);
   }
 }
 
@@ -365,32 +602,6 @@ function resumeFrom(f: OrgFile, last: string | undefined): void {
     f.queuedSeq = rec.seq;
     f.appendedSeq = rec.seq;
     f.writtenSeal = rec.seq - 1;
-  }
-}
-
-/** The last complete line of a file (a torn final line is truncated away first). */
-function lastLine(path: string): string | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return undefined;
-  }
-  try {
-    const size = fstatSync(fd).size;
-    if (size === 0) return undefined;
-    const end = lastNewline(fd, size, size);
-    if (end < 0) {
-      truncateSync(path, 0);
-      return undefined;
-    }
-    if (end !== size - 1) truncateSync(path, end + 1);
-    const start = lastNewline(fd, end, size) + 1;
-    const buf = Buffer.allocUnsafe(end - start);
-    readSync(fd, buf, 0, buf.length, start);
-    return buf.toString('utf8');
-  } finally {
-    closeSync(fd);
   }
 }
 

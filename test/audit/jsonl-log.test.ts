@@ -10,7 +10,12 @@ const ORG = 'org_jsonl';
 
 function setup(t: Test) {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-jsonl-'));
-  const log = new JsonlLog(dir, 100, () => []);
+  const log = new JsonlLog(dir, 100, {
+    lines: () => [],
+    eventHash: () => undefined,
+    sealAt: () => undefined,
+    sealedAt: () => 0,
+  });
   t.teardown(async () => {
     await log.close();
     rmSync(dir, { recursive: true, force: true });
