@@ -302,7 +302,10 @@ export class GatewayService {
     if (budget === null || !enforcing || gov.decision.outcome !== 'allow') return gov;
     let chars = 0;
     for (const t of texts) chars += t.text.length;
-    const estimate = estimateCost(request.model, chars, request.max_tokens ?? request.max_completion_tokens);
+    // With both limits set, the larger is what a provider may honour (Anthropic gets
+    // max_completion_tokens first): price that one.
+    const limit = Math.max(request.max_tokens ?? 0, request.max_completion_tokens ?? 0);
+    const estimate = estimateCost(request.model, chars, limit > 0 ? limit : undefined);
     if (estimate !== undefined && estimate <= budget) return gov;
     const reason =
       estimate === undefined

@@ -38,6 +38,19 @@ t.test(
     t.equal(big.body.service.rule_id, 'budget');
     t.match(big.body.service.reason, /over the budget/);
 
+    // Both limits given: the larger is what a provider may honour (Anthropic is sent
+    // max_completion_tokens first), so that is what is priced.
+    for (const body of [
+      { max_tokens: 100, max_completion_tokens: 10_000 },
+      { max_tokens: 10_000, max_completion_tokens: 100 },
+    ]) {
+      const both = await svc.call('/v1/chat/completions', {
+        token: svc.agentKey,
+        body: { model: 'gpt-4o-mini', ...body, messages: [{ role: 'user', content: 'hi' }] },
+      });
+      t.equal(both.body.service.blocked, true, `priced at the larger limit: ${JSON.stringify(body)}`);
+    }
+
     const unpriced = await chat('gpt-test', 10);
     t.equal(unpriced.body.service.blocked, true, 'an unpriced model cannot be checked: fail closed');
     t.match(unpriced.body.service.reason, /no price is known/);
