@@ -122,6 +122,13 @@ function refuseTokenInputs(gov: GovernResult): GovernResult {
   };
 }
 
+/** SHA-256 over the texts a call's detectors scanned, in order: the content an approval is for. */
+function textsDigest(texts: readonly { text: string }[]): string {
+  let all = '';
+  for (const t of texts) all += `${t.text}\u0000`;
+  return sha256Hex(all);
+}
+
 function asServiceError(err: unknown): ServiceError {
   return isServiceError(err)
     ? err
@@ -220,13 +227,25 @@ export class GatewayService {
       const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
       const texts = requestTexts(request);
+      const payload = {
+        tools: request.tools?.map((t) => t.function.name) ?? [],
+        stream: request.stream === true,
+      };
       let gov = this.deps.governor.decide(agent, {
         type: 'LLM_CALL',
         model: request.model,
         provider: provider.name,
         texts,
         flagsHeader: ctx.header('x-service-flags'),
-        payload: { tools: request.tools?.map((t) => t.function.name) ?? [], stream: request.stream === true },
+        payload,
+        // An approval is for this call: the same model, tools and content (hashed only when an
+        // approval is looked up).
+        context: () => ({
+          model: request.model,
+          provider: provider.name,
+          payload,
+          content: textsDigest(texts),
+        }),
         pipelineId: ids.pipelineId,
       });
       gov = this.checkBudget(gov, request, texts);

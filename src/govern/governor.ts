@@ -1,6 +1,13 @@
 import type { DetectOptions } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
-import { actionIdentity, type ContentScan, scanTexts, type TextItem } from '../core/guardrails/index.js';
+import {
+  type ActionIdentity,
+  actionIdentity,
+  type ContentScan,
+  NULL_ARGS_SHA256,
+  scanTexts,
+  type TextItem,
+} from '../core/guardrails/index.js';
 import {
   type BehaviorType,
   type CompiledPolicy,
@@ -27,12 +34,21 @@ export interface GovernInput {
   readonly provider?: string | null;
   readonly args?: unknown;
   readonly payload?: unknown;
+  /**
+   * What else identifies the call for approvals (see FingerprintInput.context). A function is
+   * called only when an approval is looked up: the gateway's model calls need no fingerprint
+   * otherwise, and theirs hashes the whole prompt.
+   */
+  readonly context?: unknown;
   /** Content to scan (prompt messages, tool arguments' strings…). */
   readonly texts: readonly TextItem[];
   readonly flagsHeader: string | undefined;
   /** The call's pipeline, recorded when it consumes an approval. */
   readonly pipelineId?: string;
 }
+
+/** A call with a lazy context that needed no approval: no fingerprint (its args are null). */
+const UNUSED_IDENTITY: ActionIdentity = { fingerprint: '', argsSha256: NULL_ARGS_SHA256 };
 
 /** Approval bookkeeping the governor needs; the approval store implements it. */
 export interface ApprovalGate {
@@ -123,13 +139,18 @@ export class Governor {
       },
       flags,
     );
-    const { fingerprint, argsSha256 } = actionIdentity({
-      org_id: agent.orgId,
-      agent_id: agent.agentId,
-      type: input.type,
-      tool,
-      args: input.args ?? null,
-    });
+    const lazy = typeof input.context === 'function';
+    const { fingerprint, argsSha256 } =
+      lazy && decision.outcome !== 'needs_approval'
+        ? UNUSED_IDENTITY
+        : actionIdentity({
+            org_id: agent.orgId,
+            agent_id: agent.agentId,
+            type: input.type,
+            tool,
+            args: input.args ?? null,
+            context: lazy ? (input.context as () => unknown)() : input.context,
+          });
     let consumedApproval: string | null = null;
     if (decision.outcome === 'needs_approval') {
       // A rule that asks for a signed approval is satisfied by a signed one only.

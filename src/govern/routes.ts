@@ -33,6 +33,20 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+/**
+ * What identifies a governed action beyond its tool and args, for approvals: the payload's other
+ * members (rules read them, e.g. `payload.target`), or null when it has none.
+ */
+function payloadContext(payload: Record<string, unknown>): Record<string, unknown> | null {
+  let rest: Record<string, unknown> | null = null;
+  for (const k in payload) {
+    if (k === 'tool' || k === 'args') continue;
+    rest ??= Object.create(null) as Record<string, unknown>;
+    rest[k] = payload[k];
+  }
+  return rest;
+}
+
 function optionalString(body: Record<string, unknown>, field: string): string | undefined {
   const v = body[field];
   if (v === undefined || v === null) return undefined;
@@ -115,6 +129,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       provider: action.provider,
       args: action.args ?? undefined,
       payload: action.payload,
+      context: payloadContext(action.payload),
       texts,
       flagsHeader: ctx.header('x-service-flags'),
       pipelineId: ids.pipelineId,
@@ -290,14 +305,27 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       throw new ServiceError('invalid_request', `type must be one of ${BEHAVIOR_TYPES.join(', ')}`, {
         param: 'type',
       });
-    const tool = body.tool ?? null;
+    // The action as /v1/govern would see it: `payload` (optional) carries the members beyond
+    // tool and args that the approval is for, e.g. a write's target.
+    const payload = body.payload ?? {};
+    if (!isObject(payload))
+      throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
+    stringsIn(payload, 'payload');
+    const tool = body.tool ?? payload.tool ?? null;
     if (tool !== null && typeof tool !== 'string')
       throw new ServiceError('invalid_request', 'tool must be a string', { param: 'tool' });
-    const args = body.args ?? null;
+    const args = body.args ?? payload.args ?? null;
     if (args !== null && !isObject(args))
       throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
     if (args !== null) stringsIn(args, 'args');
-    const fingerprint = actionFingerprint({ org_id: orgId, agent_id: agent.agent_id, type, tool, args });
+    const fingerprint = actionFingerprint({
+      org_id: orgId,
+      agent_id: agent.agent_id,
+      type,
+      tool,
+      args,
+      context: payloadContext(payload),
+    });
     const approval = await approvals.preApprove(
       {
         org_id: orgId,

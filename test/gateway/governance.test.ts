@@ -79,7 +79,7 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal((res as any).service.rule_id, 'detector:injection');
   });
 
-  const policyId = await publishPolicy(svc, svc.pat, 'main', {
+  const mainRules = {
     mode: 'enforce',
     detectors: { pii: { action: 'redact' }, secrets: { action: 'block' } },
     rules: [
@@ -112,7 +112,8 @@ t.test('governance on the gateway and the govern API', async (t) => {
         reason: 'transfers over 1000 need approval',
       },
     ],
-  });
+  };
+  const policyId = await publishPolicy(svc, svc.pat, 'main', mainRules);
 
   t.test('a rule block is a 200 with an explanation, in both wire formats, streaming or not', async (t) => {
     upstream.requests.length = 0;
@@ -215,6 +216,13 @@ t.test('governance on the gateway and the govern API', async (t) => {
       body: { decision: 'approve', reason: 'ok' },
     });
     t.equal(decided.status, 200);
+    // The approval is for that call only: another prompt to the same model still needs its own.
+    const other = (await openai.chat.completions.create({
+      ...body,
+      messages: [{ role: 'user' as const, content: 'something else entirely' }],
+    })) as any;
+    t.equal(other.service.outcome, 'needs_approval', 'a different prompt is a different call');
+    t.equal(upstream.requests.length, 0);
     const second = (await openai.chat.completions.create(body)) as any;
     t.equal(second.service.blocked, false);
     t.equal(upstream.requests.length, 1, 'the approved call reached the provider');
@@ -284,6 +292,48 @@ t.test('governance on the gateway and the govern API', async (t) => {
       payload: { tool: 'payments.transfer', args: { amount: 10 } },
     });
     t.equal(small.body.outcome, 'allow');
+
+    // An approval is for the identical action: payload members the rules read are part of it.
+    await newVersion(svc, svc.pat, policyId, {
+      mode: 'enforce',
+      rules: [
+        {
+          id: 'prod-writes',
+          when: {
+            type: 'SYSTEM_OF_RECORD_WRITE',
+            all: [{ field: 'payload.target', op: 'matches', value: '^prod' }],
+          },
+          then: 'require_approval',
+          reason: 'production writes need approval',
+        },
+      ],
+    });
+    const write = (target: string, statement: string) =>
+      govern({ type: 'SYSTEM_OF_RECORD_WRITE', payload: { target, statement } });
+    const asked = await write('prod-crm', 'UPDATE customers SET tier = 2 WHERE id = 7');
+    t.equal(asked.body.outcome, 'needs_approval');
+    const grant = await svc.call(`/v1/me/approvals/${asked.body.approval.request_id}/decide`, {
+      token: svc.pat,
+      body: { decision: 'approve' },
+    });
+    t.equal(grant.status, 200);
+    const different = await write('prod-billing', 'DROP TABLE customers');
+    t.equal(different.body.outcome, 'needs_approval', 'another write is not covered by that approval');
+    t.notOk(different.body.mandate);
+    const same = await write('prod-crm', 'UPDATE customers SET tier = 2 WHERE id = 7');
+    t.equal(same.body.outcome, 'allow', 'the approved write runs');
+    const preSor = await svc.call('/v1/govern/approve', {
+      token: svc.pat,
+      body: {
+        agent_id: 'default-agent',
+        type: 'SYSTEM_OF_RECORD_WRITE',
+        payload: { target: 'prod-crm', statement: 'DELETE FROM carts WHERE stale' },
+      },
+    });
+    t.equal(preSor.status, 200, JSON.stringify(preSor.body));
+    t.equal((await write('prod-crm', 'DELETE FROM carts WHERE stale')).body.outcome, 'allow', 'pre-approved');
+    t.equal((await write('prod-crm', 'DELETE FROM carts')).body.outcome, 'needs_approval');
+    await newVersion(svc, svc.pat, policyId, mainRules);
 
     // Pre-approval by a human, then the identical call is allowed once.
     const pre = await svc.call('/v1/govern/approve', {

@@ -17,6 +17,7 @@ export {
   actionIdentity,
   argsDigest,
   type FingerprintInput,
+  NULL_ARGS_SHA256,
 } from './fingerprint.js';
 export { type FindingAction, type OutputGuard, outputGuard, REDACTABLE } from './output.js';
 export { ASSUMED_COMPLETION_TOKENS, costOf, estimateCost, type Price, priceOf } from './pricing.js';

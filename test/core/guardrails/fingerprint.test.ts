@@ -20,6 +20,8 @@ const reference = (i: FingerprintInput): string =>
       type: i.type,
       tool: i.tool,
       args: (i.args === undefined ? null : i.args) as never,
+      // A null context is left out, so fingerprints without one stay what they were.
+      ...(i.context === undefined || i.context === null ? {} : { context: i.context as never }),
     }),
   );
 
@@ -64,4 +66,26 @@ t.test('the fingerprint and args digest equal their JCS definitions', async (t) 
     const input = { org_id: 'o', agent_id: 'a', type, tool: 't', args: { k: 1 } };
     t.equal(actionIdentity(input).fingerprint, reference(input), type);
   }
+  const seen = new Set<string>();
+  for (const context of [
+    null,
+    {},
+    { target: 'prod' },
+    { target: 'prod"x' },
+    { model: 'm', content: 'f00' },
+    ['a'],
+  ]) {
+    const input = {
+      org_id: 'o',
+      agent_id: 'a',
+      type: 'SYSTEM_OF_RECORD_WRITE',
+      tool: null,
+      args: null,
+      context,
+    };
+    const fp = actionIdentity(input).fingerprint;
+    t.equal(fp, reference(input), `context ${JSON.stringify(context)}`);
+    seen.add(fp);
+  }
+  t.equal(seen.size, 6, 'each context is its own action');
 });
