@@ -4,7 +4,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
 import { strictBody } from '../control/body.js';
-import type { DetectOptions } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
 import { scanTexts, stringsIn } from '../core/guardrails/index.js';
 import {
@@ -13,7 +12,6 @@ import {
   type BehaviorType,
   type CompiledPolicy,
   compilePolicy,
-  type EffectiveFlags,
   evaluate,
   mergeFlags,
   type Problem,
@@ -21,6 +19,7 @@ import {
   parseRuleSetText,
   policyFlags,
 } from '../core/policy/index.js';
+import { detectOptions } from '../govern/governor.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -112,18 +111,6 @@ function scanFilters(b: FilterBody): Omit<AuditQuery, 'cursor' | 'limit'> {
     ...(b.event_type !== undefined ? { event_type: b.event_type } : {}),
     ...(since !== undefined ? { since } : {}),
     ...(until !== undefined ? { until } : {}),
-  };
-}
-
-/** Same switches as the governor: lockdown turns every detector on. */
-function detectOptions(policy: CompiledPolicy, flags: EffectiveFlags): DetectOptions {
-  const lockdown = flags.mode === 'lockdown';
-  const d = policy.detectors;
-  return {
-    pii: lockdown || flags.pii !== 'off',
-    secrets: lockdown || flags.secrets !== 'off',
-    injection: lockdown || d.injection.action !== 'off',
-    unicode: lockdown || d.unicode.action !== 'off',
   };
 }
 

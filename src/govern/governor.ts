@@ -76,14 +76,16 @@ export interface GovernResult {
   readonly consumedApproval: string | null;
 }
 
-function detectOptions(policy: CompiledPolicy, flags: EffectiveFlags): DetectOptions {
+/** Which detectors run: the ones acting on findings, the ones rules read, all in lockdown. */
+export function detectOptions(policy: CompiledPolicy, flags: EffectiveFlags): DetectOptions {
   const lockdown = flags.mode === 'lockdown';
   const d = policy.detectors;
+  const read = policy.ruleDetections;
   return {
-    pii: lockdown || flags.pii !== 'off',
-    secrets: lockdown || flags.secrets !== 'off',
-    injection: lockdown || d.injection.action !== 'off',
-    unicode: lockdown || d.unicode.action !== 'off',
+    pii: lockdown || flags.pii !== 'off' || read.has('pii'),
+    secrets: lockdown || flags.secrets !== 'off' || read.has('secrets'),
+    injection: lockdown || d.injection.action !== 'off' || read.has('injection'),
+    unicode: lockdown || d.unicode.action !== 'off' || read.has('unicode'),
   };
 }
 

@@ -493,6 +493,42 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal(exe.body.recorded, true);
   });
 
+  t.test(
+    "rules on detections fire whatever the detector's own action, and a flag cannot mute them",
+    async (t) => {
+      await newVersion(svc, svc.pat, policyId, {
+        mode: 'enforce',
+        unlocked: ['pii'],
+        detectors: { pii: { action: 'off' }, secrets: { action: 'off' } },
+        rules: [
+          {
+            id: 'no-iban',
+            when: { type: 'LLM_CALL', all: [{ field: 'detections.pii', op: 'contains', value: 'iban' }] },
+            then: 'block',
+            reason: 'no bank accounts to models',
+          },
+        ],
+      });
+      const iban = {
+        model: 'gpt-test',
+        messages: [{ role: 'user' as const, content: 'pay DE89 3704 0044 0532 0130 00' }],
+      };
+      for (const headers of [{}, { 'x-service-flags': 'pii=off' }]) {
+        upstream.requests.length = 0;
+        const res = (await openai.chat.completions.create(iban, { headers })) as any;
+        t.equal(res.service.blocked, true, `blocked with flags ${JSON.stringify(headers)}`);
+        t.equal(res.service.rule_id, 'no-iban');
+        t.equal(upstream.requests.length, 0, 'the provider was not called');
+      }
+      const plain = (await openai.chat.completions.create({
+        model: 'gpt-test',
+        messages: [{ role: 'user' as const, content: 'no account here' }],
+      })) as any;
+      t.equal(plain.service.blocked, false);
+      await newVersion(svc, svc.pat, policyId, mainRules);
+    },
+  );
+
   t.test('govern bodies the audit trail cannot carry are 400, before any side effect', async (t) => {
     const raw = (path: string, body: string, token = svc.agentKey) =>
       svc.call(path, { token, body, headers: { 'content-type': 'application/json' } });

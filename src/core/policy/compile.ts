@@ -176,6 +176,25 @@ function byOrder(a: CompiledRule, b: CompiledRule): number {
   return a.order - b.order;
 }
 
+/** The detectors whose findings the (valid) rules read: every `field: "detections.<kind>…"`. */
+function detectionsRead(node: unknown): ReadonlySet<'pii' | 'secrets' | 'injection' | 'unicode'> {
+  const kinds = new Set<'pii' | 'secrets' | 'injection' | 'unicode'>();
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) for (const x of v) walk(x);
+    else if (isRecord(v)) {
+      const field = v.field;
+      if (typeof field === 'string' && field.startsWith('detections.')) {
+        const kind = field.split('.')[1];
+        if (kind === 'pii' || kind === 'secrets' || kind === 'injection' || kind === 'unicode')
+          kinds.add(kind);
+      }
+      for (const k in v) walk(v[k]);
+    }
+  };
+  walk(node);
+  return kinds;
+}
+
 function bucketFor(type: string | null, rules: readonly Indexed[]): TypeBucket {
   const applicable = rules.filter((r) => r.types === null || (type !== null && r.types.has(type)));
   const anyTool = applicable.filter((r) => r.tools === null).map((r) => r.rule);
@@ -258,6 +277,7 @@ export function compilePolicy(ruleSet: unknown): CompileResult {
     unlocked,
     budget_usd: budget,
     rules: Object.freeze(info),
+    ruleDetections: detectionsRead(rulesNode),
     index,
   });
   return { ok: true, policy };

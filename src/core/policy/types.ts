@@ -145,6 +145,11 @@ export interface CompiledPolicy {
   /** Org cap on the cost of one call in USD, or null for none. */
   readonly budget_usd: number | null;
   readonly rules: readonly RuleInfo[];
+  /**
+   * Detectors some rule reads (`detections.pii`, …): they run whatever their own action is (and
+   * whatever a flag sets it to), or those rules could never match.
+   */
+  readonly ruleDetections: ReadonlySet<'pii' | 'secrets' | 'injection' | 'unicode'>;
   /** Index: behavior type (or '*' for an unknown type: untyped rules only) → candidates. Internal. */
   readonly index: ReadonlyMap<string, TypeBucket>;
 }
