@@ -1,10 +1,12 @@
 import type { Finding } from '../core/detect/index.js';
 import { guardText, type OutputGuard, StreamGuard } from '../core/guardrails/index.js';
-import type {
-  ChatCompletionChunk,
-  ChatCompletionChunkChoice,
-  OpenaiFinishReason,
-  OpenaiToolCallDelta,
+import {
+  ANTHROPIC_STOP,
+  type AnthropicStop,
+  type ChatCompletionChunk,
+  type ChatCompletionChunkChoice,
+  type OpenaiFinishReason,
+  type OpenaiToolCallDelta,
 } from '../providers/wire/index.js';
 
 export interface StreamBlock {
@@ -90,7 +92,8 @@ export class OutputStreamGovernor {
       }
       content = step.text;
     }
-    if (choice.finish_reason) return this.flush(hold, index, chunk, choice.finish_reason, content);
+    if (choice.finish_reason)
+      return this.flush(hold, index, chunk, choice.finish_reason, content, choice[ANTHROPIC_STOP]);
     if (content !== '' || delta.role !== undefined) {
       // Object.assign and no spreads: a spread followed by members is V8's slow path on Node 20
       // (docs/ops.md), and this runs per chunk. (An upstream member named `__proto__` is dropped.)
@@ -109,13 +112,17 @@ export class OutputStreamGovernor {
     return [];
   }
 
-  /** Releases the rest of one choice: its text, its tool calls scanned whole, its finish chunk. */
+  /**
+   * Releases the rest of one choice: its text, its tool calls scanned whole, its finish chunk
+   * (which keeps the Anthropic stop the upstream's finish chunk carried).
+   */
   private flush(
     hold: ChoiceHold,
     index: number,
     template: ChatCompletionChunk,
     finish: OpenaiFinishReason | null,
     pendingContent: string,
+    stop?: AnthropicStop,
   ): ChatCompletionChunk[] {
     hold.finished = true;
     const out: ChatCompletionChunk[] = [];
@@ -150,9 +157,9 @@ export class OutputStreamGovernor {
       );
     }
     hold.tools.clear();
-    const last: ChatCompletionChunk = Object.assign({}, base, {
-      choices: [{ index, delta: {}, finish_reason: finish ?? 'stop' }],
-    });
+    const finishChoice: ChatCompletionChunkChoice = { index, delta: {}, finish_reason: finish ?? 'stop' };
+    if (stop) finishChoice[ANTHROPIC_STOP] = stop;
+    const last: ChatCompletionChunk = Object.assign({}, base, { choices: [finishChoice] });
     if (template.usage) last.usage = template.usage;
     out.push(last);
     return out;

@@ -7,14 +7,22 @@
  *   only tool_use blocks), `id`, `type` and `function: {name, arguments: ''}`; its
  *   `input_json_delta`s → `function.arguments` deltas.
  * - message_delta → a chunk with the mapped `finish_reason` and the usage totals (input counts
- *   come from message_start unless message_delta repeats them).
+ *   come from message_start unless message_delta repeats them). A stop `finish_reason` cannot say
+ *   (stop_sequence and its sequence, pause_turn, …) is carried on its choice under ANTHROPIC_STOP.
  * - ping, content_block_stop, message_stop, thinking and unknown events → nothing.
  * - error → throws WireStreamError.
  */
+import { ANTHROPIC_STOP } from './anthropic-stop.js';
 import type { AnthropicStreamEvent } from './anthropic-types.js';
-import { anthropicIdToOpenai, anthropicStopToOpenai, anthropicUsageToOpenai } from './conversions.js';
+import {
+  anthropicIdToOpenai,
+  anthropicStopToOpenai,
+  anthropicUsageToOpenai,
+  carriedAnthropicStop,
+} from './conversions.js';
 import type {
   ChatCompletionChunk,
+  ChatCompletionChunkChoice,
   ChatCompletionChunkDelta,
   OpenaiFinishReason,
   OpenaiUsage,
@@ -97,7 +105,10 @@ export class AnthropicStreamToOpenai {
           cache_read_input_tokens: usage?.cache_read_input_tokens ?? this.#cacheReadTokens,
           output_tokens: usage?.output_tokens ?? 0,
         });
-        return [this.#chunk({}, anthropicStopToOpenai(event.delta?.stop_reason), totals)];
+        const finish = this.#chunk({}, anthropicStopToOpenai(event.delta?.stop_reason), totals);
+        const stop = carriedAnthropicStop(event.delta?.stop_reason, event.delta?.stop_sequence);
+        if (stop) (finish.choices[0] as ChatCompletionChunkChoice)[ANTHROPIC_STOP] = stop;
+        return [finish];
       }
       case 'error': {
         const error = event.error;
