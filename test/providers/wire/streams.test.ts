@@ -234,11 +234,9 @@ t.test('AnthropicStreamToOpenai: text-only stream, exact chunks', async (t) => {
     { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
     { ...base, choices: [{ index: 0, delta: { content: 'Hello' }, finish_reason: null }] },
     { ...base, choices: [{ index: 0, delta: { content: ', world' }, finish_reason: null }] },
-    {
-      ...base,
-      choices: [{ index: 0, delta: {}, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 },
-    },
+    { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    // Usage in a last chunk of its own, as OpenAI sends it with stream_options.include_usage.
+    { ...base, choices: [], usage: { prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 } },
   ]);
 });
 
