@@ -1,30 +1,37 @@
 import type { Finding } from '../core/detect/index.js';
 import { guardText, type OutputGuard, StreamGuard } from '../core/guardrails/index.js';
-import type {
-  ChatCompletionChunk,
-  ChatCompletionChunkChoice,
-  OpenaiFinishReason,
-  OpenaiToolCallDelta,
+import {
+  ANTHROPIC_STOP,
+  type AnthropicStop,
+  type ChatCompletionChunk,
+  type ChatCompletionChunkChoice,
+  type ChatCompletionChunkDelta,
+  type OpenaiFinishReason,
+  type OpenaiToolCallDelta,
 } from '../providers/wire/index.js';
 
 export interface StreamBlock {
   readonly finding: Finding;
-  readonly where: 'content' | 'tool_call';
+  readonly where: 'content' | 'refusal' | 'tool_call';
 }
 
-/** What is held of one choice of the answer: its text window and its tool-call fragments. */
+/**
+ * What is held of one choice of the answer: its text window, its refusal's (made when a refusal
+ * delta first arrives) and its tool-call fragments.
+ */
 interface ChoiceHold {
   readonly text: StreamGuard;
+  refusal: StreamGuard | undefined;
   readonly tools: Map<number, { id?: string; name?: string; args: string }>;
   finished: boolean;
 }
 
 /**
- * Governs a canonical chunk stream: content deltas pass through a StreamGuard (held, scanned,
- * redacted) and tool-call deltas are held until the model finishes, then scanned whole. Each
- * choice (`n` > 1) has its own window and tool buffer, and its chunks keep its index. No
- * unscanned byte is emitted. After a block in any choice, `blocked` is set and nothing more is
- * emitted.
+ * Governs a canonical chunk stream: content and refusal deltas pass through a StreamGuard each
+ * (held, scanned, redacted) and tool-call deltas are held until the model finishes, then scanned
+ * whole. Each choice (`n` > 1) has its own windows and tool buffer, and its chunks keep its
+ * index. No unscanned byte is emitted. After a block in any choice, `blocked` is set and nothing
+ * more is emitted.
  */
 export class OutputStreamGovernor {
   blocked: StreamBlock | undefined;
@@ -35,7 +42,7 @@ export class OutputStreamGovernor {
   private last: ChatCompletionChunk | undefined;
 
   constructor(private readonly guard: OutputGuard) {
-    this.first = { text: new StreamGuard(guard), tools: new Map(), finished: false };
+    this.first = { text: new StreamGuard(guard), refusal: undefined, tools: new Map(), finished: false };
   }
 
   push(chunk: ChatCompletionChunk): ChatCompletionChunk[] {
@@ -57,10 +64,10 @@ export class OutputStreamGovernor {
     const last = this.last;
     if (this.blocked || !last) return [];
     const out: ChatCompletionChunk[] = [];
-    if (!this.first.finished) for (const c of this.flush(this.first, 0, last, null, '')) out.push(c);
+    if (!this.first.finished) for (const c of this.flush(this.first, 0, last, null, '', '')) out.push(c);
     for (const [index, hold] of this.others ?? []) {
       if (hold.finished) continue;
-      for (const c of this.flush(hold, index, last, null, '')) out.push(c);
+      for (const c of this.flush(hold, index, last, null, '', '')) out.push(c);
     }
     return this.blocked ? [] : out;
   }
@@ -70,7 +77,7 @@ export class OutputStreamGovernor {
     this.others ??= new Map();
     let hold = this.others.get(index);
     if (!hold) {
-      hold = { text: new StreamGuard(this.guard), tools: new Map(), finished: false };
+      hold = { text: new StreamGuard(this.guard), refusal: undefined, tools: new Map(), finished: false };
       this.others.set(index, hold);
     }
     return hold;
@@ -90,7 +97,25 @@ export class OutputStreamGovernor {
       }
       content = step.text;
     }
-    if (choice.finish_reason) return this.flush(hold, index, chunk, choice.finish_reason, content);
+    let refusal = '';
+    if (typeof delta.refusal === 'string' && delta.refusal.length > 0) {
+      hold.refusal ??= new StreamGuard(this.guard);
+      const step = hold.refusal.push(delta.refusal);
+      if (step.kind === 'block') {
+        this.blocked = { finding: step.finding, where: 'refusal' };
+        return [];
+      }
+      refusal = step.text;
+    }
+    if (choice.finish_reason)
+      return this.flush(hold, index, chunk, choice.finish_reason, content, refusal, choice[ANTHROPIC_STOP]);
+    if (refusal !== '') {
+      const d: ChatCompletionChunkDelta = {};
+      if (delta.role) d.role = delta.role;
+      if (content !== '') d.content = content;
+      d.refusal = refusal;
+      return [Object.assign({}, chunk, { choices: [{ index, delta: d, finish_reason: null }] })];
+    }
     if (content !== '' || delta.role !== undefined) {
       // Object.assign and no spreads: a spread followed by members is V8's slow path on Node 20
       // (docs/ops.md), and this runs per chunk. (An upstream member named `__proto__` is dropped.)
@@ -109,13 +134,18 @@ export class OutputStreamGovernor {
     return [];
   }
 
-  /** Releases the rest of one choice: its text, its tool calls scanned whole, its finish chunk. */
+  /**
+   * Releases the rest of one choice: its text, its refusal, its tool calls scanned whole, its
+   * finish chunk (which keeps the Anthropic stop the upstream's finish chunk carried).
+   */
   private flush(
     hold: ChoiceHold,
     index: number,
     template: ChatCompletionChunk,
     finish: OpenaiFinishReason | null,
     pendingContent: string,
+    pendingRefusal: string,
+    stop?: AnthropicStop,
   ): ChatCompletionChunk[] {
     hold.finished = true;
     const out: ChatCompletionChunk[] = [];
@@ -133,6 +163,16 @@ export class OutputStreamGovernor {
     const content = pendingContent + rest.text;
     if (content !== '')
       out.push(Object.assign({}, base, { choices: [{ index, delta: { content }, finish_reason: null }] }));
+    if (hold.refusal) {
+      const end = hold.refusal.end();
+      if (end.kind === 'block') {
+        this.blocked = { finding: end.finding, where: 'refusal' };
+        return [];
+      }
+      const refusal = pendingRefusal + end.text;
+      if (refusal !== '')
+        out.push(Object.assign({}, base, { choices: [{ index, delta: { refusal }, finish_reason: null }] }));
+    }
     for (const [toolIndex, held] of [...hold.tools.entries()].sort((a, b) => a[0] - b[0])) {
       const checked = guardText(this.guard, held.args);
       if (checked.kind === 'block') {
@@ -150,9 +190,9 @@ export class OutputStreamGovernor {
       );
     }
     hold.tools.clear();
-    const last: ChatCompletionChunk = Object.assign({}, base, {
-      choices: [{ index, delta: {}, finish_reason: finish ?? 'stop' }],
-    });
+    const finishChoice: ChatCompletionChunkChoice = { index, delta: {}, finish_reason: finish ?? 'stop' };
+    if (stop) finishChoice[ANTHROPIC_STOP] = stop;
+    const last: ChatCompletionChunk = Object.assign({}, base, { choices: [finishChoice] });
     if (template.usage) last.usage = template.usage;
     out.push(last);
     return out;

@@ -44,14 +44,18 @@ export const openaiFrontEnd: FrontEnd = {
         id = c.id;
         created = c.created;
         model = c.model || model;
-        if (c.choices.length === 0 && c.usage) {
+        if (c.usage) {
+          // Usage goes out as OpenAI sends it: only when asked for, on the last chunk (below),
+          // however the upstream reported it (Anthropic's arrives with the finish).
           usage = c.usage;
-          return '';
+          if (c.choices.length === 0) return '';
+          return `data: ${JSON.stringify(Object.assign({}, c, { usage: undefined }))}\n\n`;
         }
         return `data: ${JSON.stringify(c)}\n\n`;
       },
       finish(service) {
-        // The envelope rides on the last chunk before [DONE], a normal chunk with no choices.
+        // The envelope rides on the last chunk before [DONE], a normal chunk with no choices,
+        // which also carries the usage when the client asked (`stream_options.include_usage`).
         const last: ChatCompletionChunk = {
           id,
           object: 'chat.completion.chunk',

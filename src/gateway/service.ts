@@ -555,7 +555,10 @@ export class GatewayService {
       : undefined;
   }
 
-  /** Scans a whole answer in place (content and tool arguments); returns the blocking finding, if any. */
+  /**
+   * Scans a whole answer in place (content, refusal and tool arguments); returns the blocking
+   * finding, if any.
+   */
   private guardMessage(
     guard: OutputGuard,
     message: NonNullable<ChatCompletion['choices'][number]['message']>,
@@ -569,6 +572,13 @@ export class GatewayService {
       note(r.findings);
       if (r.kind === 'block') return r.finding;
       message.content = r.text;
+    }
+    // A refusal is the model's text too (and /v1/messages answers with it).
+    if (typeof message.refusal === 'string' && message.refusal.length > 0) {
+      const r = guardText(guard, message.refusal);
+      note(r.findings);
+      if (r.kind === 'block') return r.finding;
+      message.refusal = r.text;
     }
     for (const tc of message.tool_calls ?? []) {
       const r = guardText(guard, tc.function.arguments);

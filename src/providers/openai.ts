@@ -134,9 +134,9 @@ export function isUsage(value: unknown): boolean {
 
 /**
  * The answer has the shape the gateway reads and guards: every choice has a message whose
- * content is text or null and whose tool calls are function calls with a string name and
- * arguments; usage counts are numbers. Anything else (a custom tool call included) is refused
- * rather than passed on unscanned.
+ * content and refusal are text or null and whose tool calls are function calls with a string
+ * name and arguments; usage counts are numbers. Anything else (a custom tool call included) is
+ * refused rather than passed on unscanned.
  */
 function isChatCompletion(value: unknown): value is ChatCompletion {
   if (!isObject(value) || !Array.isArray(value.choices) || !isUsage(value.usage)) return false;
@@ -146,6 +146,8 @@ function isChatCompletion(value: unknown): value is ChatCompletion {
     if (!isObject(message)) return false;
     const content = message.content;
     if (content !== undefined && content !== null && typeof content !== 'string') return false;
+    const refusal = message.refusal;
+    if (refusal !== undefined && refusal !== null && typeof refusal !== 'string') return false;
     const calls = message.tool_calls;
     if (calls === undefined || calls === null) continue;
     if (!Array.isArray(calls)) return false;

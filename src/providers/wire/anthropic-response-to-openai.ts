@@ -5,11 +5,24 @@
  * - Text blocks are concatenated into `content` (null when there is no text but tool calls).
  * - `tool_use` blocks become `tool_calls` with JSON-string arguments.
  * - Thinking blocks are dropped.
+ * - A stop reason `finish_reason` cannot say (stop_sequence and its sequence, pause_turn, …) is
+ *   carried on the choice under ANTHROPIC_STOP, out of the JSON.
  * - `created` is a parameter (Unix seconds): this module reads no clock.
  */
+import { ANTHROPIC_STOP } from './anthropic-stop.js';
 import type { AnthropicMessage } from './anthropic-types.js';
-import { anthropicIdToOpenai, anthropicStopToOpenai, anthropicUsageToOpenai } from './conversions.js';
-import type { ChatCompletion, ChatCompletionMessage, OpenaiToolCall } from './openai-types.js';
+import {
+  anthropicIdToOpenai,
+  anthropicStopToOpenai,
+  anthropicUsageToOpenai,
+  carriedAnthropicStop,
+} from './conversions.js';
+import type {
+  ChatCompletion,
+  ChatCompletionChoice,
+  ChatCompletionMessage,
+  OpenaiToolCall,
+} from './openai-types.js';
 import { stringifyToolInput } from './tool-arguments.js';
 
 export function anthropicResponseToOpenai(res: AnthropicMessage, created: number): ChatCompletion {
@@ -33,12 +46,20 @@ export function anthropicResponseToOpenai(res: AnthropicMessage, created: number
     content: text === '' && toolCalls ? null : text,
   };
   if (toolCalls) message.tool_calls = toolCalls;
+  const choice: ChatCompletionChoice = {
+    index: 0,
+    message,
+    finish_reason: anthropicStopToOpenai(res.stop_reason),
+    logprobs: null,
+  };
+  const stop = carriedAnthropicStop(res.stop_reason, res.stop_sequence);
+  if (stop) choice[ANTHROPIC_STOP] = stop;
   return {
     id: anthropicIdToOpenai(res.id),
     object: 'chat.completion',
     created,
     model: res.model,
-    choices: [{ index: 0, message, finish_reason: anthropicStopToOpenai(res.stop_reason), logprobs: null }],
+    choices: [choice],
     usage: anthropicUsageToOpenai(res.usage),
   };
 }

@@ -6,15 +6,24 @@
  * - text → content deltas. A `tool_use` block start → a tool call delta with `index` (counting
  *   only tool_use blocks), `id`, `type` and `function: {name, arguments: ''}`; its
  *   `input_json_delta`s → `function.arguments` deltas.
- * - message_delta → a chunk with the mapped `finish_reason` and the usage totals (input counts
- *   come from message_start unless message_delta repeats them).
+ * - message_delta → a chunk with the mapped `finish_reason`, then one with `choices: []` and the
+ *   usage totals, as OpenAI sends them with `stream_options.include_usage` (input counts come
+ *   from message_start unless message_delta repeats them). A stop `finish_reason` cannot say
+ *   (stop_sequence and its sequence, pause_turn, …) is carried on its choice under ANTHROPIC_STOP.
  * - ping, content_block_stop, message_stop, thinking and unknown events → nothing.
  * - error → throws WireStreamError.
  */
+import { ANTHROPIC_STOP } from './anthropic-stop.js';
 import type { AnthropicStreamEvent } from './anthropic-types.js';
-import { anthropicIdToOpenai, anthropicStopToOpenai, anthropicUsageToOpenai } from './conversions.js';
+import {
+  anthropicIdToOpenai,
+  anthropicStopToOpenai,
+  anthropicUsageToOpenai,
+  carriedAnthropicStop,
+} from './conversions.js';
 import type {
   ChatCompletionChunk,
+  ChatCompletionChunkChoice,
   ChatCompletionChunkDelta,
   OpenaiFinishReason,
   OpenaiUsage,
@@ -97,7 +106,10 @@ export class AnthropicStreamToOpenai {
           cache_read_input_tokens: usage?.cache_read_input_tokens ?? this.#cacheReadTokens,
           output_tokens: usage?.output_tokens ?? 0,
         });
-        return [this.#chunk({}, anthropicStopToOpenai(event.delta?.stop_reason), totals)];
+        const finish = this.#chunk({}, anthropicStopToOpenai(event.delta?.stop_reason));
+        const stop = carriedAnthropicStop(event.delta?.stop_reason, event.delta?.stop_sequence);
+        if (stop) (finish.choices[0] as ChatCompletionChunkChoice)[ANTHROPIC_STOP] = stop;
+        return [finish, this.#usageChunk(totals)];
       }
       case 'error': {
         const error = event.error;
@@ -111,20 +123,25 @@ export class AnthropicStreamToOpenai {
     }
   }
 
-  #chunk(
-    delta: ChatCompletionChunkDelta,
-    finishReason: OpenaiFinishReason | null,
-    usage?: OpenaiUsage,
-  ): ChatCompletionChunk {
-    const chunk: ChatCompletionChunk = {
+  #chunk(delta: ChatCompletionChunkDelta, finishReason: OpenaiFinishReason | null): ChatCompletionChunk {
+    return {
       id: this.#id ?? 'chatcmpl-',
       object: 'chat.completion.chunk',
       created: this.#created,
       model: this.#model,
       choices: [{ index: 0, delta, finish_reason: finishReason }],
     };
-    if (usage) chunk.usage = usage;
-    return chunk;
+  }
+
+  #usageChunk(usage: OpenaiUsage): ChatCompletionChunk {
+    return {
+      id: this.#id ?? 'chatcmpl-',
+      object: 'chat.completion.chunk',
+      created: this.#created,
+      model: this.#model,
+      choices: [],
+      usage,
+    };
   }
 }
 

@@ -1,4 +1,5 @@
 /** Small field-level conversions shared by the request, response and stream translators. */
+import type { AnthropicStop } from './anthropic-stop.js';
 import type { AnthropicStopReason, AnthropicUsage } from './anthropic-types.js';
 import type { OpenaiFinishReason, OpenaiUsage } from './openai-types.js';
 
@@ -33,7 +34,8 @@ export function openaiFinishToAnthropic(reason: OpenaiFinishReason | null | unde
 
 /**
  * end_turn, stop_sequence, pause_turn → stop; max_tokens and model_context_window_exceeded →
- * length; tool_use → tool_calls; refusal → content_filter.
+ * length; tool_use → tool_calls; refusal → content_filter. What this loses is carried beside
+ * the finish_reason for Anthropic clients (carriedAnthropicStop).
  */
 export function anthropicStopToOpenai(reason: AnthropicStopReason | null | undefined): OpenaiFinishReason {
   switch (reason) {
@@ -47,6 +49,33 @@ export function anthropicStopToOpenai(reason: AnthropicStopReason | null | undef
     default:
       return 'stop';
   }
+}
+
+/**
+ * The Anthropic stop to carry on an OpenAI-shaped choice (anthropic-stop.ts): undefined when its
+ * `finish_reason` maps back to the same stop (end_turn, max_tokens, tool_use, refusal, with no
+ * sequence), so the common answer carries nothing.
+ */
+export function carriedAnthropicStop(reason: unknown, sequence: unknown): AnthropicStop | undefined {
+  if (typeof reason !== 'string') return undefined;
+  const stopSequence = typeof sequence === 'string' ? sequence : null;
+  const stopReason = reason as AnthropicStopReason;
+  if (stopSequence === null && openaiFinishToAnthropic(anthropicStopToOpenai(stopReason)) === stopReason)
+    return undefined;
+  return { stop_reason: stopReason, stop_sequence: stopSequence };
+}
+
+/**
+ * The Anthropic stop of an OpenAI-shaped choice: the carried one while the choice's
+ * `finish_reason` is still the one it maps to (an answer replaced since, by a block, has its own),
+ * else the mapped `finish_reason` with no sequence.
+ */
+export function anthropicStopOf(
+  finish: OpenaiFinishReason | null | undefined,
+  carried: AnthropicStop | undefined,
+): AnthropicStop {
+  if (carried !== undefined && anthropicStopToOpenai(carried.stop_reason) === finish) return carried;
+  return { stop_reason: openaiFinishToAnthropic(finish), stop_sequence: null };
 }
 
 function count(value: number | null | undefined): number {

@@ -5,6 +5,7 @@
 
 export { anthropicRequestToOpenai } from './anthropic-request-to-openai.js';
 export { anthropicResponseToOpenai } from './anthropic-response-to-openai.js';
+export { ANTHROPIC_STOP, type AnthropicStop } from './anthropic-stop.js';
 export {
   AnthropicStreamToOpenai,
   type AnthropicStreamToOpenaiOptions,
@@ -12,8 +13,10 @@ export {
 export type * from './anthropic-types.js';
 export {
   anthropicIdToOpenai,
+  anthropicStopOf,
   anthropicStopToOpenai,
   anthropicUsageToOpenai,
+  carriedAnthropicStop,
   openaiFinishToAnthropic,
   openaiIdToAnthropic,
   openaiUsageToAnthropic,

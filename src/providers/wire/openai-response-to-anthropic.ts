@@ -7,9 +7,12 @@
  *   they become `input: { _raw_arguments: "<original>" }` (see RAW_ARGUMENTS_KEY).
  * - The id `chatcmpl-X` becomes `msg_X`; `model` is the model the agent asked for.
  * - Usage: cached prompt tokens move from `prompt_tokens` to `cache_read_input_tokens`.
+ * - The stop is the one an Anthropic upstream said, when the choice carries it (ANTHROPIC_STOP),
+ *   else the mapped `finish_reason` with `stop_sequence: null`.
  */
+import { ANTHROPIC_STOP } from './anthropic-stop.js';
 import type { AnthropicContentBlock, AnthropicMessage } from './anthropic-types.js';
-import { openaiFinishToAnthropic, openaiIdToAnthropic, openaiUsageToAnthropic } from './conversions.js';
+import { anthropicStopOf, openaiIdToAnthropic, openaiUsageToAnthropic } from './conversions.js';
 import type { ChatCompletion } from './openai-types.js';
 import { parseToolArguments } from './tool-arguments.js';
 
@@ -34,14 +37,15 @@ export function openaiResponseToAnthropic(res: ChatCompletion, requestModel: str
       }
     }
   }
+  const stop = anthropicStopOf(choice?.finish_reason, choice?.[ANTHROPIC_STOP]);
   return {
     id: openaiIdToAnthropic(res.id),
     type: 'message',
     role: 'assistant',
     model: requestModel,
     content,
-    stop_reason: openaiFinishToAnthropic(choice?.finish_reason),
-    stop_sequence: null,
+    stop_reason: stop.stop_reason,
+    stop_sequence: stop.stop_sequence,
     usage: openaiUsageToAnthropic(res.usage),
   };
 }

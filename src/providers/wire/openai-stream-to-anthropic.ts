@@ -11,11 +11,13 @@
  *   an already closed call arrive, it is still sent against that call's block index.
  * - The end (`message_delta` with the mapped stop reason and usage, then `message_stop`) is sent
  *   as soon as both a `finish_reason` and a `usage` have been seen (OpenAI's usage comes in a
- *   last chunk with `choices: []`), or else by finish(). Later chunks are ignored.
+ *   last chunk with `choices: []`), or else by finish(). Later chunks are ignored. The stop is the
+ *   one an Anthropic upstream said when the finish chunk carries it (ANTHROPIC_STOP).
  * - Only the choice with index 0 is translated (Anthropic has no `n`).
  */
+import { ANTHROPIC_STOP, type AnthropicStop } from './anthropic-stop.js';
 import type { AnthropicMessageDeltaEvent, AnthropicStreamEvent } from './anthropic-types.js';
-import { openaiFinishToAnthropic, openaiUsageToAnthropic } from './conversions.js';
+import { anthropicStopOf, openaiUsageToAnthropic } from './conversions.js';
 import type {
   ChatCompletionChunk,
   OpenaiFinishReason,
@@ -47,6 +49,7 @@ export class OpenaiStreamToAnthropic {
   /** Anthropic block index per OpenAI tool-call index. */
   readonly #toolBlocks = new Map<number, number>();
   #finishReason: OpenaiFinishReason | null | undefined;
+  #stop: AnthropicStop | undefined;
   #usage: OpenaiUsage | undefined;
 
   constructor(opts: OpenaiStreamToAnthropicOptions) {
@@ -71,6 +74,7 @@ export class OpenaiStreamToAnthropic {
         }
         if (choice.finish_reason) {
           this.#finishReason = choice.finish_reason;
+          this.#stop = choice[ANTHROPIC_STOP];
           this.#close(out);
         }
       }
@@ -172,9 +176,10 @@ export class OpenaiStreamToAnthropic {
     this.#close(out);
     this.#done = true;
     const usage = openaiUsageToAnthropic(this.#usage);
+    const stop = anthropicStopOf(this.#finishReason, this.#stop);
     const event: AnthropicMessageDeltaEvent = {
       type: 'message_delta',
-      delta: { stop_reason: openaiFinishToAnthropic(this.#finishReason), stop_sequence: null },
+      delta: { stop_reason: stop.stop_reason, stop_sequence: stop.stop_sequence },
       usage: { output_tokens: usage.output_tokens },
     };
     if (this.#usage) {

@@ -6,6 +6,7 @@
  * response_format, ...) flow through unchanged when the request is forwarded to an
  * OpenAI-compatible provider. Response and chunk types are closed: we build them ourselves.
  */
+import type { ANTHROPIC_STOP, AnthropicStop } from './anthropic-stop.js';
 
 /** A text part of a message's content array. */
 export interface OpenaiTextPart {
@@ -148,6 +149,8 @@ export interface ChatCompletionChoice {
   message: ChatCompletionMessage;
   finish_reason: OpenaiFinishReason | null;
   logprobs?: unknown;
+  /** Not on the wire: what an Anthropic upstream said that `finish_reason` cannot (anthropic-stop.ts). */
+  [ANTHROPIC_STOP]?: AnthropicStop;
 }
 
 /** A non-streamed chat completion response. `service` is govgate's governance envelope. */
@@ -183,6 +186,8 @@ export interface ChatCompletionChunkChoice {
   delta: ChatCompletionChunkDelta;
   finish_reason: OpenaiFinishReason | null;
   logprobs?: unknown;
+  /** Not on the wire, on a finish chunk: as on ChatCompletionChoice. */
+  [ANTHROPIC_STOP]?: AnthropicStop;
 }
 
 /**

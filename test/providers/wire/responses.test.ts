@@ -216,3 +216,45 @@ t.test('round trip anthropic → openai → anthropic keeps text, tool uses, rea
   const back = openaiResponseToAnthropic(anthropicResponseToOpenai(original, 0), original.model);
   t.strictSame(back, original);
 });
+
+t.test('an Anthropic stop finish_reason cannot say survives the OpenAI shape, unseen by JSON', async (t) => {
+  const cases: [AnthropicMessage['stop_reason'], string | null, string][] = [
+    ['stop_sequence', 'END', 'stop'],
+    ['pause_turn', null, 'stop'],
+    ['model_context_window_exceeded', null, 'length'],
+    ['refusal', null, 'content_filter'],
+    ['end_turn', null, 'stop'],
+    ['max_tokens', null, 'length'],
+  ];
+  for (const [reason, sequence, finish] of cases) {
+    const original: AnthropicMessage = {
+      ...claudeMessage,
+      content: [{ type: 'text', text: 'The answer.' }],
+      stop_reason: reason,
+      stop_sequence: sequence,
+    };
+    const openai = anthropicResponseToOpenai(original, 0);
+    t.equal(openai.choices[0]?.finish_reason, finish, `${reason}: finish_reason ${finish}`);
+    const json = JSON.parse(JSON.stringify(openai));
+    t.strictSame(
+      Object.keys(json.choices[0]),
+      ['index', 'message', 'finish_reason', 'logprobs'],
+      `${reason}: an OpenAI client sees only the standard fields`,
+    );
+    t.notMatch(JSON.stringify(openai), /stop_sequence|pause_turn|context_window|END/);
+    const back = openaiResponseToAnthropic(openai, original.model);
+    t.equal(back.stop_reason, reason, `${reason}: back to Anthropic`);
+    t.equal(back.stop_sequence, sequence, `${reason}: with its sequence`);
+  }
+
+  // A finish_reason changed after the translation (the answer was replaced) wins over the carried stop.
+  const changed = anthropicResponseToOpenai(
+    { ...claudeMessage, stop_reason: 'stop_sequence', stop_sequence: 'END' },
+    0,
+  );
+  const choice = changed.choices[0];
+  if (choice) choice.finish_reason = 'length';
+  const back = openaiResponseToAnthropic(changed, 'm');
+  t.equal(back.stop_reason, 'max_tokens');
+  t.equal(back.stop_sequence, null);
+});

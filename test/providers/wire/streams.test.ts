@@ -234,11 +234,9 @@ t.test('AnthropicStreamToOpenai: text-only stream, exact chunks', async (t) => {
     { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] },
     { ...base, choices: [{ index: 0, delta: { content: 'Hello' }, finish_reason: null }] },
     { ...base, choices: [{ index: 0, delta: { content: ', world' }, finish_reason: null }] },
-    {
-      ...base,
-      choices: [{ index: 0, delta: {}, finish_reason: 'stop' }],
-      usage: { prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 },
-    },
+    { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    // Usage in a last chunk of its own, as OpenAI sends it with stream_options.include_usage.
+    { ...base, choices: [], usage: { prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 } },
   ]);
 });
 
@@ -556,4 +554,30 @@ t.test('property: tool arguments split anywhere survive both translations', asyn
     { numRuns: 200 },
   );
   t.pass('all splits agree');
+});
+
+t.test('round trip: an Anthropic stop finish_reason cannot say survives the OpenAI chunks', async (t) => {
+  const cases: [string, string | null][] = [
+    ['stop_sequence', 'END'],
+    ['pause_turn', null],
+    ['model_context_window_exceeded', null],
+    ['refusal', null],
+  ];
+  for (const [reason, sequence] of cases) {
+    const stream = anthropicTextStream.map((e) =>
+      e.type === 'message_delta'
+        ? { ...e, delta: { stop_reason: reason, stop_sequence: sequence } as typeof e.delta }
+        : e,
+    );
+    const a2o = new AnthropicStreamToOpenai({ created: 0, model: 'claude' });
+    const chunks = stream.flatMap((e) => a2o.push(e));
+    t.notMatch(
+      JSON.stringify(chunks),
+      /stop_sequence|pause_turn|context_window|END/,
+      `${reason}: not in JSON`,
+    );
+    const back = assembleEvents(anthropicToOpenaiToAnthropic(stream));
+    t.equal(back.stop_reason, reason, `${reason}: back to Anthropic`);
+    t.equal(back.stop_sequence, sequence, `${reason}: with its sequence`);
+  }
 });
