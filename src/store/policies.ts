@@ -390,7 +390,9 @@ export class PolicyRepo {
     if (hit !== undefined) return hit;
     const v = this.version(orgId, policyId, versionNo);
     if (!v) return undefined;
-    const c = compilePolicy(v.rules);
+    // Published before the linear-time regex engine, a version may hold a regex it refuses: that
+    // condition fails closed rather than the whole version (a draft is still refused at publish).
+    const c = compilePolicy(v.rules, { stored: v.status !== 'draft' });
     // A stored version that no longer compiles is a bug; failing the request beats a silent
     // fallback to a looser policy.
     if (!c.ok) throw new Error(`policy ${policyId} version ${versionNo} does not compile`);

@@ -917,3 +917,46 @@ t.test('results are plain data', async (t) => {
   const r: ReplayResult = replay([], compiled({ rules: [] }));
   t.same(JSON.parse(JSON.stringify(r)), r);
 });
+
+t.test(
+  'playground: a polynomial regex runs in linear time; what cannot is a 400 naming the rule',
+  async (t) => {
+    const h = await startHarness();
+    t.teardown(() => h.close());
+    const a = await makeOrg(h, 'redos');
+    const dev = a.tokens.developer;
+    const sqlRule = (value: string) => ({
+      rules: [
+        {
+          id: 'sql',
+          when: { type: 'SYSTEM_OF_RECORD_WRITE', field: 'payload.sql', op: 'matches', value, flags: 'i' },
+          then: 'require_approval',
+        },
+      ],
+    });
+    // 25.6 s of a frozen event loop for 7,200 characters before the linear-time engine.
+    const sql = 'delete from where '.repeat(2000);
+    const res = await h.call(PG, {
+      token: dev,
+      body: {
+        rules: sqlRule('(delete|update).*from.*where.*1\\s*=\\s*1'),
+        action: { type: 'SYSTEM_OF_RECORD_WRITE', payload: { sql } },
+      },
+    });
+    t.equal(res.status, 200, JSON.stringify(res.body).slice(0, 300));
+    t.equal(res.body.outcome, 'allow');
+    const bad = await h.call(PG, {
+      token: dev,
+      body: {
+        rules: sqlRule('(delete)\\1'),
+        action: { type: 'SYSTEM_OF_RECORD_WRITE', payload: { sql: 'x' } },
+      },
+    });
+    assertError(t, bad, 'invalid_policy');
+    t.same(
+      bad.body.error.problems.map((p: { path: string }) => p.path),
+      ['rules[0].when.value'],
+    );
+    t.match(bad.body.error.problems[0].message, /backreferences/);
+  },
+);

@@ -83,7 +83,14 @@ interface Indexed {
   tools: readonly string[] | null; // exact tool names; null: any tool (checked by the predicate)
 }
 
-function compileRule(node: unknown, order: number, path: string, p: Problem[], info: RuleInfo[]) {
+function compileRule(
+  node: unknown,
+  order: number,
+  path: string,
+  p: Problem[],
+  info: RuleInfo[],
+  stored: boolean,
+) {
   if (!isRecord(node)) {
     p.push({ path, message: `rule must be an object, got ${typeName(node)}` });
     return null;
@@ -146,7 +153,10 @@ function compileRule(node: unknown, order: number, path: string, p: Problem[], i
       omit.add('tool');
     }
   }
-  const test = compileCondition(when, `${path}.when`, p, 0, { omit });
+  // A stored version's regex the linear-time engine refuses fails closed: a restrictive rule
+  // matches, an allow rule does not.
+  const closedAs = stored && effect !== undefined ? effect !== 'allow' : undefined;
+  const test = compileCondition(when, `${path}.when`, p, 0, { omit, closedAs });
   if (typeof id === 'string' && effect !== undefined) {
     info.push({
       id,
@@ -215,8 +225,17 @@ function bucketFor(type: string | null, rules: readonly Indexed[]): TypeBucket {
 
 export type CompileResult = { ok: true; policy: CompiledPolicy } | { ok: false; problems: Problem[] };
 
+export interface CompileOptions {
+  /**
+   * The rule set is a stored, published version: a `matches` regex that an older release accepted
+   * and the linear-time engine refuses fails closed (see ConditionOptions.closedAs) instead of
+   * making the version fail to compile. New and draft rule sets are compiled without it.
+   */
+  stored?: boolean;
+}
+
 /** Validates and compiles a parsed rule set. Invalid sets return every problem found. */
-export function compilePolicy(ruleSet: unknown): CompileResult {
+export function compilePolicy(ruleSet: unknown, options: CompileOptions = {}): CompileResult {
   const p: Problem[] = [];
   if (!isRecord(ruleSet)) {
     return {
@@ -255,7 +274,7 @@ export function compilePolicy(ruleSet: unknown): CompileResult {
           });
         } else seen.set(node.id, i);
       }
-      const r = compileRule(node, i, path, p, info);
+      const r = compileRule(node, i, path, p, info, options.stored === true);
       if (r) indexed.push(r);
     });
   }

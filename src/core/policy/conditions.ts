@@ -121,7 +121,12 @@ function compileName(key: NameKey, value: unknown, path: string, problems: Probl
   }
 }
 
-function compileLeaf(node: Record<string, unknown>, path: string, problems: Problem[]): Predicate {
+function compileLeaf(
+  node: Record<string, unknown>,
+  path: string,
+  problems: Problem[],
+  closedAs: boolean | undefined,
+): Predicate {
   const { field, op } = node;
   const start = problems.length;
   if (typeof field !== 'string') {
@@ -143,7 +148,7 @@ function compileLeaf(node: Record<string, unknown>, path: string, problems: Prob
     else problems.push({ path: `${path}.field`, message: compiled.message });
   }
   if (typeof op !== 'string' || !(OPS as readonly string[]).includes(op)) return TRUE;
-  const test = compileOp(op as Op, node, `${path}.value`, problems);
+  const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs);
   if (get === null || test === null || problems.length > start) return TRUE;
   const read = get;
   return (a) => test(read(a));
@@ -155,6 +160,7 @@ function compileOp(
   node: Record<string, unknown>,
   path: string,
   problems: Problem[],
+  closedAs: boolean | undefined,
 ): ((x: unknown) => boolean) | null {
   const value = node.value;
   const bad = (message: string) => {
@@ -209,6 +215,10 @@ function compileOp(
         return null;
       }
       const checked = checkRegex(value, flags);
+      if (!checked.ok && checked.legacy === true && closedAs !== undefined) {
+        const closed = closedAs;
+        return () => closed;
+      }
       if (!checked.ok) return bad(checked.message);
       const re = checked.regex;
       return (x) => typeof x === 'string' && re.test(x);
@@ -224,6 +234,12 @@ function compileOp(
 export interface ConditionOptions {
   /** Top-level keys already guaranteed by the rule index; left out of the predicate. */
   omit?: ReadonlySet<string>;
+  /**
+   * For a stored (published) version only: a `matches` whose regex an older release accepted but
+   * the linear-time engine refuses is not a problem; the condition takes this value instead, the
+   * one that makes its rule match if it is restrictive (not allow), flipped under each `not`.
+   */
+  closedAs?: boolean;
 }
 
 /**
@@ -257,7 +273,8 @@ export function compileCondition(
   }
   const rest: Predicate[] = [];
   const hasLeaf = Object.hasOwn(node, 'field') || Object.hasOwn(node, 'op') || Object.hasOwn(node, 'value');
-  if (hasLeaf) rest.push(compileLeaf(node, path, problems));
+  const closedAs = options.closedAs;
+  if (hasLeaf) rest.push(compileLeaf(node, path, problems, closedAs));
   else if (Object.hasOwn(node, 'flags')) {
     problems.push({ path: `${path}.flags`, message: 'flags is only allowed with op matches' });
   }
@@ -269,11 +286,15 @@ export function compileCondition(
       problems.push({ path: at, message: `${group} needs a non-empty list of conditions` });
       continue;
     }
-    const parts = items.map((item, i) => compileCondition(item, `${at}[${i}]`, problems, depth + 1));
+    const parts = items.map((item, i) =>
+      compileCondition(item, `${at}[${i}]`, problems, depth + 1, { closedAs }),
+    );
     rest.push(group === 'all' ? and(parts) : or(parts));
   }
   if (Object.hasOwn(node, 'not')) {
-    const inner = compileCondition(node.not, `${path}.not`, problems, depth + 1);
+    const inner = compileCondition(node.not, `${path}.not`, problems, depth + 1, {
+      closedAs: closedAs === undefined ? undefined : !closedAs,
+    });
     rest.push((a) => !inner(a));
   }
   // Cheap name checks run first.

@@ -1,6 +1,6 @@
 // Policy engine: rule sets compiled once into indexed closures, evaluated synchronously.
 
-export { type CompileResult, compilePolicy, MAX_RULES } from './compile.js';
+export { type CompileOptions, type CompileResult, compilePolicy, MAX_RULES } from './compile.js';
 export { OPS, type Op } from './conditions.js';
 export { DEFAULT_POLICY, DEFAULT_RULE_SET } from './default-policy.js';
 export { candidates, evaluate, PSEUDO_IDS } from './evaluate.js';
