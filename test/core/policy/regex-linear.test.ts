@@ -56,8 +56,9 @@ t.test('polynomial patterns are refused or linear on a 100 KB adversarial input'
     const d = evaluate(policy, action({ args: { s } }));
     const ms = Number(process.hrtime.bigint() - start) / 1e6;
     t.equal(d.outcome, 'allow', `${p}: no match`);
-    // Order of magnitude only: the backtracking engine needed 25 s for 7.2 KB of the first one.
-    t.ok(ms < 2000, `${p}: ${s.length} characters in ${ms.toFixed(0)} ms`);
+    // Orders of magnitude only (a loaded CI machine must not flake it): ~0.1-0.3 s here, while
+    // the backtracking engine needed 25 s for 7.2 KB of the first pattern and hours for this.
+    t.ok(ms < 20_000, `${p}: ${s.length} characters in ${ms.toFixed(0)} ms`);
   }
   // Still matching what it should.
   t.equal(
