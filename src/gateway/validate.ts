@@ -4,6 +4,7 @@ import type {
   ChatCompletionRequest,
   EmbeddingRequest,
 } from '../providers/wire/index.js';
+import { isReasoningModel } from '../providers/wire/index.js';
 
 export const LIMITS = {
   maxMessages: 500,
@@ -153,18 +154,12 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
   return value as ChatCompletionRequest;
 }
 
-/**
- * OpenAI's reasoning models: the o-series and gpt-5 (gpt-5-mini, gpt-5.2, …), but not the
- * gpt-5 chat models, which take a temperature.
- */
-const REASONING_MODEL = /^(?:o\d|gpt-5(?![\w.]*-chat))/;
-
 /** Reasoning models refuse any temperature but their own; they keep the provider's default. */
 export function takesDefaultTemperature(req: ChatCompletionRequest): boolean {
   return (
     (req.temperature === undefined || req.temperature === null) &&
     req.reasoning_effort == null &&
-    !REASONING_MODEL.test(req.model)
+    !isReasoningModel(req.model)
   );
 }
 

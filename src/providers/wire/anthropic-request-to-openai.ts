@@ -35,6 +35,7 @@ import type {
   OpenaiToolChoice,
   OpenaiUserContentPart,
 } from './openai-types.js';
+import { isReasoningModel } from './reasoning.js';
 import { stringifyToolInput, TOOL_ERROR_PREFIX } from './tool-arguments.js';
 
 export function anthropicRequestToOpenai(req: AnthropicMessagesRequest): ChatCompletionRequest {
@@ -47,7 +48,10 @@ export function anthropicRequestToOpenai(req: AnthropicMessagesRequest): ChatCom
   }
 
   const out: ChatCompletionRequest = { model: req.model, messages };
-  if (typeof req.max_tokens === 'number') out.max_tokens = req.max_tokens;
+  if (typeof req.max_tokens === 'number') {
+    if (isReasoningModel(req.model)) out.max_completion_tokens = req.max_tokens;
+    else out.max_tokens = req.max_tokens;
+  }
   if (typeof req.temperature === 'number') out.temperature = req.temperature;
   if (typeof req.top_p === 'number') out.top_p = req.top_p;
   if (Array.isArray(req.stop_sequences) && req.stop_sequences.length > 0)

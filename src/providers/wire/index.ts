@@ -32,6 +32,7 @@ export {
   type OpenaiStreamToAnthropicOptions,
 } from './openai-stream-to-anthropic.js';
 export type * from './openai-types.js';
+export { isReasoningModel } from './reasoning.js';
 export { formatSse, type SseEvent, SseParser } from './sse.js';
 export {
   parseToolArguments,

@@ -275,3 +275,17 @@ t.test('consecutive text blocks in a user message stay separate parts', async (t
     },
   ]);
 });
+
+t.test('reasoning models get max_completion_tokens (they refuse max_tokens)', async (t) => {
+  const messages = [{ role: 'user' as const, content: 'hi' }];
+  for (const model of ['o3-mini', 'o1', 'gpt-5', 'gpt-5-mini', 'gpt-5.2']) {
+    const out = anthropicRequestToOpenai({ model, max_tokens: 300, messages });
+    t.equal(out.max_completion_tokens, 300, model);
+    t.notOk('max_tokens' in out, `${model}: no max_tokens`);
+  }
+  for (const model of ['gpt-4o', 'gpt-5-chat-latest', 'claude-sonnet-4']) {
+    const out = anthropicRequestToOpenai({ model, max_tokens: 300, messages });
+    t.equal(out.max_tokens, 300, model);
+    t.notOk('max_completion_tokens' in out, `${model}: no max_completion_tokens`);
+  }
+});
