@@ -1,8 +1,12 @@
-// detect(): every enabled detector over one text. Unicode tricks are found first; when there are any,
-// the other detectors run on the text with those characters removed (so a zero-width space cannot
-// split an e-mail address or a key) and their offsets are mapped back to the original text.
+// detect(): every enabled detector over one text. Printable ASCII (the common case) is scanned as
+// is after one check. Other text is first scanned for unicode tricks, then the PII, secret and
+// injection scans read a normalized view (normalize.ts: invisible and format characters removed,
+// NFKC compatibility forms, and for injection Cyrillic/Greek look-alikes folded to Latin), and their
+// offsets are mapped back to the original text, so `jo\u00ADhn@example.com` or a full-width AWS key
+// is still found and its span covers the whole disguise.
 
 import { emptyInjectionScores, scanInjection } from './injection.js';
+import { foldConfusables, isAscii, normalizedView, type View } from './normalize.js';
 import { scanPii } from './pii.js';
 import { piiMask } from './pii-mask.js';
 import { scanSecrets } from './secrets.js';
@@ -10,31 +14,33 @@ import type { DetectionResult, DetectOptions, Finding, InjectionScores } from '.
 import { scanUnicode } from './unicode.js';
 
 export function detect(text: string, opts: DetectOptions = {}): DetectionResult {
-  const unicode: Finding[] = [];
-  scanUnicode(text, unicode);
   const mask = piiMask(opts.pii);
   const secrets = opts.secrets !== false;
   const injection = opts.injection !== false;
-
-  let scanned = text;
-  let map: Int32Array | undefined;
-  if (unicode.length > 0 && (mask !== 0 || secrets || injection)) {
-    const cleaned = strip(text, unicode);
-    scanned = cleaned.text;
-    map = cleaned.map;
-  }
-
   const findings: Finding[] = [];
-  scanPii(scanned, mask, findings);
-  if (secrets) scanSecrets(scanned, findings);
-  const scores: InjectionScores = injection ? scanInjection(scanned, findings) : emptyInjectionScores();
-  if (map !== undefined) {
-    for (const f of findings) {
-      f.start = map[f.start]!;
-      f.end = map[f.end - 1]! + 1;
+  let scores: InjectionScores;
+
+  if (isAscii(text)) {
+    // Fast path: nothing to normalize and no trick possible.
+    scanPii(text, mask, findings);
+    if (secrets) scanSecrets(text, findings);
+    scores = injection ? scanInjection(text, findings) : emptyInjectionScores();
+  } else {
+    const view = mask !== 0 || secrets || injection ? normalizedView(text) : undefined;
+    const scanned = view === undefined ? text : view.text;
+    scanPii(scanned, mask, findings);
+    if (secrets) scanSecrets(scanned, findings);
+    if (view !== undefined) mapBack(findings, 0, view);
+    if (injection) {
+      const from = findings.length;
+      const folded = foldConfusables(scanned);
+      scores = scanInjection(folded, findings);
+      if (view !== undefined) mapBack(findings, from, view);
+    } else {
+      scores = emptyInjectionScores();
     }
+    if (opts.unicode !== false) scanUnicode(text, findings);
   }
-  if (opts.unicode !== false) for (const f of unicode) findings.push(f);
   if (findings.length > 1) {
     findings.sort((a, b) => a.start - b.start || b.end - a.end);
     dropContainedPii(findings);
@@ -42,21 +48,13 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
   return { findings, injection: scores };
 }
 
-/** `text` without the unicode finding spans, and for each kept code unit its original index. */
-function strip(text: string, spans: readonly Finding[]): { text: string; map: Int32Array } {
-  const map = new Int32Array(text.length + 1);
-  let out = '';
-  let j = 0;
-  let pos = 0;
-  for (const s of spans) {
-    out += text.slice(pos, s.start);
-    for (let i = pos; i < s.start; i++) map[j++] = i;
-    pos = s.end;
+/** Maps the view offsets of findings[from..] to spans of the original text. */
+function mapBack(findings: Finding[], from: number, view: View): void {
+  for (let k = from; k < findings.length; k++) {
+    const f = findings[k]!;
+    f.start = view.start[f.start]!;
+    f.end = view.end[f.end - 1]!;
   }
-  out += text.slice(pos);
-  for (let i = pos; i < text.length; i++) map[j++] = i;
-  map[j] = text.length;
-  return { text: out, map };
 }
 
 /**

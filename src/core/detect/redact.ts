@@ -1,5 +1,6 @@
-// Redaction: PII and secret spans become typed placeholders, hidden-unicode characters are removed,
-// overlapping spans are merged first. Injection findings are never redacted (they are a signal for
+// Redaction: PII and secret spans become typed placeholders, hidden-unicode characters are removed
+// (a mixed-script word is a signal, not a character to remove: it is kept), overlapping spans are
+// merged first. Injection findings are never redacted (they are a signal for
 // policy, not data to hide).
 
 import type { DetectionCategory, Finding } from './types.js';
@@ -44,7 +45,8 @@ export function redact(
 ): string {
   const spans: Finding[] = [];
   for (const f of findings) {
-    if (f.category !== 'injection' && categories.includes(f.category) && f.end > f.start) spans.push(f);
+    if (f.category === 'injection' || f.type === 'mixed_script' || !categories.includes(f.category)) continue;
+    if (f.end > f.start) spans.push(f);
   }
   if (spans.length === 0) return text;
   spans.sort((a, b) => a.start - b.start || b.end - a.end);

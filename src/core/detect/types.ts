@@ -30,7 +30,7 @@ export const INJECTION_TYPES = [
 ] as const;
 export type InjectionType = (typeof INJECTION_TYPES)[number];
 
-export const UNICODE_TYPES = ['invisible', 'bidi'] as const;
+export const UNICODE_TYPES = ['invisible', 'bidi', 'mixed_script'] as const;
 export type UnicodeType = (typeof UNICODE_TYPES)[number];
 
 /** One detected span. Offsets are UTF-16 code-unit indexes into the scanned text; `end` is exclusive. */

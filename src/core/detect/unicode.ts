@@ -1,69 +1,144 @@
-// Hidden-unicode tricks: invisible characters (zero-width space/joiners, word joiner and invisible
-// operators, Mongolian vowel separator, a BOM anywhere but at the start, Unicode tag characters
-// U+E0000–U+E007F) and bidirectional controls (LRM/RLM/ALM, embeddings and overrides U+202A–U+202E,
-// isolates U+2066–U+2069). Consecutive characters of one type form one finding.
+// Hidden-unicode tricks. `invisible`: every default-ignorable code point and every format character
+// (Unicode properties Default_Ignorable_Code_Point and Cf: zero-width space/joiners, soft hyphen,
+// combining grapheme joiner, word joiner and invisible operators, Hangul fillers, variation
+// selectors, a BOM anywhere but at the start, tag characters U+E0000–U+E007F, …); `bidi`: the
+// bidirectional controls among them (LRM/RLM/ALM, embeddings and overrides U+202A–U+202E, isolates
+// U+2066–U+2069). Consecutive characters of one type form one finding. `mixed_script`: a word that
+// mixes Latin letters with Cyrillic or Greek ones (`Ignоre` with a Cyrillic о).
 //
 // Legitimate uses are not findings: ZWJ inside emoji sequences, ZWNJ/ZWJ between letters of Arabic
-// and Indic scripts (where they shape words, also at a word edge) and tag sequences of subdivision
-// flags (U+1F3F4 … U+E007F).
+// and Indic scripts (where they shape words, also at a word edge), tag sequences of subdivision
+// flags (U+1F3F4 … U+E007F), variation selectors after emoji, symbols, ideographs and Mongolian
+// letters (and in keycaps), the visible Arabic/Syriac number signs (prepended concatenation marks),
+// and micro units (`μs`, `μm`).
+//
+// Only called on text with a character outside ASCII (detect() checks): printable ASCII holds none.
 
-import type { Finding, UnicodeType } from './types.js';
+import type { Finding } from './types.js';
+import { CYRILLIC_GREEK, codePointAt, flagsOf, INVISIBLE, LATIN, WORD } from './uchar.js';
 
-const TRICK =
-  /[\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF\u180E\u061C]|\uDB40[\uDC00-\uDC7F]/g;
 const ZWNJ = 0x200c;
 const ZWJ = 0x200d;
-const TAG_HIGH = 0xdb40;
-
-/** The trick type of the code unit at `i` (0 = none, 1 = invisible, 2 = bidi, 3 = tag pair). */
-function kindAt(text: string, i: number): number {
-  const c = text.charCodeAt(i);
-  if (c === TAG_HIGH) {
-    const lo = text.charCodeAt(i + 1);
-    return lo >= 0xdc00 && lo <= 0xdc7f ? 3 : 0;
-  }
-  if ((c >= 0x200b && c <= 0x200d) || (c >= 0x2060 && c <= 0x2064) || c === 0xfeff || c === 0x180e) return 1;
-  if (c === 0x200e || c === 0x200f || c === 0x061c) return 2;
-  if ((c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069)) return 2;
-  return 0;
-}
+const MICRO = 0x03bc;
 
 export function scanUnicode(text: string, out: Finding[]): void {
-  TRICK.lastIndex = 0;
-  for (let m = TRICK.exec(text); m !== null; m = TRICK.exec(text)) {
-    const start = m.index;
-    const kind = kindAt(text, start);
-    let end = start;
-    // A run of one type; tag pairs and invisible characters are both 'invisible'.
-    for (let k = kindAt(text, end); k !== 0 && (k === 2) === (kind === 2); k = kindAt(text, end)) {
-      end += k === 3 ? 2 : 1;
+  const n = text.length;
+  let cyrillicGreek = false;
+  for (let i = 0; i < n; ) {
+    if (text.charCodeAt(i) < 0x80) {
+      i++;
+      continue;
     }
-    TRICK.lastIndex = end;
-    if (exempt(text, start, end, kind)) continue;
-    const type: UnicodeType = kind === 2 ? 'bidi' : 'invisible';
-    out.push({ category: 'unicode', type, start, end });
+    const cp = codePointAt(text, i);
+    const f = flagsOf(cp);
+    if (f & CYRILLIC_GREEK) cyrillicGreek = true;
+    if ((f & INVISIBLE) === 0) {
+      i += cp > 0xffff ? 2 : 1;
+      continue;
+    }
+    // A run of invisible/format characters.
+    const s = i;
+    do {
+      const c = codePointAt(text, i);
+      i += c > 0xffff ? 2 : 1;
+    } while (i < n && (flagsOf(codePointAt(text, i)) & INVISIBLE) !== 0);
+    scanRun(text, s, i, out);
   }
+  if (cyrillicGreek) scanMixedScript(text, out);
 }
 
-function exempt(text: string, start: number, end: number, kind: number): boolean {
-  const c = text.charCodeAt(start);
-  if (c === 0xfeff && start === 0 && end === 1) return true;
-  if (kind === 3) {
-    // Subdivision flag: U+1F3F4 (D83C DFF4), tags, ending with CANCEL TAG U+E007F (DB40 DC7F).
-    return (
-      start >= 2 &&
-      text.charCodeAt(start - 2) === 0xd83c &&
-      text.charCodeAt(start - 1) === 0xdff4 &&
-      text.charCodeAt(end - 1) === 0xdc7f
-    );
+/** Splits a run of invisible/format characters [s, e) into findings of one type, minus exemptions. */
+function scanRun(text: string, s: number, e: number, out: Finding[]): void {
+  let type = 0; // 0 none, 1 invisible, 2 bidi
+  let from = s;
+  let i = s;
+  while (i < e) {
+    const cp = text.codePointAt(i)!;
+    let next = i + (cp > 0xffff ? 2 : 1);
+    let t: number;
+    if (cp >= 0xe0000 && cp <= 0xe007f) {
+      // Tag characters: the whole run of them is one flag sequence, or not.
+      while (next < e && isTag(text.codePointAt(next)!)) next += 2;
+      t = isSubdivisionFlag(text, i, next) ? 0 : 1;
+    } else {
+      t = exempt(text, cp, i, next, s, e) ? 0 : isBidi(cp) ? 2 : 1;
+    }
+    if (t !== type) {
+      if (type !== 0)
+        out.push({ category: 'unicode', type: type === 2 ? 'bidi' : 'invisible', start: from, end: i });
+      type = t;
+      from = i;
+    }
+    i = next;
   }
-  if (end - start !== 1 || (c !== ZWJ && c !== ZWNJ)) return false;
-  const prev = text.charCodeAt(start - 1);
-  const next = text.charCodeAt(end);
-  if (c === ZWJ && isEmojiTail(prev) && isEmojiHead(next)) return true;
+  if (type !== 0)
+    out.push({ category: 'unicode', type: type === 2 ? 'bidi' : 'invisible', start: from, end: e });
+}
+
+function isTag(cp: number): boolean {
+  return cp >= 0xe0000 && cp <= 0xe007f;
+}
+
+function isBidi(cp: number): boolean {
+  return (
+    cp === 0x061c ||
+    cp === 0x200e ||
+    cp === 0x200f ||
+    (cp >= 0x202a && cp <= 0x202e) ||
+    (cp >= 0x2066 && cp <= 0x2069)
+  );
+}
+
+/** Subdivision flag: U+1F3F4 (D83C DFF4), tags, ending with CANCEL TAG U+E007F (DB40 DC7F). */
+function isSubdivisionFlag(text: string, start: number, end: number): boolean {
+  return (
+    start >= 2 &&
+    text.charCodeAt(start - 2) === 0xd83c &&
+    text.charCodeAt(start - 1) === 0xdff4 &&
+    text.charCodeAt(end - 1) === 0xdc7f
+  );
+}
+
+/** Whether the character `cp` at [i, next) of the run [s, e) is a legitimate use. */
+function exempt(text: string, cp: number, i: number, next: number, s: number, e: number): boolean {
+  const prev = text.charCodeAt(i - 1);
+  if (cp === 0xfeff) return i === 0 && e === 1;
+  if ((cp >= 0xfe00 && cp <= 0xfe0f) || (cp >= 0xe0100 && cp <= 0xe01ef)) {
+    if (cp >= 0xfe0e && text.charCodeAt(next) === 0x20e3) return true; // keycap 1️⃣
+    return i === s && isVariationBase(prev);
+  }
+  if ((cp >= 0x180b && cp <= 0x180d) || cp === 0x180f) return prev >= 0x1800 && prev <= 0x18af; // Mongolian
+  if (isPrependedMark(cp)) return true;
+  if (next - i !== 1 || (cp !== ZWJ && cp !== ZWNJ)) return false;
+  const after = text.charCodeAt(next);
+  // Only a lone joiner, or one right after an exempt variation selector in an emoji sequence (❤️‍🔥).
+  if (cp === ZWJ && isEmojiTail(prev) && isEmojiHead(after) && (i === s || prev === 0xfe0f)) return true;
+  if (i !== s || next !== e) return false;
   // Between two letters of a joining script, or at a word edge next to one (before/after a space).
-  if (isJoiningScript(prev)) return isJoiningScript(next) || next === 32;
-  return prev === 32 && isJoiningScript(next);
+  if (isJoiningScript(prev)) return isJoiningScript(after) || after === 32;
+  return prev === 32 && isJoiningScript(after);
+}
+
+/** A character a variation selector may follow: emoji, symbols, ideographs (not letters of alphabets). */
+function isVariationBase(c: number): boolean {
+  if (c === 0xa9 || c === 0xae) return true; // © ®
+  if (c < 0x2000) return false;
+  if ((c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x206f))
+    return false;
+  return c !== 0xfeff && !(c >= 0xfe00 && c <= 0xfe0f);
+}
+
+function isPrependedMark(cp: number): boolean {
+  return (
+    (cp >= 0x0600 && cp <= 0x0605) ||
+    cp === 0x06dd ||
+    cp === 0x070f ||
+    cp === 0x0890 ||
+    cp === 0x0891 ||
+    cp === 0x08e2 ||
+    cp === 0x110bd ||
+    cp === 0x110cd
+  );
 }
 
 function isEmojiTail(c: number): boolean {
@@ -83,4 +158,49 @@ function isJoiningScript(c: number): boolean {
     (c >= 0xfb50 && c <= 0xfdff) ||
     (c >= 0xfe70 && c <= 0xfefc)
   );
+}
+
+/**
+ * Words (runs of letters, marks and invisible characters) holding both Latin and Cyrillic or Greek
+ * letters; a micro unit (μ and one to three ASCII letters: `μs`, `μmol`) is not one.
+ */
+function scanMixedScript(text: string, out: Finding[]): void {
+  const n = text.length;
+  let start = -1;
+  let seen = 0;
+  for (let i = 0; i <= n; ) {
+    let f = 0;
+    let len = 1;
+    if (i < n) {
+      const c = text.charCodeAt(i);
+      if (c < 0x80) f = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) ? WORD | LATIN : 0;
+      else {
+        const cp = codePointAt(text, i);
+        f = flagsOf(cp);
+        if (cp > 0xffff) len = 2;
+      }
+    }
+    if (f & WORD) {
+      if (start < 0) {
+        start = i;
+        seen = 0;
+      }
+      seen |= f;
+    } else if (start >= 0) {
+      if ((seen & LATIN) !== 0 && (seen & CYRILLIC_GREEK) !== 0 && !isMicroUnit(text, start, i)) {
+        out.push({ category: 'unicode', type: 'mixed_script', start, end: i });
+      }
+      start = -1;
+    }
+    i += len;
+  }
+}
+
+function isMicroUnit(text: string, start: number, end: number): boolean {
+  if (text.charCodeAt(start) !== MICRO || end - start < 2 || end - start > 4) return false;
+  for (let i = start + 1; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (!((c >= 65 && c <= 90) || (c >= 97 && c <= 122))) return false;
+  }
+  return true;
 }
