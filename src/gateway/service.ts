@@ -88,15 +88,18 @@ function callCost(model: string, u: OpenaiUsage | null | undefined): number | nu
  */
 function refuseUnredactable(gov: GovernResult, stuck: NonNullable<Redaction['stuck']>): GovernResult {
   const what = stuck.category === 'pii' ? 'personal data' : 'a secret';
+  return blockedBy(
+    gov,
+    stuck.category === 'pii' ? 'detector:pii' : 'detector:secrets',
+    `${what} was detected in ${stuck.path}, which cannot be redacted in place`,
+  );
+}
+
+/** `gov` with its decision turned into a block by `ruleId` (a step after the policy's own). */
+function blockedBy(gov: GovernResult, ruleId: string, reason: string): GovernResult {
   return {
     ...gov,
-    decision: {
-      ...gov.decision,
-      outcome: 'block',
-      effect: 'block',
-      rule_id: stuck.category === 'pii' ? 'detector:pii' : 'detector:secrets',
-      reason: `${what} was detected in ${stuck.path}, which cannot be redacted in place`,
-    },
+    decision: { ...gov.decision, outcome: 'block', effect: 'block', rule_id: ruleId, reason },
   };
 }
 
@@ -110,16 +113,11 @@ function refuseTokenInputs(gov: GovernResult): GovernResult {
   const acts = (a: string): boolean => mode === 'lockdown' || a === 'block' || a === 'redact';
   const detector = acts(pii) ? 'pii' : acts(secrets) ? 'secrets' : null;
   if (detector === null) return gov;
-  return {
-    ...gov,
-    decision: {
-      ...gov.decision,
-      outcome: 'block',
-      effect: 'block',
-      rule_id: `detector:${detector}`,
-      reason: `inputs given as token ids cannot be inspected for ${detector === 'pii' ? 'personal data' : 'secrets'}; send them as text`,
-    },
-  };
+  return blockedBy(
+    gov,
+    `detector:${detector}`,
+    `inputs given as token ids cannot be inspected for ${detector === 'pii' ? 'personal data' : 'secrets'}; send them as text`,
+  );
 }
 
 /** SHA-256 over the texts a call's detectors scanned, in order: the content an approval is for. */
@@ -330,10 +328,7 @@ export class GatewayService {
       estimate === undefined
         ? `no price is known for ${request.model}, so the budget of $${budget} per call cannot be checked`
         : `the call may cost up to $${estimate.toFixed(6)}, over the budget of $${budget} per call`;
-    return {
-      ...gov,
-      decision: { ...gov.decision, outcome: 'block', effect: 'block', rule_id: 'budget', reason },
-    };
+    return blockedBy(gov, 'budget', reason);
   }
 
   /** PII seen on the way in or out: the spec's pii_detected event, with the action taken. */

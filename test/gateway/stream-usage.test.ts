@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import t from 'tap';
-import { serviceOnMockUpstream, type TestService } from '../helpers/service.js';
+import { publishOrgPolicy, serviceOnMockUpstream, type TestService } from '../helpers/service.js';
 
 // An OpenAI-format stream carries usage as OpenAI's does: only when the client asked for it
 // (`stream_options.include_usage`), and then in one last chunk with `choices: []` (govgate's
@@ -27,20 +27,7 @@ function usageOnFinishChunk(): string {
 
 /** Makes the org's policy observe-only: the output is no longer guarded. */
 async function observeOnly(svc: TestService): Promise<void> {
-  const created = await svc.call('/api/v2/policies', { token: svc.pat, body: { name: 'observe' } });
-  const draft = await svc.call(`/api/v2/policies/${created.body.id}/versions`, {
-    token: svc.pat,
-    body: { rules: { mode: 'observe', rules: [] } },
-  });
-  await svc.call(`/api/v2/policies/${created.body.id}/versions/${draft.body.version_no}/publish`, {
-    token: svc.pat,
-    method: 'POST',
-  });
-  const assigned = await svc.call(`/api/v2/policies/${created.body.id}/assignments`, {
-    token: svc.pat,
-    body: { scope_type: 'org', scope_id: 'default' },
-  });
-  if (assigned.status >= 300) throw new Error(JSON.stringify(assigned.body));
+  await publishOrgPolicy(svc, 'observe', { mode: 'observe', rules: [] });
 }
 
 t.test('usage in OpenAI-format streams', async (t) => {

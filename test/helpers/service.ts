@@ -125,3 +125,27 @@ export async function serviceOnMockUpstream(t: {
   await useMockUpstream(svc, svc.pat, upstream.url);
   return { svc, upstream };
 }
+
+/** Creates, publishes and assigns to org `default` a policy with `rules` (a rule set object). */
+export async function publishOrgPolicy(svc: TestService, name: string, rules: unknown): Promise<string> {
+  const created = await svc.call('/api/v2/policies', { token: svc.pat, body: { name } });
+  const draft = await svc.call(`/api/v2/policies/${created.body.id}/versions`, {
+    token: svc.pat,
+    body: { rules },
+  });
+  if (draft.status !== 201) throw new Error(JSON.stringify(draft.body));
+  const published = await svc.call(
+    `/api/v2/policies/${created.body.id}/versions/${draft.body.version_no}/publish`,
+    {
+      token: svc.pat,
+      method: 'POST',
+    },
+  );
+  if (published.status !== 200) throw new Error(JSON.stringify(published.body));
+  const assigned = await svc.call(`/api/v2/policies/${created.body.id}/assignments`, {
+    token: svc.pat,
+    body: { scope_type: 'org', scope_id: 'default' },
+  });
+  if (assigned.status >= 300) throw new Error(JSON.stringify(assigned.body));
+  return created.body.id as string;
+}
