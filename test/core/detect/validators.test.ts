@@ -66,6 +66,28 @@ t.test('IBAN mod-97', async (t) => {
   t.equal(ibanLength('XX'), 0);
 });
 
+t.test('IBAN registry: countries added to ISO 13616 lately are known', async (t) => {
+  // The registry's own examples (mod 97 = 1).
+  for (const iban of [
+    'RU0204452560040702810412345678901',
+    'LY83002048000020100120361',
+    'SD2129010501234001',
+    'OM810180000001299123456',
+  ]) {
+    t.equal(ibanMod97(iban), 1, `${iban} remainder 1`);
+    t.ok(ibanValid(iban), `${iban} valid`);
+  }
+  // Lengths from the registry; a made-up BBAN of that length with computed check digits is valid.
+  const lengths: Record<string, number> = { BI: 27, DJ: 27, FK: 18, MN: 20, NI: 28, SO: 23, YE: 30 };
+  for (const [country, length] of Object.entries(lengths)) {
+    t.equal(ibanLength(country), length, country);
+    const bban = '1234567890123456789012345678'.slice(0, length - 4);
+    const numeric = `${bban}${country}00`.replace(/[A-Z]/g, (c) => String(c.charCodeAt(0) - 55));
+    const check = 98 - Number(BigInt(numeric) % 97n);
+    t.ok(ibanValid(`${country}${String(check).padStart(2, '0')}${bban}`), `${country} valid`);
+  }
+});
+
 t.test('shannonEntropy', async (t) => {
   t.equal(shannonEntropy(''), 0);
   t.equal(shannonEntropy('aaaaaaaa'), 0);
