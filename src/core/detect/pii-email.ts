@@ -77,14 +77,13 @@ function emailAt(text: string, at: number, n: number): number {
   if (s > 0) {
     const p = text.charCodeAt(s - 1);
     if (p === SLASH || p === 64 || isWordChar(p)) return -1;
-    if (
-      p === COLON &&
-      !text
-        .slice(Math.max(0, s - 7), s)
-        .toLowerCase()
-        .endsWith('mailto:')
-    )
-      return -1;
+    // After a colon: `user:pass@host` in a URL (`//user:`) is a credential, not an address; a
+    // label (`Email:jane@…`, `mailto:`) is not part of one.
+    if (p === COLON) {
+      let j = s - 2;
+      while (j >= 0 && isLocalChar(text.charCodeAt(j))) j--;
+      if (j >= 0 && text.charCodeAt(j) === SLASH) return -1;
+    }
   }
   // Domain: labels of [A-Za-z0-9-] separated by single dots.
   let i = at + 1;

@@ -135,6 +135,19 @@ function wordBefore(text: string, at: number): string {
   return text.slice(i + 1, end).toLowerCase();
 }
 
+// Words that name a phone number: "no" after one of them (`Phone no: …`) is the phone's label.
+const PHONE_LABELS = new Set(['phone', 'tel', 'telephone', 'mobile', 'cell', 'fax', 'contact', 'whatsapp']);
+
+/** A phone-shaped number labelled as something else (`Order no. …`, `Invoice …`). */
+function notAPhone(text: string, at: number): boolean {
+  const w = wordBefore(text, at);
+  if (!PHONE_SKIP_WORDS.has(w)) return false;
+  if (w !== 'no') return true;
+  let i = at - 1;
+  while (i >= 0 && !isAsciiLetter(text.charCodeAt(i))) i--;
+  return !PHONE_LABELS.has(wordBefore(text, i + 1 - w.length));
+}
+
 /** Length of a sticky match of `re` at `at`, or -1. */
 function stickyLength(re: RegExp, text: string, at: number): number {
   re.lastIndex = at;
@@ -188,7 +201,7 @@ function matchDigitsAt(text: string, at: number, mask: number, out: Finding[]): 
   if ((len === 3 || (len === 1 && text.charCodeAt(at) === 49)) && (dashOrSpace || sep === DOT)) {
     const n = stickyLength(US_PHONE, text, at);
     if (n > 0 && endOk(text, at + n)) {
-      if (!PHONE_SKIP_WORDS.has(wordBefore(text, at))) pushPii(out, mask, 'phone', at, at + n);
+      if (!notAPhone(text, at)) pushPii(out, mask, 'phone', at, at + n);
       return at + n;
     }
   }
@@ -260,7 +273,7 @@ function matchIntlPhone(text: string, at: number, mask: number, out: Finding[]):
     while (e > first && !isDigit(text.charCodeAt(e - 1))) e--;
   }
   if (digits < 8 || !endOk(text, e)) return -1;
-  if (PHONE_SKIP_WORDS.has(wordBefore(text, at))) return e;
+  if (notAPhone(text, at)) return e;
   pushPii(out, mask, 'phone', at, e);
   return e;
 }

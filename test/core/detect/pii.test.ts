@@ -116,3 +116,20 @@ t.test('PII hidden with zero-width characters is still found, offsets span them'
     ['invisible', 'invisible'],
   );
 });
+
+t.test('labels: "Phone no:" and "Email:" name the value, "Order no." does not', async (t) => {
+  const found = (text: string): string[] =>
+    detect(text).findings.map((f) => `${f.type}:${text.slice(f.start, f.end)}`);
+  t.same(found('Phone no: +44 7911 123456'), ['phone:+44 7911 123456']);
+  t.same(found('Mobile No. 415-555-0132'), ['phone:415-555-0132']);
+  t.same(found('Tel no 415-555-0132'), ['phone:415-555-0132']);
+  t.same(found('Order no. 415-555-0132 shipped'), [], 'an order number');
+  t.same(found('Email:jane.doe@acme.com'), ['email:jane.doe@acme.com']);
+  t.same(found('contact:ops@corp.example.com'), ['email:ops@corp.example.com']);
+  t.same(found('mailto:anna@example.io'), ['email:anna@example.io']);
+  t.same(
+    found('fetch https://deploy:hunter2@git.example.com/repo.git').filter((f) => f.startsWith('email')),
+    [],
+    'URL credentials are not an address',
+  );
+});
