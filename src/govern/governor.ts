@@ -69,6 +69,7 @@ export interface GovernResult {
   readonly flags: EffectiveFlags;
   readonly ignoredFlags: readonly { flag: string; reason: string }[];
   readonly rawFlags: string | null;
+  /** The action's approval fingerprint; '' when the input's context is lazy and no approval was needed. */
   readonly fingerprint: string;
   /** SHA-256 of the canonical args (a mandate's `cap.args_sha256`), from the same serialization. */
   readonly argsSha256: string;

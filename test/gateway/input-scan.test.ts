@@ -40,6 +40,11 @@ t.test('input detection beyond message content', async (t) => {
     { role: 'tool', tool_call_id: 'c1', content: 'stored' },
     { role: 'user', content: 'thanks' },
   ];
+  const toolUseHistory = (name: string, input: Record<string, unknown>): Anthropic.MessageParam[] => [
+    { role: 'user', content: `use ${name}` },
+    { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name, input }] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'done' }] },
+  ];
   const tool = (
     description: string,
     parameters?: Record<string, unknown>,
@@ -135,14 +140,7 @@ t.test('input detection beyond message content', async (t) => {
       const msg = await strictAnthropic.messages.create({
         model,
         max_tokens: 10,
-        messages: [
-          { role: 'user', content: 'store my key' },
-          {
-            role: 'assistant',
-            content: [{ type: 'tool_use', id: 't1', name: 'store', input: { key: SECRET } }],
-          },
-          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'stored' }] },
-        ],
+        messages: toolUseHistory('store', { key: SECRET }),
       });
       t.equal((msg as any).service.blocked, true, `/v1/messages tool_use.input (${model}): blocked`);
       t.equal(upstream.requests.length, 0, `/v1/messages tool_use.input (${model}): not forwarded`);
@@ -179,14 +177,7 @@ t.test('input detection beyond message content', async (t) => {
       const msg = await anthropic.messages.create({
         model,
         max_tokens: 10,
-        messages: [
-          { role: 'user', content: 'mail it' },
-          {
-            role: 'assistant',
-            content: [{ type: 'tool_use', id: 't1', name: 'mail', input: { to: EMAIL } }],
-          },
-          { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'sent' }] },
-        ],
+        messages: toolUseHistory('mail', { to: EMAIL }),
       });
       t.equal((msg as any).service.blocked, false);
       t.equal(upstream.requests.length, 1, `${model}: forwarded`);

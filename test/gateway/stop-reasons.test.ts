@@ -2,20 +2,14 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import t from 'tap';
 import { publishOrgPolicy, serviceOnMockUpstream, type TestService } from '../helpers/service.js';
+import { STOP_REASONS } from '../helpers/stop-reasons.js';
 
 // An Anthropic answer goes Anthropic → OpenAI shape → Anthropic on /v1/messages: a stop reason
 // that OpenAI's finish_reason cannot say (stop_sequence and the sequence matched, pause_turn, a
 // context window exceeded) reaches an Anthropic client as the upstream sent it, whole or
 // streamed, guarded or not, while an OpenAI client gets only the standard finish_reason.
 
-const CASES: [reason: string, sequence: string | null, finish: string][] = [
-  ['stop_sequence', 'END', 'stop'],
-  ['pause_turn', null, 'stop'],
-  ['model_context_window_exceeded', null, 'length'],
-  ['refusal', null, 'content_filter'],
-  ['end_turn', null, 'stop'],
-  ['max_tokens', null, 'length'],
-];
+const CASES = STOP_REASONS;
 
 function message(reason: string, sequence: string | null): string {
   return JSON.stringify({

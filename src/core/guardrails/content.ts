@@ -223,25 +223,12 @@ export function requestTexts(request: RequestLike): TextItem[] {
   return out;
 }
 
-const MAX_DEPTH = 64;
-
-/** Every string value in a JSON value (object keys excluded), joined by newlines; `path` names it. */
+/** Every non-empty string of a JSON value (see `stringsIn`), joined by newlines. */
 function joinedStrings(value: unknown, path: string): string {
+  if (typeof value === 'string') return value;
+  if (value === null || typeof value !== 'object') return stringsIn(value, path).join('\n');
   let out = '';
-  const walk = (v: unknown, depth: number): void => {
-    if (typeof v === 'string') {
-      if (v !== '') out = out === '' ? v : `${out}\n${v}`;
-    } else if (v !== null && typeof v === 'object') {
-      // Deeper values would go unscanned: refuse rather than forward them.
-      if (depth >= MAX_DEPTH)
-        throw new ServiceError('invalid_request', `${path} is nested too deeply to be inspected`, {
-          param: path,
-        });
-      if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
-      else for (const k in v as Record<string, unknown>) walk((v as Record<string, unknown>)[k], depth + 1);
-    }
-  };
-  walk(value, 0);
+  for (const v of stringsIn(value, path)) if (v !== '') out = out === '' ? v : `${out}\n${v}`;
   return out;
 }
 

@@ -6,6 +6,7 @@ import {
   openaiResponseToAnthropic,
   RAW_ARGUMENTS_KEY,
 } from '../../../src/providers/wire/index.js';
+import { STOP_REASONS } from '../../helpers/stop-reasons.js';
 
 function completion(message: ChatCompletion['choices'][0]['message'], finish: string | null): ChatCompletion {
   return {
@@ -218,14 +219,7 @@ t.test('round trip anthropic → openai → anthropic keeps text, tool uses, rea
 });
 
 t.test('an Anthropic stop finish_reason cannot say survives the OpenAI shape, unseen by JSON', async (t) => {
-  const cases: [AnthropicMessage['stop_reason'], string | null, string][] = [
-    ['stop_sequence', 'END', 'stop'],
-    ['pause_turn', null, 'stop'],
-    ['model_context_window_exceeded', null, 'length'],
-    ['refusal', null, 'content_filter'],
-    ['end_turn', null, 'stop'],
-    ['max_tokens', null, 'length'],
-  ];
+  const cases = STOP_REASONS;
   for (const [reason, sequence, finish] of cases) {
     const original: AnthropicMessage = {
       ...claudeMessage,
