@@ -12,7 +12,7 @@ import {
 
 export interface StreamBlock {
   readonly finding: Finding;
-  readonly where: 'content' | 'refusal' | 'tool_call';
+  readonly where: 'content' | 'refusal' | 'tool_call' | 'thinking';
 }
 
 /**

@@ -74,7 +74,8 @@ export const openaiFrontEnd: FrontEnd = {
   },
 };
 
-function sseEvent(event: AnthropicStreamEvent): string {
+/** An Anthropic stream event as SSE. */
+export function sseEvent(event: AnthropicStreamEvent): string {
   return `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
@@ -122,9 +123,12 @@ export const anthropicFrontEnd: FrontEnd = {
         }
         return out;
       },
-      error(err) {
-        return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: err.code, message: err.message } })}\n\n`;
-      },
+      error: anthropicStreamError,
     };
   },
 };
+
+/** A failure after an Anthropic stream started, as Anthropic reports one: an `error` event. */
+export function anthropicStreamError(err: ServiceError): string {
+  return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: err.code, message: err.message } })}\n\n`;
+}

@@ -2,6 +2,7 @@ import type { AuditInput, AuditSink } from '../audit/types.js';
 import type { Finding } from '../core/detect/index.js';
 import { isServiceError, ServiceError } from '../core/errors.js';
 import {
+  anthropicRequestTexts,
   costOf,
   estimateCost,
   guardText,
@@ -9,6 +10,7 @@ import {
   outputGuard,
   priceOf,
   type Redaction,
+  redactAnthropicRequest,
   redactMessages,
   redactRequest,
   requestTexts,
@@ -20,21 +22,26 @@ import type { Ctx } from '../http/context.js';
 import type { Metrics } from '../metrics/index.js';
 import type { Provider } from '../providers/types.js';
 import {
+  type AnthropicMessage,
+  type AnthropicMessagesRequest,
   anthropicRequestToOpenai,
+  anthropicResponseToOpenai,
   type ChatCompletion,
-  type ChatCompletionChunk,
   type ChatCompletionRequest,
+  forwardedAnthropicRequest,
   type OpenaiUsage,
 } from '../providers/wire/index.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { IdempotencyStore, StoredResponse } from '../store/idempotency.js';
 import { sha256Hex } from '../util/ids.js';
 import { type ActingAgent, actingAgent } from './acting-agent.js';
+import { guardAnthropicMessage } from './anthropic-output.js';
 import { type ApprovalRef, blockedChunks, blockedCompletion, blockMessage } from './blocked.js';
 import { type CallIds, callIds } from './call-ids.js';
 import { envelope, type ServiceEnvelope } from './envelope.js';
-import { OutputStreamGovernor } from './output-stream.js';
+import type { StreamBlock } from './output-stream.js';
 import { anthropicFrontEnd, type FrontEnd, openaiFrontEnd } from './renderers.js';
+import { anthropicWire, canonicalWire, type StreamWire } from './stream-wire.js';
 import {
   LIMITS,
   takesDefaultTemperature,
@@ -178,7 +185,7 @@ export class GatewayService {
       rawBody = request.temperature === null ? undefined : withDefaultTemperature(ctx.req.body);
       request.temperature = LIMITS.defaultTemperature;
     }
-    await this.runChat(ctx, openaiFrontEnd, agent, request, rawBody, request.user ?? null);
+    await this.runChat(ctx, openaiFrontEnd, agent, request, rawBody, request.user ?? null, undefined);
   };
 
   readonly messages = async (ctx: Ctx): Promise<void> => {
@@ -193,6 +200,7 @@ export class GatewayService {
       request,
       undefined,
       typeof endUser === 'string' ? endUser : null,
+      anthropicRequest,
     );
   };
 
@@ -203,6 +211,7 @@ export class GatewayService {
     request: ChatCompletionRequest,
     rawBody: Buffer | undefined,
     endUser: string | null,
+    anthropicRequest: AnthropicMessagesRequest | undefined,
   ): Promise<void> {
     const ids = callIds(ctx);
     const idemKey = ctx.header('idempotency-key');
@@ -224,7 +233,11 @@ export class GatewayService {
     try {
       const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
-      const texts = requestTexts(request);
+      // An Anthropic client's call to an Anthropic upstream goes as the caller wrote it
+      // (anthropic-forward.ts): its own texts are scanned and redacted, not the canonical copy's.
+      const forwarded =
+        anthropicRequest && provider.messagesApi ? forwardedAnthropicRequest(anthropicRequest) : undefined;
+      const texts = forwarded ? anthropicRequestTexts(forwarded) : requestTexts(request);
       const payload = {
         tools: request.tools?.map((t) => t.function.name) ?? [],
         stream: request.stream === true,
@@ -249,7 +262,9 @@ export class GatewayService {
       gov = this.checkBudget(gov, request, texts);
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
       if (gov.decision.outcome === 'allow' && gov.decision.redact.length > 0) {
-        const redaction = redactRequest(request, gov.scan, gov.decision.redact);
+        const redaction = forwarded
+          ? redactAnthropicRequest(forwarded, gov.scan, gov.decision.redact)
+          : redactRequest(request, gov.scan, gov.decision.redact);
         // The caller's bytes still hold what was redacted: the request is serialised afresh.
         if (redaction.changed > 0) rawBody = undefined;
         if (redaction.stuck) gov = refuseUnredactable(gov, redaction.stuck);
@@ -294,10 +309,28 @@ export class GatewayService {
       }
       const guard = outputGuard(gov.policy, gov.flags);
       if (request.stream === true) {
-        kept = await this.stream(ctx, fe, provider, request, record, guard, idemKey !== undefined);
+        const keep = idemKey !== undefined;
+        kept =
+          forwarded && provider.messagesApi
+            ? await this.stream(
+                ctx,
+                provider,
+                request.model,
+                record,
+                anthropicWire(provider.messagesApi.stream(forwarded, ctx.res), guard),
+                keep,
+              )
+            : await this.stream(
+                ctx,
+                provider,
+                request.model,
+                record,
+                canonicalWire(fe, provider, request, ctx.res, guard),
+                keep,
+              );
         return;
       }
-      kept = await this.complete(ctx, fe, provider, request, rawBody, record, guard);
+      kept = await this.complete(ctx, fe, provider, request, rawBody, forwarded, record, guard);
     } finally {
       if (idemKey !== undefined)
         this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
@@ -436,17 +469,25 @@ export class GatewayService {
     provider: Provider,
     request: ChatCompletionRequest,
     rawBody: Buffer | undefined,
+    forwarded: AnthropicMessagesRequest | undefined,
     record: CallRecord,
     guard: OutputGuard,
   ): Promise<StoredResponse | undefined> {
     const t0 = performance.now();
     let completion: ChatCompletion;
+    // The provider's own answer, for a forwarded Anthropic call (given back as it came, guarded).
+    let message: AnthropicMessage | undefined;
     try {
-      completion = await provider.chat({
-        request,
-        rawBody: fe.format === 'openai' && provider.name === 'openai' ? rawBody : undefined,
-        cancel: ctx.res,
-      });
+      if (forwarded && provider.messagesApi) {
+        message = await provider.messagesApi.create(forwarded, ctx.res);
+        completion = anthropicResponseToOpenai(message, Math.floor(Date.now() / 1000));
+      } else {
+        completion = await provider.chat({
+          request,
+          rawBody: fe.format === 'openai' && provider.name === 'openai' ? rawBody : undefined,
+          cancel: ctx.res,
+        });
+      }
     } catch (err) {
       const upstreamS = (performance.now() - t0) / 1000;
       const e = asServiceError(err);
@@ -484,10 +525,12 @@ export class GatewayService {
       if (guard.active) {
         // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
         let blocked: Finding | undefined;
-        for (const choice of choices) {
-          const message = choice.message;
-          if (message && (blocked = this.guardMessage(guard, message, outputTypes))) break;
-        }
+        if (message) blocked = guardAnthropicMessage(guard, message, outputTypes)?.finding;
+        else
+          for (const choice of choices) {
+            const m = choice.message;
+            if (m && (blocked = this.guardMessage(guard, m, outputTypes))) break;
+          }
         outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
         if (blocked) {
           outcome = 'block';
@@ -498,12 +541,16 @@ export class GatewayService {
             rule_id: `detector:${blocked.category === 'secret' ? 'secrets' : blocked.category}`,
           });
           completion = { ...blockedCompletion(request.model, text), usage: completion.usage ?? null };
+          message = undefined;
           service = { ...service, blocked: true, outcome: 'block', reason, stage: 'output' };
           ctx.reason = 'output_block';
         }
       }
       // Rendered before the audit append, so a failure here is audited as the error it is.
-      body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
+      if (message) {
+        message.service = service;
+        body = JSON.stringify(message);
+      } else body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
       audited = true;
       await this.appendCall(
         record,
@@ -585,38 +632,24 @@ export class GatewayService {
   }
 
   /**
-   * Streams the answer. Headers wait for the first chunk, so an early failure is a plain error.
+   * Streams the answer. Headers wait for the first batch, so an early failure is a plain error.
    * With `keep` (an Idempotency-Key was sent) the rendered stream is also collected and returned
-   * for replay; without it nothing of the answer is held beyond the chunk being written.
+   * for replay; without it nothing of the answer is held beyond the event being written.
    */
-  private async stream(
+  private async stream<E>(
     ctx: Ctx,
-    fe: FrontEnd,
     provider: Provider,
-    request: ChatCompletionRequest,
+    model: string,
     record: CallRecord,
-    guard: OutputGuard,
+    wire: StreamWire<E>,
     keep: boolean,
   ): Promise<StoredResponse | undefined> {
     const t0 = performance.now();
-    const wantsUsage = request.stream_options?.include_usage === true;
-    const renderer = fe.streamRenderer(request.model, wantsUsage);
-    const iterator = provider.chatStream({ request, cancel: ctx.res })[Symbol.asyncIterator]();
+    const iterator = wire.events;
     const metrics = this.deps.metrics;
-    const governor = guard.active ? new OutputStreamGovernor(guard) : undefined;
+    const governor = wire.governor;
     let transcript = '';
-    let usage: OpenaiUsage | null | undefined;
-    let finish: string | null = null;
-    const toolCalls: string[] = [];
-    const observe = (c: ChatCompletionChunk): void => {
-      if (c.usage) usage = c.usage;
-      for (const choice of c.choices) {
-        if (choice.finish_reason && (finish === null || choice.index === 0)) finish = choice.finish_reason;
-        for (const tc of choice.delta.tool_calls ?? [])
-          if (tc.function?.name) toolCalls.push(tc.function.name);
-      }
-    };
-    let first: IteratorResult<readonly ChatCompletionChunk[]>;
+    let first: IteratorResult<readonly E[]>;
     try {
       first = await iterator.next();
     } catch (err) {
@@ -637,9 +670,9 @@ export class GatewayService {
     ctx.startStream(200, 'text/event-stream; charset=utf-8', { connection: 'keep-alive' });
     metrics.openStreams.inc();
     let failure: ServiceError | undefined;
-    const emit = (chunks: readonly ChatCompletionChunk[]): boolean => {
-      for (const c of chunks) {
-        const text = renderer.chunk(c);
+    const emit = (events: readonly E[]): boolean => {
+      for (const e of events) {
+        const text = wire.render(e);
         if (text === '') continue;
         if (keep) transcript += text;
         if (!ctx.res.write(text)) return false;
@@ -649,9 +682,9 @@ export class GatewayService {
     try {
       let step = first;
       reading: while (!step.done) {
-        for (const c of step.value) {
-          observe(c);
-          if (!emit(governor ? governor.push(c) : [c])) break reading;
+        for (const e of step.value) {
+          wire.observe(e);
+          if (!emit(governor ? governor.push(e) : [e])) break reading;
           if (governor?.blocked) break reading;
         }
         step = await iterator.next();
@@ -669,21 +702,22 @@ export class GatewayService {
     // was aborted for it): an error of the client's, not the provider's.
     const failed = failure !== undefined && !aborted;
     metrics.upstreamCall(provider.name, failed ? 'error' : aborted ? 'cancelled' : 'ok', upstreamS);
-    const blocked = governor?.blocked;
+    const blocked: StreamBlock | undefined = governor?.blocked;
     const reason = blocked
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
       : null;
+    const usage = wire.usage();
     await this.appendCall(
       record,
       {
         outcome: failed ? 'error' : blocked ? 'block' : aborted ? 'error' : 'allow',
         reason: failed ? (failure?.message ?? null) : (reason ?? (aborted ? 'client disconnected' : null)),
         usage: usageOf(usage),
-        cost: callCost(request.model, usage),
+        cost: callCost(model, usage),
         details: {
           status: 200,
-          finish_reason: finish,
-          tool_calls: toolCalls,
+          finish_reason: wire.finishReason(),
+          tool_calls: wire.toolCalls,
           upstream_ms: upstreamS * 1000,
           client_disconnected: aborted,
           error_code: failed ? (failure?.code ?? null) : null,
@@ -695,7 +729,7 @@ export class GatewayService {
     );
     if (aborted) return undefined;
     if (failure) {
-      ctx.endStream(renderer.error(failure, ctx.requestId));
+      ctx.endStream(wire.error(failure, ctx.requestId));
       return undefined;
     }
     if (blocked && reason) {
@@ -705,16 +739,12 @@ export class GatewayService {
         reason,
         rule_id: `detector:${blocked.finding.category === 'secret' ? 'secrets' : blocked.finding.category}`,
       });
-      const chunks = blockedChunks(request.model, text).slice(1);
-      let out = '';
-      for (const c of chunks) out += renderer.chunk(c);
       ctx.endStream(
-        out +
-          renderer.finish({ ...record.service, blocked: true, outcome: 'block', reason, stage: 'output' }),
+        wire.blocked(text, { ...record.service, blocked: true, outcome: 'block', reason, stage: 'output' }),
       );
       return undefined;
     }
-    const tail = renderer.finish(record.service);
+    const tail = wire.finish(record.service);
     ctx.endStream(tail);
     if (!keep) return undefined;
     return {

@@ -1,8 +1,9 @@
 import { ServiceError } from '../core/errors.js';
-import type { ChatCall, Provider } from './types.js';
+import type { Cancellation, ChatCall, Provider } from './types.js';
 import { requestJson, requestStream, splitBaseUrl, type UpstreamPools } from './upstream.js';
 import {
   type AnthropicMessage,
+  type AnthropicMessagesRequest,
   type AnthropicStreamEvent,
   AnthropicStreamToOpenai,
   anthropicResponseToOpenai,
@@ -27,51 +28,89 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
   };
   const messagesPath = `${prefix}/v1/messages`;
 
+  const create = async (
+    request: AnthropicMessagesRequest,
+    cancel: Cancellation,
+  ): Promise<AnthropicMessage> => {
+    const res = await requestJson('anthropic', pool, {
+      path: messagesPath,
+      method: 'POST',
+      headers,
+      body: JSON.stringify(request),
+      cancel,
+    });
+    if (!isMessage(res))
+      throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
+    return res;
+  };
+
+  /** The upstream's events, batched per read, through message_stop (a stream cut short throws). */
+  async function* events(
+    request: AnthropicMessagesRequest,
+    cancel: Cancellation,
+  ): AsyncGenerator<AnthropicStreamEvent[]> {
+    const text = await requestStream('anthropic', pool, {
+      path: messagesPath,
+      headers,
+      body: JSON.stringify(request),
+      cancel,
+    });
+    const parser = new SseParser();
+    let done = false;
+    for await (const piece of text) {
+      if (done) continue; // read to the end so the connection is reused
+      const batch: AnthropicStreamEvent[] = [];
+      done = decodeEvents(parser.push(piece), batch);
+      if (batch.length > 0) yield batch;
+    }
+    if (done) return;
+    // The body ended: an event without its blank line counts, but a stream without
+    // message_stop (cut short, or no event stream at all) is a failure, not a complete answer.
+    const batch: AnthropicStreamEvent[] = [];
+    done = decodeEvents(parser.end(), batch);
+    if (!done)
+      throw new ServiceError('upstream_error', 'provider anthropic ended its stream before message_stop');
+    if (batch.length > 0) yield batch;
+  }
+
   return {
     name: 'anthropic',
     async chat(call: ChatCall) {
       const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
       request.stream = false;
-      const res = await requestJson('anthropic', pool, {
-        path: messagesPath,
-        method: 'POST',
-        headers,
-        body: JSON.stringify(request),
-        cancel: call.cancel,
-      });
-      if (!isMessage(res))
-        throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
-      return anthropicResponseToOpenai(res, Math.floor(Date.now() / 1000));
+      return anthropicResponseToOpenai(await create(request, call.cancel), Math.floor(Date.now() / 1000));
     },
     async *chatStream(call: ChatCall) {
       const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
       request.stream = true;
-      const text = await requestStream('anthropic', pool, {
-        path: messagesPath,
-        headers,
-        body: JSON.stringify(request),
-        cancel: call.cancel,
-      });
-      const parser = new SseParser();
       const convert = new AnthropicStreamToOpenai({
         created: Math.floor(Date.now() / 1000),
         model: call.request.model,
       });
-      let done = false;
-      for await (const piece of text) {
-        if (done) continue; // read to the end so the connection is reused
-        const batch: ChatCompletionChunk[] = [];
-        done = decodeEvents(parser.push(piece), convert, batch);
-        if (batch.length > 0) yield batch;
+      for await (const batch of events(request, call.cancel)) {
+        const chunks: ChatCompletionChunk[] = [];
+        for (const event of batch) {
+          try {
+            for (const c of convert.push(event)) chunks.push(c);
+          } catch (err) {
+            if (err instanceof WireStreamError) {
+              throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
+                cause: err,
+              });
+            }
+            throw err;
+          }
+        }
+        if (chunks.length > 0) yield chunks;
       }
-      if (done) return;
-      // The body ended: an event without its blank line counts, but a stream without
-      // message_stop (cut short, or no event stream at all) is a failure, not a complete answer.
-      const batch: ChatCompletionChunk[] = [];
-      done = decodeEvents(parser.end(), convert, batch);
-      if (!done)
-        throw new ServiceError('upstream_error', 'provider anthropic ended its stream before message_stop');
-      if (batch.length > 0) yield batch;
+    },
+    messagesApi: {
+      create(request, cancel) {
+        return create({ ...request, stream: false }, cancel);
+      },
+      stream(request, cancel) {
+        return events({ ...request, stream: true }, cancel);
+      },
     },
     async embed() {
       throw new ServiceError('invalid_request', 'provider anthropic does not offer embeddings', {
@@ -90,12 +129,11 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
   };
 }
 
-/** Adds the chunks translated from `events` to `batch`; true at message_stop (the rest is ignored). */
-function decodeEvents(
-  events: readonly SseEvent[],
-  convert: AnthropicStreamToOpenai,
-  batch: ChatCompletionChunk[],
-): boolean {
+/**
+ * Adds the parsed `events` to `batch`; true at message_stop (the rest is ignored). An `error`
+ * event (overloaded, ...) fails the stream.
+ */
+function decodeEvents(events: readonly SseEvent[], batch: AnthropicStreamEvent[]): boolean {
   for (const event of events) {
     let parsed: AnthropicStreamEvent;
     try {
@@ -105,16 +143,9 @@ function decodeEvents(
         cause: err,
       });
     }
-    try {
-      for (const c of convert.push(parsed)) batch.push(c);
-    } catch (err) {
-      if (err instanceof WireStreamError) {
-        throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
-          cause: err,
-        });
-      }
-      throw err;
-    }
+    if (parsed === null || typeof parsed !== 'object')
+      throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event');
+    batch.push(parsed);
     if (parsed.type === 'message_stop') return true;
   }
   return false;

@@ -1,4 +1,7 @@
 import type {
+  AnthropicMessage,
+  AnthropicMessagesRequest,
+  AnthropicStreamEvent,
   ChatCompletion,
   ChatCompletionChunk,
   ChatCompletionRequest,
@@ -38,6 +41,21 @@ export interface Provider {
   chatStream(call: ChatCall): AsyncIterable<readonly ChatCompletionChunk[]>;
   embed(request: EmbeddingRequest, signal: AbortSignal): Promise<EmbeddingResponse>;
   listModels(signal: AbortSignal): Promise<string[]>;
+  /** Anthropic upstreams only: the Messages API itself, for callers that speak it. */
+  readonly messagesApi?: MessagesApi;
+}
+
+/**
+ * An Anthropic request forwarded as the caller sent it (providers/wire/anthropic-forward.ts) and
+ * the answer as the provider gave it, so nothing the canonical shape cannot say is lost.
+ */
+export interface MessagesApi {
+  create(request: AnthropicMessagesRequest, cancel: Cancellation): Promise<AnthropicMessage>;
+  /** The stream's events in batches, one per network read (never empty), through message_stop. */
+  stream(
+    request: AnthropicMessagesRequest,
+    cancel: Cancellation,
+  ): AsyncIterable<readonly AnthropicStreamEvent[]>;
 }
 
 /** A provider entry as stored in org settings (the key itself sealed in the vault). */

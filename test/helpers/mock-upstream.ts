@@ -33,6 +33,11 @@ export interface MockUpstream {
   readonly aborted: string[];
   /** When set, the assistant text of every answer (instead of echoing the prompt). */
   reply: string | undefined;
+  /**
+   * When set, every /v1/messages answer is this Anthropic message (streamed as its events when
+   * asked: text in 6-character deltas, tool input in two JSON pieces, thinking and its signature).
+   */
+  anthropicMessage: Record<string, unknown> | undefined;
   close(): Promise<void>;
 }
 
@@ -251,6 +256,52 @@ function anthropicStream(res: ServerResponse, body: Record<string, unknown>, rep
   res.end();
 }
 
+/** `message` as the events of an Anthropic stream. */
+function streamMessage(res: ServerResponse, message: Record<string, unknown>): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const ev = (type: string, data: Record<string, unknown>): boolean =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  const usage = message.usage as Record<string, number>;
+  ev('message_start', {
+    message: {
+      ...message,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { ...usage, output_tokens: 1 },
+    },
+  });
+  ev('ping', {});
+  (message.content as Record<string, unknown>[]).forEach((block, index) => {
+    const delta = (d: Record<string, unknown>): boolean => ev('content_block_delta', { index, delta: d });
+    if (block.type === 'text') {
+      ev('content_block_start', { index, content_block: { type: 'text', text: '' } });
+      for (const piece of (block.text as string).match(/.{1,6}/gs) ?? [])
+        delta({ type: 'text_delta', text: piece });
+    } else if (block.type === 'tool_use') {
+      ev('content_block_start', { index, content_block: { ...block, input: {} } });
+      const json = JSON.stringify(block.input);
+      const half = Math.floor(json.length / 2);
+      delta({ type: 'input_json_delta', partial_json: json.slice(0, half) });
+      delta({ type: 'input_json_delta', partial_json: json.slice(half) });
+    } else if (block.type === 'thinking') {
+      ev('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } });
+      for (const piece of (block.thinking as string).match(/.{1,10}/gs) ?? [])
+        delta({ type: 'thinking_delta', thinking: piece });
+      delta({ type: 'signature_delta', signature: block.signature });
+    } else {
+      ev('content_block_start', { index, content_block: block });
+    }
+    ev('content_block_stop', { index });
+  });
+  ev('message_delta', {
+    delta: { stop_reason: message.stop_reason, stop_sequence: message.stop_sequence ?? null },
+    usage: { output_tokens: usage.output_tokens },
+  });
+  ev('message_stop', {});
+  res.end();
+}
+
 /** A recording upstream that speaks both the OpenAI (/v1/…) and Anthropic (/v1/messages) APIs. */
 export async function startMockUpstream(): Promise<MockUpstream> {
   const requests: RecordedRequest[] = [];
@@ -262,6 +313,7 @@ export async function startMockUpstream(): Promise<MockUpstream> {
     aborted,
     behaviour: { kind: 'normal' },
     reply: undefined,
+    anthropicMessage: undefined,
     close: async () => {},
   };
   const server = createServer((req, res) => {
@@ -312,6 +364,9 @@ export async function startMockUpstream(): Promise<MockUpstream> {
         if (path === '/v1/chat/completions') {
           if (body.stream) openaiStream(res, body, state.reply);
           else json(res, openaiAnswer(body, state.reply));
+        } else if (path === '/v1/messages' && state.anthropicMessage) {
+          if (body.stream) streamMessage(res, state.anthropicMessage);
+          else json(res, state.anthropicMessage);
         } else if (path === '/v1/messages') {
           if (body.stream) anthropicStream(res, body, state.reply);
           else json(res, anthropicAnswer(body, state.reply));

@@ -18,10 +18,21 @@ import { ServiceError } from '../errors.js';
  * - `description`: `tools[message].function.description`;
  * - `user`: the request's `user` (the end-user id);
  * - `parameters`: every string of `tools[message].function.parameters`, joined by newlines;
- * - `request`: every string of the top-level field `key`, joined by newlines.
- * The last two cannot be redacted in place (see redactRequest).
+ * - `request`: every string of the top-level field `key`, joined by newlines (or, in an
+ *   Anthropic request, of the value at path `key`);
+ * - `path`: the string at path `key` of an Anthropic request (anthropic-content.ts);
+ * - `input`: the JSON text of the object at path `key` (an Anthropic tool_use block's input).
+ * `parameters` and `request` cannot be redacted in place (see redactRequest).
  */
-export type TextField = 'refusal' | 'arguments' | 'description' | 'user' | 'parameters' | 'request';
+export type TextField =
+  | 'refusal'
+  | 'arguments'
+  | 'description'
+  | 'user'
+  | 'parameters'
+  | 'request'
+  | 'path'
+  | 'input';
 
 /** A text to scan and where it came from. */
 export interface TextItem {
@@ -224,7 +235,7 @@ export function requestTexts(request: RequestLike): TextItem[] {
 }
 
 /** Every non-empty string of a JSON value (see `stringsIn`), joined by newlines. */
-function joinedStrings(value: unknown, path: string): string {
+export function joinedStrings(value: unknown, path: string): string {
   if (typeof value === 'string') return value;
   if (value === null || typeof value !== 'object') return stringsIn(value, path).join('\n');
   let out = '';

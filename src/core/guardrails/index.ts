@@ -1,3 +1,4 @@
+export { anthropicRequestTexts, redactAnthropicRequest } from './anthropic-content.js';
 export {
   type ContentScan,
   messageTexts,

@@ -2,7 +2,8 @@
  * Anthropic Messages wire shapes: only the fields govgate reads or writes.
  *
  * The request type carries an index signature so that fields we do not model (thinking,
- * service_tier, container, ...) flow through unchanged when forwarded to Anthropic itself.
+ * service_tier, ...) flow through unchanged when forwarded to Anthropic itself
+ * (anthropic-forward.ts).
  */
 
 export interface AnthropicCacheControl {

@@ -3,6 +3,7 @@
  * Anthropic Messages. Everything here is pure and synchronous: no I/O, no clocks.
  */
 
+export { forwardedAnthropicRequest } from './anthropic-forward.js';
 export { anthropicRequestToOpenai } from './anthropic-request-to-openai.js';
 export { anthropicResponseToOpenai } from './anthropic-response-to-openai.js';
 export { ANTHROPIC_STOP, type AnthropicStop } from './anthropic-stop.js';
