@@ -20,7 +20,7 @@ import { decisionRecord, detectionRecord } from '../govern/governor.js';
 import type { ApprovalRequest } from '../govern/types.js';
 import type { Ctx } from '../http/context.js';
 import type { Metrics } from '../metrics/index.js';
-import type { Provider } from '../providers/types.js';
+import type { MessagesCall, Provider } from '../providers/types.js';
 import {
   type AnthropicMessage,
   type AnthropicMessagesRequest,
@@ -134,6 +134,27 @@ function textsDigest(texts: readonly { text: string }[]): string {
   return sha256Hex(all);
 }
 
+/** Beta feature names, comma-separated, as Anthropic spells them. */
+const ANTHROPIC_BETA = /^[A-Za-z0-9._-]+(?:\s*,\s*[A-Za-z0-9._-]+)*$/;
+
+/**
+ * A forwarded Anthropic call's cancellation and the caller's `anthropic-beta` header, which asks
+ * the provider for beta features (interleaved thinking, longer contexts, ...): passed on when it
+ * is a list of feature names (the features that need a field govgate does not forward stay off).
+ */
+function messagesCall(ctx: Ctx): MessagesCall {
+  const beta = ctx.header('anthropic-beta');
+  if (beta !== undefined && (beta.length > 1024 || !ANTHROPIC_BETA.test(beta)))
+    throw new ServiceError(
+      'invalid_request',
+      'anthropic-beta must be a comma-separated list of feature names',
+      {
+        param: 'anthropic-beta',
+      },
+    );
+  return { cancel: ctx.res, beta };
+}
+
 function asServiceError(err: unknown): ServiceError {
   return isServiceError(err)
     ? err
@@ -237,6 +258,7 @@ export class GatewayService {
       // (anthropic-forward.ts): its own texts are scanned and redacted, not the canonical copy's.
       const forwarded =
         anthropicRequest && provider.messagesApi ? forwardedAnthropicRequest(anthropicRequest) : undefined;
+      const forward = forwarded ? { request: forwarded, call: messagesCall(ctx) } : undefined;
       const texts = forwarded ? anthropicRequestTexts(forwarded) : requestTexts(request);
       const payload = {
         tools: request.tools?.map((t) => t.function.name) ?? [],
@@ -311,13 +333,13 @@ export class GatewayService {
       if (request.stream === true) {
         const keep = idemKey !== undefined;
         kept =
-          forwarded && provider.messagesApi
+          forward && provider.messagesApi
             ? await this.stream(
                 ctx,
                 provider,
                 request.model,
                 record,
-                anthropicWire(provider.messagesApi.stream(forwarded, ctx.res), guard),
+                anthropicWire(provider.messagesApi.stream(forward.request, forward.call), guard),
                 keep,
               )
             : await this.stream(
@@ -330,7 +352,7 @@ export class GatewayService {
               );
         return;
       }
-      kept = await this.complete(ctx, fe, provider, request, rawBody, forwarded, record, guard);
+      kept = await this.complete(ctx, fe, provider, request, rawBody, forward, record, guard);
     } finally {
       if (idemKey !== undefined)
         this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
@@ -469,7 +491,7 @@ export class GatewayService {
     provider: Provider,
     request: ChatCompletionRequest,
     rawBody: Buffer | undefined,
-    forwarded: AnthropicMessagesRequest | undefined,
+    forward: { request: AnthropicMessagesRequest; call: MessagesCall } | undefined,
     record: CallRecord,
     guard: OutputGuard,
   ): Promise<StoredResponse | undefined> {
@@ -478,8 +500,8 @@ export class GatewayService {
     // The provider's own answer, for a forwarded Anthropic call (given back as it came, guarded).
     let message: AnthropicMessage | undefined;
     try {
-      if (forwarded && provider.messagesApi) {
-        message = await provider.messagesApi.create(forwarded, ctx.res);
+      if (forward && provider.messagesApi) {
+        message = await provider.messagesApi.create(forward.request, forward.call);
         completion = anthropicResponseToOpenai(message, Math.floor(Date.now() / 1000));
       } else {
         completion = await provider.chat({

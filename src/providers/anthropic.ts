@@ -28,14 +28,19 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
   };
   const messagesPath = `${prefix}/v1/messages`;
 
+  /** The request headers, with the caller's `anthropic-beta` when it sent one. */
+  const headersFor = (beta: string | undefined): Record<string, string> =>
+    beta === undefined ? headers : { ...headers, 'anthropic-beta': beta };
+
   const create = async (
     request: AnthropicMessagesRequest,
     cancel: Cancellation,
+    beta?: string,
   ): Promise<AnthropicMessage> => {
     const res = await requestJson('anthropic', pool, {
       path: messagesPath,
       method: 'POST',
-      headers,
+      headers: headersFor(beta),
       body: JSON.stringify(request),
       cancel,
     });
@@ -48,10 +53,11 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
   async function* events(
     request: AnthropicMessagesRequest,
     cancel: Cancellation,
+    beta?: string,
   ): AsyncGenerator<AnthropicStreamEvent[]> {
     const text = await requestStream('anthropic', pool, {
       path: messagesPath,
-      headers,
+      headers: headersFor(beta),
       body: JSON.stringify(request),
       cancel,
     });
@@ -105,11 +111,11 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       }
     },
     messagesApi: {
-      create(request, cancel) {
-        return create({ ...request, stream: false }, cancel);
+      create(request, call) {
+        return create({ ...request, stream: false }, call.cancel, call.beta);
       },
-      stream(request, cancel) {
-        return events({ ...request, stream: true }, cancel);
+      stream(request, call) {
+        return events({ ...request, stream: true }, call.cancel, call.beta);
       },
     },
     async embed() {

@@ -50,12 +50,18 @@ export interface Provider {
  * the answer as the provider gave it, so nothing the canonical shape cannot say is lost.
  */
 export interface MessagesApi {
-  create(request: AnthropicMessagesRequest, cancel: Cancellation): Promise<AnthropicMessage>;
+  create(request: AnthropicMessagesRequest, call: MessagesCall): Promise<AnthropicMessage>;
   /** The stream's events in batches, one per network read (never empty), through message_stop. */
   stream(
     request: AnthropicMessagesRequest,
-    cancel: Cancellation,
+    call: MessagesCall,
   ): AsyncIterable<readonly AnthropicStreamEvent[]>;
+}
+
+export interface MessagesCall {
+  readonly cancel: Cancellation;
+  /** The caller's `anthropic-beta` header (the beta features it asks the provider for). */
+  readonly beta: string | undefined;
 }
 
 /** A provider entry as stored in org settings (the key itself sealed in the vault). */

@@ -96,6 +96,30 @@ t.test('anthropic client to an anthropic model: forwarded as written', async (t)
     },
   );
 
+  t.test("the caller's anthropic-beta header reaches the provider; a malformed one is refused", async (t) => {
+    const beta = 'interleaved-thinking-2025-05-14, context-1m-2025-08-07';
+    for (const stream of [false, true]) {
+      upstream.requests.length = 0;
+      const res = await svc.call('/v1/messages', {
+        headers: { 'x-api-key': svc.agentKey, 'anthropic-beta': beta },
+        body: { ...richRequest(), stream },
+      });
+      t.equal(res.status, 200);
+      t.equal(upstream.requests.at(-1)?.headers['anthropic-beta'], beta, `passed on (stream: ${stream})`);
+    }
+    upstream.requests.length = 0;
+    await svc.call('/v1/messages', { headers: { 'x-api-key': svc.agentKey }, body: richRequest() });
+    t.equal(upstream.requests.at(-1)?.headers['anthropic-beta'], undefined, 'not invented');
+    upstream.requests.length = 0;
+    const bad = await svc.call('/v1/messages', {
+      headers: { 'x-api-key': svc.agentKey, 'anthropic-beta': 'x\ty' },
+      body: richRequest(),
+    });
+    t.equal(bad.status, 400);
+    t.equal(bad.body.error.param, 'anthropic-beta');
+    t.equal(upstream.requests.length, 0);
+  });
+
   t.test('what would run out of the gateway sight is not forwarded', async (t) => {
     upstream.requests.length = 0;
     const request = richRequest();
