@@ -7,6 +7,7 @@ import { registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
 import { AuditKeys } from './crypto/audit-keys.js';
+import { bindKeysDir, checkKeysDir } from './crypto/keys-binding.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
 import { WorkerSealSigner } from './crypto/seal-signer.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
@@ -27,6 +28,7 @@ import { UpstreamPools } from './providers/upstream.js';
 import { LocalSnapshot } from './snapshot/local.js';
 import { openStore } from './store/db.js';
 import { IdempotencyStore } from './store/idempotency.js';
+import { type DataDirLock, lockDataDir } from './store/lock.js';
 import { PolicyRepo } from './store/policies.js';
 import { SettingsRepo } from './store/settings.js';
 import type { Logger } from './util/log.js';
@@ -40,9 +42,28 @@ export interface RunningService {
   close(graceMs?: number): Promise<void>;
 }
 
-/** The all-in-one process: control plane and data plane on one port, one embedded store. */
+/**
+ * The all-in-one process: control plane and data plane on one port, one embedded store. The data
+ * dir is held for the life of the service (store/lock.ts); a start that fails lets it go again.
+ */
 export async function startAllInOne(config: Config, logger: Logger): Promise<RunningService> {
+  const lock = await lockDataDir(config.dataDir);
+  try {
+    return await startLocked(config, logger, lock);
+  } catch (err) {
+    await lock.release();
+    throw err;
+  }
+}
+
+async function startLocked(config: Config, logger: Logger, lock: DataDirLock): Promise<RunningService> {
   const store = openStore(config.dataDir);
+  try {
+    checkKeysDir(store, config.keysDir);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
   const vault = createVault(loadVaultKey(config.keysDir));
   const identity = new IdentityRepo(store);
   const settings = new SettingsRepo(store, vault);
@@ -52,6 +73,7 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     signingKeyPem: config.audit.signingKey,
   });
   const sealSigner = await WorkerSealSigner.start(auditKeys);
+  bindKeysDir(store, config.keysDir);
   const events = new ChainLog(store, sealSigner, {
     dataDir: config.dataDir,
     rotationMaxMb: config.audit.rotationMaxMb,
@@ -65,7 +87,6 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
   const snapshot = new LocalSnapshot(identity, settings, pools, policies);
   const metrics = new Metrics();
   const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
-  const boot = await bootstrap(config, store, identity, settings, events);
   idempotency.sweep();
   const sweeper = setInterval(() => {
     idempotency.sweep();
@@ -174,7 +195,21 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
     logger,
     onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
   });
-  const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+  let server: HttpServer;
+  try {
+    server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+  } catch (err) {
+    clearInterval(sweeper);
+    clearInterval(approvalSweeper);
+    await pools.close();
+    await events.close();
+    await sealSigner.close();
+    await store.close();
+    throw err;
+  }
+  // Only once the port is held: a first start that cannot listen must not have created (and
+  // never shown) the bootstrap secrets.
+  const boot = await bootstrap(config, store, identity, settings, events);
   if (config.httpServer === 'uws' && server.engine !== 'uws')
     logger.warn('uWebSockets.js could not load; serving with node:http');
   if (!config.publicUrl) {
@@ -201,6 +236,7 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
       await events.close();
       await sealSigner.close();
       await store.close();
+      await lock.release();
     },
   };
 }

@@ -134,9 +134,13 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     });
   });
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (err: NodeJS.ErrnoException): void =>
+      reject(
+        new Error(`cannot listen on ${opts.host}:${opts.port}: ${err.code ?? err.message}`, { cause: err }),
+      );
+    server.once('error', failed);
     server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       const port = (server.address() as AddressInfo).port;
       let closed = false;
       resolve({

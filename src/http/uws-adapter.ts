@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { createServer } from 'node:net';
 import type * as Uws from '@trufflesuite/uws-js-unofficial';
 import { InFlight } from './in-flight.js';
 import {
@@ -148,6 +149,24 @@ class UwsResponse implements ServerResponse {
   }
 }
 
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
+/** Why `opts` cannot be listened on, as node:net reports it. */
+function listenFailure(opts: ListenOptions): Promise<Error> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) =>
+      resolve(
+        new Error(`cannot listen on ${opts.host}:${opts.port}: ${err.code ?? err.message}`, { cause: err }),
+      ),
+    );
+    probe.listen(opts.port, opts.host, () => {
+      probe.close();
+      resolve(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+    });
+  });
+}
+
 export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
   const app = uws.App();
   const inFlight = new InFlight();
@@ -207,9 +226,18 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
   });
 
   return new Promise((resolve, reject) => {
-    app.listen(opts.host, opts.port, (socket) => {
+    // Exclusive: without it uWS sets SO_REUSEPORT, and a second govgate on a port already held
+    // would share it (the kernel splitting connections between the two) instead of failing.
+    const listenExclusive = app.listen as unknown as (
+      host: string,
+      port: number,
+      options: number,
+      cb: (socket: Uws.us_listen_socket | false) => void,
+    ) => void;
+    listenExclusive.call(app, opts.host, opts.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
       if (!socket) {
-        reject(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+        // uWS gives no reason: node:net, asked for the same address, names it (EADDRINUSE, ...).
+        void listenFailure(opts).then(reject);
         return;
       }
       const port = uws.us_socket_local_port(socket as unknown as Uws.us_socket);

@@ -1,11 +1,10 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
-import { testServiceEnv } from '../helpers/env.js';
+import { CLI, exited, startCli as start } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
 
 // Nothing acknowledged is lost when the process dies: `govgate start` is killed with SIGKILL
@@ -13,48 +12,6 @@ import { callHttp } from '../helpers/http.js';
 // behind the store (they catch up on timers). After a restart every answered call is in the
 // audit trail, the overview counts every event once, integrity is intact, and the JSONL log,
 // checked offline, holds the whole chain.
-
-const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
-
-interface Running {
-  readonly child: ChildProcess;
-  readonly base: string;
-  readonly out: () => string;
-}
-
-/** Starts `govgate start`; resolves once its output matches `ready` (it arrives in pieces). */
-function start(dir: string, pat: string, ready: RegExp): Promise<Running> {
-  const child = spawn(process.execPath, [CLI, 'start'], {
-    env: { ...process.env, ...testServiceEnv(dir, pat) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start within 20 s: ${out}`)), 20_000);
-    const check = (): void => {
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m === null || !ready.test(out)) return;
-      clearTimeout(timer);
-      child.stdout?.off('data', check);
-      resolve({ child, base: m[1] as string, out: () => out });
-    };
-    child.stdout?.on('data', check);
-    child.once('exit', (code) => reject(new Error(`exited (${code}) before listening: ${out}`)));
-  });
-}
-
-function exited(child: ChildProcess): Promise<number | null> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
-    else child.once('exit', (code) => resolve(code));
-  });
-}
 
 t.test('SIGKILL after the last answer loses no audit event, count or JSONL line', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-crash-'));

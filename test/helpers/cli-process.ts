@@ -1,0 +1,51 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { testServiceEnv } from './env.js';
+
+/** The built CLI (`govgate`), run as its own process. */
+export const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
+
+export interface Running {
+  readonly child: ChildProcess;
+  readonly base: string;
+  readonly out: () => string;
+}
+
+/** Starts `govgate start`; resolves once its output matches `ready` (it arrives in pieces). */
+export function startCli(
+  dir: string,
+  pat: string,
+  ready: RegExp,
+  env: Record<string, string> = {},
+): Promise<Running> {
+  const child = spawn(process.execPath, [CLI, 'start'], {
+    env: { ...process.env, ...testServiceEnv(dir, pat), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no start within 20 s: ${out}`)), 20_000);
+    const check = (): void => {
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m === null || !ready.test(out)) return;
+      clearTimeout(timer);
+      child.stdout?.off('data', check);
+      resolve({ child, base: m[1] as string, out: () => out });
+    };
+    child.stdout?.on('data', check);
+    child.once('exit', (code) => reject(new Error(`exited (${code}) before listening: ${out}`)));
+  });
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.once('exit', (code) => resolve(code));
+  });
+}
