@@ -16,7 +16,7 @@ function yamlValue(doc: Raw, dotted: string): unknown {
 
 function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unknown {
   const where = s.env;
-  if (raw === undefined || raw === '') return s.default;
+  if (raw === undefined || raw === null || raw === '') return s.default;
   switch (s.kind) {
     case 'string':
       return String(raw);
@@ -46,8 +46,9 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
 }
 
 /**
- * Environment first, then the YAML file named by SERVICE_CONFIG, then defaults. Every problem is
- * reported at once in one ConfigError; the result is frozen.
+ * Environment first, then the YAML file named by SERVICE_CONFIG, then defaults. An empty variable
+ * or a YAML key without a value counts as unset (`${VAR}` templates render unset ones as empty).
+ * Every problem is reported at once in one ConfigError; the result is frozen.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: ConfigProblem[] = [];
@@ -68,7 +69,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const v: Record<string, unknown> = {};
   for (const s of SETTINGS) {
-    v[s.env] = readSetting(s, env[s.env] ?? yamlValue(file, s.yaml), problems);
+    const fromEnv = env[s.env];
+    const raw = fromEnv === undefined || fromEnv === '' ? yamlValue(file, s.yaml) : fromEnv;
+    v[s.env] = readSetting(s, raw, problems);
   }
   const token = v.SERVICE_BOOTSTRAP_TOKEN as string | undefined;
   if (token !== undefined && !/^gk_pat_[A-Za-z0-9]{40}$/.test(token)) {
