@@ -14,6 +14,71 @@ function yamlValue(doc: Raw, dotted: string): unknown {
   return cur;
 }
 
+/** The YAML keys the schema knows, dotted: each setting's own, and the mappings that hold them. */
+const LEAF_KEYS: ReadonlySet<string> = new Set(SETTINGS.map((s) => s.yaml));
+const MAPPING_KEYS: ReadonlySet<string> = new Set(
+  SETTINGS.flatMap((s) => {
+    const parts = s.yaml.split('.');
+    return parts.slice(1).map((_, i) => parts.slice(0, i + 1).join('.'));
+  }),
+);
+
+/** Edits from a to b, a swap of two neighbours counting as one (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  const w = b.length + 1;
+  const d: number[] = [];
+  const at = (i: number, j: number): number => d[i * w + j] ?? 0;
+  for (let i = 0; i <= a.length; i++) {
+    for (let j = 0; j <= b.length; j++) {
+      if (i === 0 || j === 0) d[i * w + j] = i + j;
+      else {
+        let e = Math.min(
+          at(i - 1, j) + 1,
+          at(i, j - 1) + 1,
+          at(i - 1, j - 1) + (a[i - 1] === b[j - 1] ? 0 : 1),
+        );
+        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+          e = Math.min(e, at(i - 2, j - 2) + 1);
+        d[i * w + j] = e;
+      }
+    }
+  }
+  return at(a.length, b.length);
+}
+
+/** The known key beside `path` that is a typo or two away from it, if there is one. */
+function nearKey(path: string, prefix: string): string | undefined {
+  const key = path.slice(prefix.length);
+  let best: string | undefined;
+  let bestDistance = Math.min(2, Math.ceil(key.length / 2) - 1);
+  for (const known of [...LEAF_KEYS, ...MAPPING_KEYS]) {
+    const sibling = known.slice(prefix.length);
+    if (!known.startsWith(prefix) || sibling.includes('.')) continue;
+    const distance = editDistance(key, sibling);
+    if (distance <= bestDistance && (best === undefined || distance < bestDistance)) {
+      best = known;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/** Reports every key of the YAML file the schema does not know, so a misspelt one is not ignored. */
+function checkKeys(map: Raw, prefix: string, file: string, problems: ConfigProblem[]): void {
+  for (const [key, value] of Object.entries(map)) {
+    const path = prefix + key;
+    if (LEAF_KEYS.has(path)) continue;
+    if (MAPPING_KEYS.has(path)) {
+      if (value !== null && typeof value === 'object' && !Array.isArray(value))
+        checkKeys(value as Raw, `${path}.`, file, problems);
+      else if (value !== null) problems.push({ path, message: 'must be a mapping' });
+      continue;
+    }
+    const near = nearKey(path, prefix);
+    problems.push({ path, message: `unknown key in ${file}${near ? `; did you mean ${near}?` : ''}` });
+  }
+}
+
 function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unknown {
   const where = s.env;
   if (raw === undefined || raw === null || raw === '') return s.default;
@@ -57,8 +122,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (configPath) {
     try {
       const parsed: unknown = parseYaml(readFileSync(configPath, 'utf8'));
-      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) file = parsed as Raw;
-      else if (parsed != null)
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
+        file = parsed as Raw;
+        checkKeys(file, '', configPath, problems);
+      } else if (parsed != null)
         problems.push({ path: 'SERVICE_CONFIG', message: 'must contain a YAML mapping' });
     } catch (err) {
       problems.push({

@@ -66,3 +66,61 @@ t.test('problems are thrown together as one ConfigError', async (t) => {
     ['SERVICE_PORT', 'SERVICE_LOG_LEVEL'],
   );
 });
+
+t.test('unknown YAML keys are problems, at every level the schema knows, named by their path', async (t) => {
+  const path = yamlFile(
+    t,
+    'prot: 9999\nlog_levl: debug\ncolour: blue\naudit:\n  retention_day: 7\n  rotation_max_mb: 5\n',
+  );
+  const err = t.throws(() => loadConfig({ SERVICE_CONFIG: path, SERVICE_PORT: '99999' })) as ConfigError;
+  t.type(err, ConfigError);
+  const byPath = new Map(err.problems.map((p) => [p.path, p.message]));
+  t.match(byPath.get('prot'), /^unknown key in .*govgate\.yaml; did you mean port\?$/);
+  t.match(byPath.get('log_levl'), /did you mean log_level\?$/);
+  t.match(byPath.get('audit.retention_day'), /did you mean audit\.retention_days\?$/);
+  t.match(byPath.get('colour'), /^unknown key in .*govgate\.yaml$/, 'no guess when nothing is close');
+  t.ok(byPath.has('SERVICE_PORT'), 'reported together with the other problems');
+  t.equal(err.problems.length, 5);
+  t.match(err.message, /- audit\.retention_day: unknown key/);
+
+  const notMapping = yamlFile(t, 'audit: 7\n');
+  const e2 = t.throws(() => loadConfig({ SERVICE_CONFIG: notMapping })) as ConfigError;
+  t.same(e2.problems, [{ path: 'audit', message: 'must be a mapping' }]);
+});
+
+t.test('a file naming every known key is accepted', async (t) => {
+  const path = yamlFile(
+    t,
+    [
+      'host: 0.0.0.0',
+      'port: 9100',
+      'proxy_port: 15002',
+      'data_dir: /tmp/gg-data',
+      'keys_dir: /tmp/gg-keys',
+      'control_url: http://control.example:8620',
+      `bootstrap_token: gk_pat_${'a'.repeat(40)}`,
+      'egress_allow: [127.0.0.1:9999]',
+      'region: eu-west-1',
+      'http_server: node',
+      'log_level: warn',
+      'public_url: https://gw.example.com',
+      'metrics_token: m',
+      'upstream_timeout_ms: 5000',
+      'upstream_connections: 8',
+      'idempotency_ttl_hours: 2',
+      'openai_api_key: sk-x',
+      'anthropic_api_key: sk-ant-x',
+      'audit:',
+      '  signing_key: pem',
+      '  key_password: pw',
+      '  retention_days: 30',
+      '  rotation_max_mb: 5',
+      '',
+    ].join('\n'),
+  );
+  const c = loadConfig({ SERVICE_CONFIG: path });
+  t.equal(c.proxyPort, 15002);
+  t.same(c.egressAllow, ['127.0.0.1:9999']);
+  t.equal(c.audit.retentionDays, 30);
+  t.equal(c.audit.keyPassword, 'pw');
+});
