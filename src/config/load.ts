@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, type Tags } from 'yaml';
 import { type Config, ConfigError, type ConfigProblem, SETTINGS, type Setting } from './schema.js';
 
 type Raw = Record<string, unknown>;
@@ -79,6 +79,13 @@ function checkKeys(map: Raw, prefix: string, file: string, problems: ConfigProbl
   }
 }
 
+/**
+ * YAML's number forms (0x1F90, 1e3, .inf, 012) are read as text, as the environment's are: the
+ * number settings then follow one rule, and a string setting keeps what was written.
+ */
+const PLAIN_NUMBERS_AS_TEXT = (tags: Tags): Tags =>
+  tags.filter((tag) => typeof tag === 'string' || !/:(int|float)$/.test(tag.tag));
+
 function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unknown {
   const where = s.env;
   if (raw === undefined || raw === null || raw === '') return s.default;
@@ -99,10 +106,12 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
     }
     case 'port':
     case 'int': {
-      const n = typeof raw === 'number' ? raw : Number(String(raw));
+      // Decimal digits only: Number() would also take 0x1F90, 1e3, 8080.0 and a blank as 0.
+      const text = String(raw).trim();
+      const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
       const min = s.kind === 'port' ? 0 : (s.min ?? 0);
       const max = s.kind === 'port' ? 65535 : Number.MAX_SAFE_INTEGER;
-      if (!Number.isInteger(n) || n < min || n > max) {
+      if (!(n >= min && n <= max)) {
         problems.push({ path: where, message: `must be an integer from ${min} to ${max}` });
       }
       return n;
@@ -121,7 +130,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const configPath = env.SERVICE_CONFIG;
   if (configPath) {
     try {
-      const parsed: unknown = parseYaml(readFileSync(configPath, 'utf8'));
+      const parsed: unknown = parseYaml(readFileSync(configPath, 'utf8'), {
+        customTags: PLAIN_NUMBERS_AS_TEXT,
+      });
       if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
         file = parsed as Raw;
         checkKeys(file, '', configPath, problems);

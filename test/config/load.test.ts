@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
-import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { type Config, ConfigError, loadConfig, SETTINGS } from '../../src/config/index.js';
 
 /** A YAML file in a fresh directory, removed after the test; returns its path. */
 function yamlFile(t: Test, text: string): string {
@@ -124,3 +124,51 @@ t.test('a file naming every known key is accepted', async (t) => {
   t.equal(c.audit.retentionDays, 30);
   t.equal(c.audit.keyPassword, 'pw');
 });
+
+t.test(
+  'number settings take plain decimal integers only, from the environment and the YAML file',
+  async (t) => {
+    const numeric: Record<string, (c: Config) => number> = {
+      SERVICE_PORT: (c) => c.port,
+      SERVICE_PROXY_PORT: (c) => c.proxyPort,
+      SERVICE_UPSTREAM_TIMEOUT_MS: (c) => c.upstreamTimeoutMs,
+      SERVICE_UPSTREAM_CONNECTIONS: (c) => c.upstreamConnections,
+      SERVICE_IDEMPOTENCY_TTL_HOURS: (c) => c.idempotencyTtlHours,
+      SERVICE_AUDIT_RETENTION_DAYS: (c) => c.audit.retentionDays,
+      SERVICE_AUDIT_ROTATION_MAX_MB: (c) => c.audit.rotationMaxMb,
+    };
+    t.same(
+      Object.keys(numeric),
+      SETTINGS.filter((s) => s.kind === 'port' || s.kind === 'int').map((s) => s.env),
+      'every number setting is checked',
+    );
+    const bad = ['0x1F90', '1e3', '8080.0', '+80', '-1', ' ', '1_000', '0b11', '0o17', 'Infinity', '12abc'];
+    for (const [name, read] of Object.entries(numeric)) {
+      for (const value of bad) {
+        const err = t.throws(() => loadConfig({ [name]: value }), `${name}=${value}`) as ConfigError;
+        t.same(
+          err.problems?.map((p) => p.path),
+          [name],
+        );
+      }
+      t.equal(read(loadConfig({ [name]: ' 0090 ' })), 90, `${name}: spaces around the digits are fine`);
+    }
+
+    const path = yamlFile(
+      t,
+      'port: 0x1F90\nproxy_port: "1e3"\nupstream_timeout_ms: 1.5e4\naudit:\n  retention_days: .inf\n',
+    );
+    const err = t.throws(() => loadConfig({ SERVICE_CONFIG: path })) as ConfigError;
+    t.same(
+      err.problems.map((p) => p.path),
+      ['SERVICE_PORT', 'SERVICE_PROXY_PORT', 'SERVICE_UPSTREAM_TIMEOUT_MS', 'SERVICE_AUDIT_RETENTION_DAYS'],
+      'YAML numbers follow the same rule, quoted or not',
+    );
+    const ok = yamlFile(t, 'port: 9100\nproxy_port: " 9101 "\nmetrics_token: 0x1F\nregion: 012\n');
+    const c = loadConfig({ SERVICE_CONFIG: ok });
+    t.equal(c.port, 9100);
+    t.equal(c.proxyPort, 9101);
+    t.equal(c.metricsToken, '0x1F', 'a string setting keeps the text as written');
+    t.equal(c.region, '012');
+  },
+);
