@@ -119,6 +119,18 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
   }
 }
 
+/** An absolute http(s) URL without credentials, query or fragment, normalised, no trailing slash. */
+function baseUrl(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if (!/^https?:$/.test(url.protocol) || url.username || url.password || /[?#]/.test(text)) return undefined;
+  return url.href.replace(/\/+$/, '');
+}
+
 /**
  * Environment first, then the YAML file named by SERVICE_CONFIG, then defaults. An empty variable
  * or a YAML key without a value counts as unset (`${VAR}` templates render unset ones as empty).
@@ -158,6 +170,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       message: 'must be gk_pat_ followed by 40 base62 characters',
     });
   }
+  const publicUrl = v.SERVICE_PUBLIC_URL as string | undefined;
+  const base = publicUrl === undefined ? undefined : baseUrl(publicUrl);
+  if (publicUrl !== undefined && base === undefined) {
+    problems.push({
+      path: 'SERVICE_PUBLIC_URL',
+      message: 'must be an absolute http(s) URL without credentials, query or fragment',
+    });
+  }
   for (const pair of v.SERVICE_EGRESS_ALLOW as string[]) {
     if (!/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:.]+\]:\d{1,5}$/.test(pair)) {
       problems.push({ path: 'SERVICE_EGRESS_ALLOW', message: `"${pair}" is not host:port` });
@@ -177,7 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     region: v.SERVICE_REGION as string,
     httpServer: v.SERVICE_HTTP_SERVER as Config['httpServer'],
     logLevel: v.SERVICE_LOG_LEVEL as Config['logLevel'],
-    publicUrl: (v.SERVICE_PUBLIC_URL as string | undefined)?.replace(/\/+$/, ''),
+    publicUrl: base,
     metricsToken: v.SERVICE_METRICS_TOKEN as string | undefined,
     upstreamTimeoutMs: v.SERVICE_UPSTREAM_TIMEOUT_MS as number,
     upstreamConnections: v.SERVICE_UPSTREAM_CONNECTIONS as number,

@@ -130,7 +130,7 @@ export const SETTINGS = [
     env: 'SERVICE_PUBLIC_URL',
     yaml: 'public_url',
     kind: 'string',
-    doc: 'Base URL used in audit_url (default: http://host:port)',
+    doc: 'Base URL used in audit_url, an absolute http(s) URL (default: http://host:port)',
   },
   {
     env: 'SERVICE_METRICS_TOKEN',

@@ -172,3 +172,42 @@ t.test(
     t.equal(c.region, '012');
   },
 );
+
+t.test('SERVICE_PUBLIC_URL is an absolute http(s) URL without credentials, query or fragment', async (t) => {
+  const bad = [
+    'not-a-url',
+    '/relative/path',
+    'gw.example.com',
+    'ftp://gw.example.com',
+    'javascript:alert(1)',
+    'https://user:pw@gw.example.com',
+    'https://user@gw.example.com',
+    'https://gw.example.com/?x=1',
+    'https://gw.example.com/?',
+    'https://gw.example.com/#top',
+  ];
+  for (const value of bad) {
+    const err = t.throws(() => loadConfig({ SERVICE_PUBLIC_URL: value }), value) as ConfigError;
+    t.same(err.problems, [
+      {
+        path: 'SERVICE_PUBLIC_URL',
+        message: 'must be an absolute http(s) URL without credentials, query or fragment',
+      },
+    ]);
+  }
+  const good: [string, string][] = [
+    ['https://gw.example.com/', 'https://gw.example.com'],
+    ['http://127.0.0.1:8620', 'http://127.0.0.1:8620'],
+    ['https://gw.example.com/govgate/', 'https://gw.example.com/govgate'],
+    ['HTTPS://GW.Example.com', 'https://gw.example.com'],
+  ];
+  for (const [value, base] of good) t.equal(loadConfig({ SERVICE_PUBLIC_URL: value }).publicUrl, base, value);
+  const err = t.throws(() =>
+    loadConfig({ SERVICE_CONFIG: yamlFile(t, 'public_url: not-a-url\n') }),
+  ) as ConfigError;
+  t.same(
+    err.problems.map((p) => p.path),
+    ['SERVICE_PUBLIC_URL'],
+    'from the YAML file too',
+  );
+});
