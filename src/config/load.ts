@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, type Tags } from 'yaml';
 import { type Config, ConfigError, type ConfigProblem, SETTINGS, type Setting } from './schema.js';
 
 type Raw = Record<string, unknown>;
@@ -14,9 +14,81 @@ function yamlValue(doc: Raw, dotted: string): unknown {
   return cur;
 }
 
+/** The YAML keys the schema knows, dotted: each setting's own, and the mappings that hold them. */
+const LEAF_KEYS: ReadonlySet<string> = new Set(SETTINGS.map((s) => s.yaml));
+const MAPPING_KEYS: ReadonlySet<string> = new Set(
+  SETTINGS.flatMap((s) => {
+    const parts = s.yaml.split('.');
+    return parts.slice(1).map((_, i) => parts.slice(0, i + 1).join('.'));
+  }),
+);
+
+/** Edits from a to b, a swap of two neighbours counting as one (optimal string alignment). */
+function editDistance(a: string, b: string): number {
+  const w = b.length + 1;
+  const d: number[] = [];
+  const at = (i: number, j: number): number => d[i * w + j] ?? 0;
+  for (let i = 0; i <= a.length; i++) {
+    for (let j = 0; j <= b.length; j++) {
+      if (i === 0 || j === 0) d[i * w + j] = i + j;
+      else {
+        let e = Math.min(
+          at(i - 1, j) + 1,
+          at(i, j - 1) + 1,
+          at(i - 1, j - 1) + (a[i - 1] === b[j - 1] ? 0 : 1),
+        );
+        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+          e = Math.min(e, at(i - 2, j - 2) + 1);
+        d[i * w + j] = e;
+      }
+    }
+  }
+  return at(a.length, b.length);
+}
+
+/** The known key beside `path` that is a typo or two away from it, if there is one. */
+function nearKey(path: string, prefix: string): string | undefined {
+  const key = path.slice(prefix.length);
+  let best: string | undefined;
+  let bestDistance = Math.min(2, Math.ceil(key.length / 2) - 1);
+  for (const known of [...LEAF_KEYS, ...MAPPING_KEYS]) {
+    const sibling = known.slice(prefix.length);
+    if (!known.startsWith(prefix) || sibling.includes('.')) continue;
+    const distance = editDistance(key, sibling);
+    if (distance <= bestDistance && (best === undefined || distance < bestDistance)) {
+      best = known;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/** Reports every key of the YAML file the schema does not know, so a misspelt one is not ignored. */
+function checkKeys(map: Raw, prefix: string, file: string, problems: ConfigProblem[]): void {
+  for (const [key, value] of Object.entries(map)) {
+    const path = prefix + key;
+    if (LEAF_KEYS.has(path)) continue;
+    if (MAPPING_KEYS.has(path)) {
+      if (value !== null && typeof value === 'object' && !Array.isArray(value))
+        checkKeys(value as Raw, `${path}.`, file, problems);
+      else if (value !== null) problems.push({ path, message: 'must be a mapping' });
+      continue;
+    }
+    const near = nearKey(path, prefix);
+    problems.push({ path, message: `unknown key in ${file}${near ? `; did you mean ${near}?` : ''}` });
+  }
+}
+
+/**
+ * YAML's number forms (0x1F90, 1e3, .inf, 012) are read as text, as the environment's are: the
+ * number settings then follow one rule, and a string setting keeps what was written.
+ */
+const PLAIN_NUMBERS_AS_TEXT = (tags: Tags): Tags =>
+  tags.filter((tag) => typeof tag === 'string' || !/:(int|float)$/.test(tag.tag));
+
 function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unknown {
   const where = s.env;
-  if (raw === undefined || raw === '') return s.default;
+  if (raw === undefined || raw === null || raw === '') return s.default;
   switch (s.kind) {
     case 'string':
       return String(raw);
@@ -34,10 +106,12 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
     }
     case 'port':
     case 'int': {
-      const n = typeof raw === 'number' ? raw : Number(String(raw));
+      // Decimal digits only: Number() would also take 0x1F90, 1e3, 8080.0 and a blank as 0.
+      const text = String(raw).trim();
+      const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
       const min = s.kind === 'port' ? 0 : (s.min ?? 0);
       const max = s.kind === 'port' ? 65535 : Number.MAX_SAFE_INTEGER;
-      if (!Number.isInteger(n) || n < min || n > max) {
+      if (!(n >= min && n <= max)) {
         problems.push({ path: where, message: `must be an integer from ${min} to ${max}` });
       }
       return n;
@@ -45,9 +119,22 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
   }
 }
 
+/** An absolute http(s) URL without credentials, query or fragment, normalised, no trailing slash. */
+function baseUrl(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if (!/^https?:$/.test(url.protocol) || url.username || url.password || /[?#]/.test(text)) return undefined;
+  return url.href.replace(/\/+$/, '');
+}
+
 /**
- * Environment first, then the YAML file named by SERVICE_CONFIG, then defaults. Every problem is
- * reported at once in one ConfigError; the result is frozen.
+ * Environment first, then the YAML file named by SERVICE_CONFIG, then defaults. An empty variable
+ * or a YAML key without a value counts as unset (`${VAR}` templates render unset ones as empty).
+ * Every problem is reported at once in one ConfigError; the result is frozen.
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const problems: ConfigProblem[] = [];
@@ -55,9 +142,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const configPath = env.SERVICE_CONFIG;
   if (configPath) {
     try {
-      const parsed: unknown = parseYaml(readFileSync(configPath, 'utf8'));
-      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) file = parsed as Raw;
-      else if (parsed != null)
+      const parsed: unknown = parseYaml(readFileSync(configPath, 'utf8'), {
+        customTags: PLAIN_NUMBERS_AS_TEXT,
+      });
+      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) {
+        file = parsed as Raw;
+        checkKeys(file, '', configPath, problems);
+      } else if (parsed != null)
         problems.push({ path: 'SERVICE_CONFIG', message: 'must contain a YAML mapping' });
     } catch (err) {
       problems.push({
@@ -68,13 +159,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const v: Record<string, unknown> = {};
   for (const s of SETTINGS) {
-    v[s.env] = readSetting(s, env[s.env] ?? yamlValue(file, s.yaml), problems);
+    const fromEnv = env[s.env];
+    const raw = fromEnv === undefined || fromEnv === '' ? yamlValue(file, s.yaml) : fromEnv;
+    v[s.env] = readSetting(s, raw, problems);
   }
   const token = v.SERVICE_BOOTSTRAP_TOKEN as string | undefined;
   if (token !== undefined && !/^gk_pat_[A-Za-z0-9]{40}$/.test(token)) {
     problems.push({
       path: 'SERVICE_BOOTSTRAP_TOKEN',
       message: 'must be gk_pat_ followed by 40 base62 characters',
+    });
+  }
+  const publicUrl = v.SERVICE_PUBLIC_URL as string | undefined;
+  const base = publicUrl === undefined ? undefined : baseUrl(publicUrl);
+  if (publicUrl !== undefined && base === undefined) {
+    problems.push({
+      path: 'SERVICE_PUBLIC_URL',
+      message: 'must be an absolute http(s) URL without credentials, query or fragment',
     });
   }
   for (const pair of v.SERVICE_EGRESS_ALLOW as string[]) {
@@ -96,7 +197,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     region: v.SERVICE_REGION as string,
     httpServer: v.SERVICE_HTTP_SERVER as Config['httpServer'],
     logLevel: v.SERVICE_LOG_LEVEL as Config['logLevel'],
-    publicUrl: (v.SERVICE_PUBLIC_URL as string | undefined)?.replace(/\/+$/, ''),
+    publicUrl: base,
     metricsToken: v.SERVICE_METRICS_TOKEN as string | undefined,
     upstreamTimeoutMs: v.SERVICE_UPSTREAM_TIMEOUT_MS as number,
     upstreamConnections: v.SERVICE_UPSTREAM_CONNECTIONS as number,

@@ -1,0 +1,213 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import t from 'tap';
+import { type Config, ConfigError, loadConfig, SETTINGS } from '../../src/config/index.js';
+
+/** A YAML file in a fresh directory, removed after the test; returns its path. */
+function yamlFile(t: Test, text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-config-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'govgate.yaml');
+  writeFileSync(path, text);
+  return path;
+}
+
+t.test(
+  'an empty environment variable counts as unset: the YAML value applies, else the default',
+  async (t) => {
+    const path = yamlFile(
+      t,
+      'host: 0.0.0.0\nport: 9100\nregion: eu-west-1\nmetrics_token: s3cret\naudit:\n  rotation_max_mb: 5\n',
+    );
+    const empty = {
+      SERVICE_CONFIG: path,
+      SERVICE_HOST: '',
+      SERVICE_PORT: '',
+      SERVICE_REGION: '',
+      SERVICE_METRICS_TOKEN: '',
+      SERVICE_AUDIT_ROTATION_MAX_MB: '',
+    };
+    const c = loadConfig(empty);
+    t.equal(c.host, '0.0.0.0');
+    t.equal(c.port, 9100);
+    t.equal(c.region, 'eu-west-1');
+    t.equal(c.metricsToken, 's3cret', '/api/metrics stays protected');
+    t.equal(c.audit.rotationMaxMb, 5);
+
+    const { SERVICE_CONFIG: _, ...noFile } = empty;
+    const d = loadConfig(noFile);
+    t.equal(d.host, '127.0.0.1', 'without a file, the defaults');
+    t.equal(d.port, 8620);
+    t.equal(d.region, 'local');
+    t.equal(d.metricsToken, undefined);
+    t.equal(d.audit.rotationMaxMb, 100);
+
+    const set = loadConfig({ SERVICE_CONFIG: path, SERVICE_PORT: '9200', SERVICE_METRICS_TOKEN: 'other' });
+    t.equal(set.port, 9200, 'a variable with a value still comes first');
+    t.equal(set.metricsToken, 'other');
+  },
+);
+
+t.test('a YAML key without a value counts as unset too', async (t) => {
+  const path = yamlFile(t, 'port:\nmetrics_token:\nregion: ""\n');
+  const c = loadConfig({ SERVICE_CONFIG: path });
+  t.equal(c.port, 8620);
+  t.equal(c.metricsToken, undefined, 'not the text "null"');
+  t.equal(c.region, 'local');
+});
+
+t.test('problems are thrown together as one ConfigError', async (t) => {
+  const err = t.throws(() => loadConfig({ SERVICE_PORT: 'x', SERVICE_LOG_LEVEL: 'loud' })) as ConfigError;
+  t.type(err, ConfigError);
+  t.same(
+    err.problems.map((p) => p.path),
+    ['SERVICE_PORT', 'SERVICE_LOG_LEVEL'],
+  );
+});
+
+t.test('unknown YAML keys are problems, at every level the schema knows, named by their path', async (t) => {
+  const path = yamlFile(
+    t,
+    'prot: 9999\nlog_levl: debug\ncolour: blue\naudit:\n  retention_day: 7\n  rotation_max_mb: 5\n',
+  );
+  const err = t.throws(() => loadConfig({ SERVICE_CONFIG: path, SERVICE_PORT: '99999' })) as ConfigError;
+  t.type(err, ConfigError);
+  const byPath = new Map(err.problems.map((p) => [p.path, p.message]));
+  t.match(byPath.get('prot'), /^unknown key in .*govgate\.yaml; did you mean port\?$/);
+  t.match(byPath.get('log_levl'), /did you mean log_level\?$/);
+  t.match(byPath.get('audit.retention_day'), /did you mean audit\.retention_days\?$/);
+  t.match(byPath.get('colour'), /^unknown key in .*govgate\.yaml$/, 'no guess when nothing is close');
+  t.ok(byPath.has('SERVICE_PORT'), 'reported together with the other problems');
+  t.equal(err.problems.length, 5);
+  t.match(err.message, /- audit\.retention_day: unknown key/);
+
+  const notMapping = yamlFile(t, 'audit: 7\n');
+  const e2 = t.throws(() => loadConfig({ SERVICE_CONFIG: notMapping })) as ConfigError;
+  t.same(e2.problems, [{ path: 'audit', message: 'must be a mapping' }]);
+});
+
+t.test('a file naming every known key is accepted', async (t) => {
+  const path = yamlFile(
+    t,
+    [
+      'host: 0.0.0.0',
+      'port: 9100',
+      'proxy_port: 15002',
+      'data_dir: /tmp/gg-data',
+      'keys_dir: /tmp/gg-keys',
+      'control_url: http://control.example:8620',
+      `bootstrap_token: gk_pat_${'a'.repeat(40)}`,
+      'egress_allow: [127.0.0.1:9999]',
+      'region: eu-west-1',
+      'http_server: node',
+      'log_level: warn',
+      'public_url: https://gw.example.com',
+      'metrics_token: m',
+      'upstream_timeout_ms: 5000',
+      'upstream_connections: 8',
+      'idempotency_ttl_hours: 2',
+      'openai_api_key: sk-x',
+      'anthropic_api_key: sk-ant-x',
+      'audit:',
+      '  signing_key: pem',
+      '  key_password: pw',
+      '  retention_days: 30',
+      '  rotation_max_mb: 5',
+      '',
+    ].join('\n'),
+  );
+  const c = loadConfig({ SERVICE_CONFIG: path });
+  t.equal(c.proxyPort, 15002);
+  t.same(c.egressAllow, ['127.0.0.1:9999']);
+  t.equal(c.audit.retentionDays, 30);
+  t.equal(c.audit.keyPassword, 'pw');
+});
+
+t.test(
+  'number settings take plain decimal integers only, from the environment and the YAML file',
+  async (t) => {
+    const numeric: Record<string, (c: Config) => number> = {
+      SERVICE_PORT: (c) => c.port,
+      SERVICE_PROXY_PORT: (c) => c.proxyPort,
+      SERVICE_UPSTREAM_TIMEOUT_MS: (c) => c.upstreamTimeoutMs,
+      SERVICE_UPSTREAM_CONNECTIONS: (c) => c.upstreamConnections,
+      SERVICE_IDEMPOTENCY_TTL_HOURS: (c) => c.idempotencyTtlHours,
+      SERVICE_AUDIT_RETENTION_DAYS: (c) => c.audit.retentionDays,
+      SERVICE_AUDIT_ROTATION_MAX_MB: (c) => c.audit.rotationMaxMb,
+    };
+    t.same(
+      Object.keys(numeric),
+      SETTINGS.filter((s) => s.kind === 'port' || s.kind === 'int').map((s) => s.env),
+      'every number setting is checked',
+    );
+    const bad = ['0x1F90', '1e3', '8080.0', '+80', '-1', ' ', '1_000', '0b11', '0o17', 'Infinity', '12abc'];
+    for (const [name, read] of Object.entries(numeric)) {
+      for (const value of bad) {
+        const err = t.throws(() => loadConfig({ [name]: value }), `${name}=${value}`) as ConfigError;
+        t.same(
+          err.problems?.map((p) => p.path),
+          [name],
+        );
+      }
+      t.equal(read(loadConfig({ [name]: ' 0090 ' })), 90, `${name}: spaces around the digits are fine`);
+    }
+
+    const path = yamlFile(
+      t,
+      'port: 0x1F90\nproxy_port: "1e3"\nupstream_timeout_ms: 1.5e4\naudit:\n  retention_days: .inf\n',
+    );
+    const err = t.throws(() => loadConfig({ SERVICE_CONFIG: path })) as ConfigError;
+    t.same(
+      err.problems.map((p) => p.path),
+      ['SERVICE_PORT', 'SERVICE_PROXY_PORT', 'SERVICE_UPSTREAM_TIMEOUT_MS', 'SERVICE_AUDIT_RETENTION_DAYS'],
+      'YAML numbers follow the same rule, quoted or not',
+    );
+    const ok = yamlFile(t, 'port: 9100\nproxy_port: " 9101 "\nmetrics_token: 0x1F\nregion: 012\n');
+    const c = loadConfig({ SERVICE_CONFIG: ok });
+    t.equal(c.port, 9100);
+    t.equal(c.proxyPort, 9101);
+    t.equal(c.metricsToken, '0x1F', 'a string setting keeps the text as written');
+    t.equal(c.region, '012');
+  },
+);
+
+t.test('SERVICE_PUBLIC_URL is an absolute http(s) URL without credentials, query or fragment', async (t) => {
+  const bad = [
+    'not-a-url',
+    '/relative/path',
+    'gw.example.com',
+    'ftp://gw.example.com',
+    'javascript:alert(1)',
+    'https://user:pw@gw.example.com',
+    'https://user@gw.example.com',
+    'https://gw.example.com/?x=1',
+    'https://gw.example.com/?',
+    'https://gw.example.com/#top',
+  ];
+  for (const value of bad) {
+    const err = t.throws(() => loadConfig({ SERVICE_PUBLIC_URL: value }), value) as ConfigError;
+    t.same(err.problems, [
+      {
+        path: 'SERVICE_PUBLIC_URL',
+        message: 'must be an absolute http(s) URL without credentials, query or fragment',
+      },
+    ]);
+  }
+  const good: [string, string][] = [
+    ['https://gw.example.com/', 'https://gw.example.com'],
+    ['http://127.0.0.1:8620', 'http://127.0.0.1:8620'],
+    ['https://gw.example.com/govgate/', 'https://gw.example.com/govgate'],
+    ['HTTPS://GW.Example.com', 'https://gw.example.com'],
+  ];
+  for (const [value, base] of good) t.equal(loadConfig({ SERVICE_PUBLIC_URL: value }).publicUrl, base, value);
+  const err = t.throws(() =>
+    loadConfig({ SERVICE_CONFIG: yamlFile(t, 'public_url: not-a-url\n') }),
+  ) as ConfigError;
+  t.same(
+    err.problems.map((p) => p.path),
+    ['SERVICE_PUBLIC_URL'],
+    'from the YAML file too',
+  );
+});
