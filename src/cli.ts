@@ -28,20 +28,32 @@ async function start(): Promise<void> {
   const created = service.bootstrap.created;
   if (created) {
     out.write(`\nFirst start: org "default" created. These secrets are shown once.\n`);
-    out.write(
-      `  super_admin token: ${created.token}${created.tokenGenerated ? '  (also in data dir: bootstrap-token)' : ''}\n`,
-    );
+    // A token the operator chose is theirs already: it is not echoed into the logs.
+    const token = created.tokenGenerated
+      ? `${created.token}  (also in data dir: bootstrap-token)`
+      : '(the SERVICE_BOOTSTRAP_TOKEN you set)';
+    out.write(`  super_admin token: ${token}\n`);
     out.write(`  agent key (${created.agentId}): ${created.agentKey}\n\n`);
-    out.write(
-      `Try it:\n  curl -s ${base}/v1/chat/completions -H 'Authorization: Bearer ${created.agentKey}' \\\n`,
-    );
-    out.write(
-      `    -H 'Content-Type: application/json' -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'\n\n`,
-    );
+    const auth = `-H 'Authorization: Bearer ${created.agentKey}'`;
+    if (created.providers.includes('mock')) {
+      out.write(`Try it:\n  curl -s ${base}/v1/chat/completions ${auth} \\\n`);
+      out.write(
+        `    -H 'Content-Type: application/json' -d '{"model":"mock-echo","messages":[{"role":"user","content":"hello"}]}'\n\n`,
+      );
+    } else {
+      // A real provider (its key was in the environment): list what it serves, at no cost.
+      out.write(
+        `Try it (models of ${created.providers.join(' and ')}):\n  curl -s ${base}/v1/models ${auth}\n\n`,
+      );
+    }
   }
   let stopping = false;
   const stop = (signal: string): void => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: the operator will not wait for the drain.
+      logger.warn('stopping now, without waiting for in-flight requests', { signal });
+      process.exit(130);
+    }
     stopping = true;
     logger.info('shutting down', { signal });
     service

@@ -15,6 +15,8 @@ export interface BootstrapResult {
     readonly tokenGenerated: boolean;
     readonly agentKey: string;
     readonly agentId: string;
+    /** The providers configured (mock only when no provider key was in the environment). */
+    readonly providers: readonly string[];
   };
 }
 
@@ -84,6 +86,7 @@ export async function bootstrap(
       tokenGenerated: !config.bootstrapToken,
       agentKey: key.secret,
       agentId: agent.agent_id,
+      providers: entries.map((e) => e.name),
     },
   };
 }

@@ -1,0 +1,64 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { randomBase62 } from '../../src/util/ids.js';
+import { exited, startCli } from '../helpers/cli-process.js';
+import { callHttp } from '../helpers/http.js';
+import { startMockUpstream } from '../helpers/mock-upstream.js';
+
+// What `govgate start` prints and how it stops, as an operator sees it.
+
+const AGENT_KEY_LINE = /agent key \([^)]*\): gk_agent_\w+\n/;
+
+t.test(
+  'first start with a provider key: the try-it line lists models; a chosen token is not echoed',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const pat = `gk_pat_${randomBase62(40)}`;
+    const run = await startCli(dir, pat, /\/v1\/models/, { OPENAI_API_KEY: 'sk-test-cli-0000' });
+    t.teardown(() => run.child.kill('SIGKILL'));
+    const out = run.out();
+    t.match(out, AGENT_KEY_LINE);
+    t.notMatch(out, /mock-echo/, 'no call to a model this org does not serve');
+    t.match(out, /curl -s http:\/\/127\.0\.0\.1:\d+\/v1\/models -H 'Authorization: Bearer gk_agent_\w+'/);
+    t.notOk(out.includes(pat), 'the operator-chosen bootstrap token is not printed');
+    t.match(out, /super_admin token: \(the SERVICE_BOOTSTRAP_TOKEN you set\)/);
+    run.child.kill('SIGTERM');
+    t.equal(await exited(run.child), 0, 'SIGTERM drains and exits 0');
+  },
+);
+
+t.test('a second signal stops at once, without waiting for the drain', async (t) => {
+  const upstream = await startMockUpstream();
+  t.teardown(() => upstream.close());
+  upstream.behaviour = { kind: 'hang' };
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const run = await startCli(dir, pat, AGENT_KEY_LINE, { SERVICE_EGRESS_ALLOW: upstream.hostPort });
+  t.teardown(() => run.child.kill('SIGKILL'));
+  const agentKey = /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
+  const put = await callHttp(`${run.base}/api/settings/providers`, {
+    method: 'PUT',
+    token: pat,
+    body: JSON.stringify({
+      providers: [{ name: 'openai', api_key: 'sk-x-0001', base_url: `${upstream.url}/v1` }],
+    }),
+  });
+  t.equal(put.status, 200);
+  // A call the upstream never answers keeps the drain waiting (up to its 10 s grace).
+  const pending = callHttp(`${run.base}/v1/chat/completions`, {
+    token: agentKey,
+    body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'wait' }] }),
+  }).catch(() => undefined);
+  while (upstream.requests.length === 0) await new Promise((r) => setTimeout(r, 20));
+  run.child.kill('SIGINT');
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(run.child.exitCode, null, 'the first signal drains: still running with a call in flight');
+  run.child.kill('SIGINT');
+  // A drain would end in a clean exit (0) once the grace ran out; 130 is the immediate stop.
+  t.equal(await exited(run.child), 130, 'the second exits at once, with 130');
+  await pending;
+});
