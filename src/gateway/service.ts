@@ -751,6 +751,8 @@ export class GatewayService {
     );
     if (aborted) return undefined;
     if (failure) {
+      ctx.reason = failure.code;
+      ctx.error = failure.message;
       ctx.endStream(wire.error(failure, ctx.requestId));
       return undefined;
     }

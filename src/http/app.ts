@@ -29,8 +29,26 @@ function requestIdFor(given: string | undefined): string {
  * ServiceError; anything else thrown is logged as a bug and answered with 500.
  */
 export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks): HttpHandler {
+  const logger = hooks.logger;
   const finish = (ctx: Ctx, status: number): void => {
-    hooks.onFinish(ctx, status, (performance.now() - ctx.startedAt) / 1000);
+    const seconds = (performance.now() - ctx.startedAt) / 1000;
+    hooks.onFinish(ctx, status, seconds);
+    // Failures an operator must see (5xx, and provider failures inside a 200 stream) at warn;
+    // every request at debug. Nothing is built when the level is off.
+    const failed = status >= 500 || ctx.reason.startsWith('upstream_');
+    if (failed ? logger.enabled('warn') : logger.enabled('debug')) {
+      const fields = {
+        request_id: ctx.requestId,
+        method: ctx.req.method,
+        route: ctx.route,
+        status,
+        ms: Math.round(seconds * 1e4) / 10,
+        reason: ctx.reason || undefined,
+        error: ctx.error || undefined,
+      };
+      if (failed) logger.warn('request failed', fields);
+      else logger.debug('request', fields);
+    }
   };
   return (req, res) => {
     const startedAt = performance.now();

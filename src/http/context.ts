@@ -24,6 +24,8 @@ export class Ctx {
   status = 0;
   /** Why govgate answered locally (snake_case), for logs and metrics. */
   reason = '';
+  /** The message of the error the request failed with, for the log. */
+  error = '';
   private parsedQuery: URLSearchParams | undefined;
 
   constructor(
@@ -123,6 +125,7 @@ export class Ctx {
       ? err
       : new ServiceError('internal_error', 'internal error', { cause: err });
     if (!this.reason) this.reason = e.code;
+    if (!this.error) this.error = e.message;
     if (this.res.started) {
       // Headers are out: the stream owner decides how to end it. Nothing more can be said here.
       if (!this.res.aborted) this.endStream();

@@ -6,6 +6,8 @@ export interface Logger {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+  /** Whether `level` is written (so a caller can skip building fields nobody will read). */
+  enabled(level: Exclude<LogLevel, 'silent'>): boolean;
 }
 
 /** JSON lines on stderr; stdout stays free for what the CLI prints to people. */
@@ -23,5 +25,6 @@ export function createLogger(
     info: (m, f) => emit('info', m, f),
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
+    enabled: (lvl) => LEVELS[lvl] >= min,
   };
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
 import { type RunningService, startAllInOne } from '../../src/server.js';
 import { randomBase62 } from '../../src/util/ids.js';
-import { createLogger } from '../../src/util/log.js';
+import { createLogger, type Logger } from '../../src/util/log.js';
 import { testServiceEnv } from './env.js';
 import { callHttp } from './http.js';
 import { type MockUpstream, startMockUpstream } from './mock-upstream.js';
@@ -29,7 +29,7 @@ export interface TestService {
 
 /** Starts the all-in-one service on 127.0.0.1:0 with a fresh data dir (or a given one). */
 export async function startService(
-  opts: { engine?: Engine; env?: Record<string, string>; dataDir?: string } = {},
+  opts: { engine?: Engine; env?: Record<string, string>; dataDir?: string; logger?: Logger } = {},
 ): Promise<TestService> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'govgate-test-'));
   const pat = `gk_pat_${randomBase62(40)}`;
@@ -38,7 +38,7 @@ export async function startService(
     SERVICE_HTTP_SERVER: opts.engine ?? 'uws',
     ...opts.env,
   });
-  const service = await startAllInOne(config, createLogger('error'));
+  const service = await startAllInOne(config, opts.logger ?? createLogger('error'));
   const url = service.baseUrl;
   const created = service.bootstrap.created;
   const call: TestService['call'] = async (path, init = {}) => {
