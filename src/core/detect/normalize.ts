@@ -87,8 +87,8 @@ function grow(a: Int32Array | undefined, cap: number): Int32Array {
   return b;
 }
 
-// Cyrillic and Greek letters that look like a Latin letter, with that letter (same case).
-const CONFUSABLES: Readonly<Record<string, string>> = {
+/** Cyrillic and Greek letters that look like a Latin letter, with that letter (same case). */
+export const CONFUSABLES: Readonly<Record<string, string>> = {
   // Cyrillic
   а: 'a',
   в: 'b',

@@ -42,13 +42,16 @@ export function scanUnicode(text: string, out: Finding[]): void {
       const c = codePointAt(text, i);
       i += c > 0xffff ? 2 : 1;
     } while (i < n && (flagsOf(codePointAt(text, i)) & INVISIBLE) !== 0);
-    scanRun(text, s, i, out);
+    scanInvisibleRun(text, s, i, out);
   }
   if (cyrillicGreek) scanMixedScript(text, out);
 }
 
-/** Splits a run of invisible/format characters [s, e) into findings of one type, minus exemptions. */
-function scanRun(text: string, s: number, e: number, out: Finding[]): void {
+/**
+ * Splits a run of invisible/format characters [s, e) into findings of one type, minus exemptions
+ * (exported for the reference walk of test/core/detect/walk-reference.ts).
+ */
+export function scanInvisibleRun(text: string, s: number, e: number, out: Finding[]): void {
   let type = 0; // 0 none, 1 invisible, 2 bidi
   let from = s;
   let i = s;
