@@ -11,6 +11,7 @@ import { scanPii } from './pii.js';
 import { piiMask } from './pii-mask.js';
 import { scanSecrets } from './secrets.js';
 import type { DetectionResult, DetectOptions, Finding, InjectionScores } from './types.js';
+import { CHANGES, flagsIn } from './uchar.js';
 import { scanUnicode } from './unicode.js';
 
 export function detect(text: string, opts: DetectOptions = {}): DetectionResult {
@@ -26,7 +27,11 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
     if (secrets) scanSecrets(text, findings);
     scores = injection ? scanInjection(text, findings) : emptyInjectionScores();
   } else {
-    const view = mask !== 0 || secrets || injection ? normalizedView(text) : undefined;
+    // Which kinds of character the text holds: most non-ASCII prose (accents, Cyrillic, CJK ideographs)
+    // holds none that the view changes, and then there is no view to build and nothing to map back.
+    const present = flagsIn(text);
+    const view =
+      (present & CHANGES) !== 0 && (mask !== 0 || secrets || injection) ? normalizedView(text) : undefined;
     const scanned = view === undefined ? text : view.text;
     scanPii(scanned, mask, findings);
     if (secrets) scanSecrets(scanned, findings);
@@ -39,7 +44,7 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
     } else {
       scores = emptyInjectionScores();
     }
-    if (opts.unicode !== false) scanUnicode(text, findings);
+    if (opts.unicode !== false) scanUnicode(text, findings, present);
   }
   if (findings.length > 1) {
     findings.sort((a, b) => a.start - b.start || b.end - a.end);

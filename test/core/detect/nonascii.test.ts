@@ -10,6 +10,15 @@ import t from 'tap';
 import { detect, redact } from '../../../src/core/detect/index.js';
 import { foldConfusables } from '../../../src/core/detect/normalize.js';
 import type { Finding } from '../../../src/core/detect/types.js';
+import {
+  CHANGES,
+  CYRILLIC_GREEK,
+  flagsIn,
+  flagsOf,
+  INVISIBLE,
+  LATIN,
+  WORD,
+} from '../../../src/core/detect/uchar.js';
 import { scanUnicode } from '../../../src/core/detect/unicode.js';
 import { referenceDetect, referenceFold, referenceUnicode } from './walk-reference.js';
 
@@ -146,6 +155,22 @@ t.test('detect() finds exactly what the walking reference finds', async (t) => {
   );
   t.equal(failure, '', 'no difference');
   t.comment(`texts with a finding, by type: ${[...seen].map(([k, n]) => `${k} ${n}`).join(', ')}`);
+});
+
+t.test('flagsIn ORs the flags of every character; ASCII letters are Latin word characters', async (t) => {
+  fc.assert(
+    fc.property(text, (s) => {
+      let present = 0;
+      for (const ch of s) present |= flagsOf(ch.codePointAt(0)!);
+      return flagsIn(s) === present;
+    }),
+    { numRuns: 1500 },
+  );
+  const kinds = WORD | LATIN | CYRILLIC_GREEK | INVISIBLE | CHANGES;
+  for (let c = 0; c < 0x80; c++) {
+    const letter = /[A-Za-z]/.test(String.fromCharCode(c));
+    t.equal(flagsOf(c) & kinds, letter ? WORD | LATIN : 0, `U+${c.toString(16).padStart(4, '0')}`);
+  }
 });
 
 t.test('the look-alike fold and the unicode scan match the reference', async (t) => {
