@@ -3,8 +3,10 @@
 // changes replaced by its NFKC form (full-width `ＡＫＩＡ` → `AKIA`, `ｊａｎｅ＠` → `jane@`, math
 // alphanumerics, ligatures, compatibility spaces → space), and for the injection scan also Cyrillic
 // and Greek look-alikes folded to the Latin letter they imitate (`Ignоre` with a Cyrillic о →
-// `Ignore`). Each code unit of a view knows the original character it came from, so findings map
-// back to spans of the original text that cover the whole disguise.
+// `Ignore`). The view lists the characters it changed, so each of its code units maps back to the
+// original character it came from and findings map back to spans that cover the whole disguise.
+// Most non-ASCII prose has nothing to change (accents, Cyrillic, CJK ideographs); then the view is
+// the text itself and there is nothing to map.
 //
 // The NFKC step is per character (no composition across characters): the detectors look for ASCII
 // shapes, which composition does not create.
@@ -17,74 +19,98 @@ export function isAscii(text: string): boolean {
 }
 
 export interface View {
+  /** The normalized text: the original text itself when nothing changes. */
   text: string;
-  /** Per code unit of `text`: where the original character starts, and where it ends. */
-  start: Int32Array;
-  end: Int32Array;
+  /**
+   * The characters the view changed, in text order, four numbers each: where the character starts
+   * and ends in the original text, and where its form starts and ends in the view (a removed
+   * character's form is empty). Every other code unit of the view is the original one, shifted.
+   */
+  edits: number[];
+  /**
+   * The flags (uchar.ts) of every character of the original text OR-ed together, read on the same
+   * pass: which kinds of character occur at all, so a scan for a kind that does not is skipped.
+   */
+  present: number;
+}
+
+/** `text` without default-ignorable/format characters and with NFKC compatibility forms. */
+export function normalizedView(text: string): View {
+  const n = text.length;
+  let present = 0;
+  let out = '';
+  const edits: number[] = [];
+  let pos = 0; // text before pos is in out
+  let j = 0; // out.length
+  let i = 0;
+  for (;;) {
+    // On to the next character that changes, OR-ing in the flags of every character passed. (A BMP
+    // character is read apart from a pair: the compiler then knows its table read is in bounds.)
+    let cp = 0;
+    for (; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c < 0xd800 || c > 0xdbff) {
+        const f = flagsOf(c);
+        present |= f;
+        if ((f & CHANGES) === 0) continue;
+        cp = c;
+      } else {
+        cp = codePointAt(text, i);
+        const f = flagsOf(cp);
+        present |= f;
+        if ((f & CHANGES) === 0) {
+          if (cp > 0xffff) i++;
+          continue;
+        }
+      }
+      break;
+    }
+    if (i >= n) break;
+    // The unchanged stretch before the character, then its form.
+    const form = formOf(cp);
+    out += text.slice(pos, i) + form;
+    j += i - pos;
+    pos = i + (cp > 0xffff ? 2 : 1);
+    edits.push(i, pos, j, j + form.length);
+    j += form.length;
+    i = pos;
+  }
+  return { text: edits.length === 0 ? text : out + text.slice(pos), edits, present };
+}
+
+/** Where the original character under code unit `v` of the view starts. */
+export function originalStart(view: View, v: number): number {
+  const k = lastEditAt(view.edits, v);
+  if (k < 0) return v;
+  const e = view.edits;
+  const at = k * 4;
+  // Inside the edit's form, or in the unchanged stretch after it.
+  return v < e[at + 3]! ? e[at]! : e[at + 1]! + (v - e[at + 3]!);
+}
+
+/** Where the original character under code unit `v` of the view ends. */
+export function originalEnd(view: View, v: number): number {
+  const k = lastEditAt(view.edits, v);
+  if (k < 0) return v + 1;
+  const e = view.edits;
+  const at = k * 4;
+  return v < e[at + 3]! ? e[at + 1]! : e[at + 1]! + (v - e[at + 3]!) + 1;
 }
 
 /**
- * `text` without default-ignorable/format characters and with NFKC compatibility forms, or
- * undefined when that changes nothing.
+ * The last edit whose form starts at or before view offset `v` (its number, -1 if none). Of edits
+ * whose forms start at one offset (removed characters, then at most one with a form), the last is
+ * the one whose form may hold `v`; if it does not, `v` is in the unchanged stretch after it.
  */
-export function normalizedView(text: string): View | undefined {
-  const n = text.length;
-  let out = '';
-  let start: Int32Array | undefined;
-  let end: Int32Array | undefined;
-  let j = 0;
-  let pos = 0;
-  for (let i = 0; i < n; ) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    const cp = codePointAt(text, i);
-    const len = cp > 0xffff ? 2 : 1;
-    if ((flagsOf(cp) & CHANGES) === 0) {
-      i += len;
-      continue;
-    }
-    const r = formOf(cp);
-    const need = j + (i - pos) + r.length;
-    if (start === undefined || end === undefined || need > start.length) {
-      const cap = Math.max(n + 16, need * 2);
-      start = grow(start, cap);
-      end = grow(end, cap);
-    }
-    // The unchanged stretch before the character, then its form (every unit maps to the character).
-    out += text.slice(pos, i);
-    for (let k = pos; k < i; k++) {
-      start[j] = k;
-      end[j++] = k + 1;
-    }
-    out += r;
-    for (let k = 0; k < r.length; k++) {
-      start[j] = i;
-      end[j++] = i + len;
-    }
-    i += len;
-    pos = i;
+function lastEditAt(edits: number[], v: number): number {
+  let lo = 0;
+  let hi = edits.length / 4; // the first edit whose form starts past v is in [lo, hi]
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (edits[mid * 4 + 2]! <= v) lo = mid + 1;
+    else hi = mid;
   }
-  if (start === undefined || end === undefined) return undefined;
-  const rest = n - pos;
-  if (j + rest > start.length) {
-    start = grow(start, j + rest);
-    end = grow(end, j + rest);
-  }
-  out += text.slice(pos);
-  for (let k = pos; k < n; k++) {
-    start[j] = k;
-    end[j++] = k + 1;
-  }
-  return { text: out, start: start.subarray(0, j), end: end.subarray(0, j) };
-}
-
-function grow(a: Int32Array | undefined, cap: number): Int32Array {
-  const b = new Int32Array(cap);
-  if (a !== undefined) b.set(a);
-  return b;
+  return lo - 1;
 }
 
 /** Cyrillic and Greek letters that look like a Latin letter, with that letter (same case). */

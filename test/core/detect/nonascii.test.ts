@@ -8,7 +8,12 @@
 import fc from 'fast-check';
 import t from 'tap';
 import { detect, redact } from '../../../src/core/detect/index.js';
-import { foldConfusables } from '../../../src/core/detect/normalize.js';
+import {
+  foldConfusables,
+  normalizedView,
+  originalEnd,
+  originalStart,
+} from '../../../src/core/detect/normalize.js';
 import type { Finding } from '../../../src/core/detect/types.js';
 import {
   CHANGES,
@@ -20,7 +25,7 @@ import {
   WORD,
 } from '../../../src/core/detect/uchar.js';
 import { scanUnicode } from '../../../src/core/detect/unicode.js';
-import { referenceDetect, referenceFold, referenceUnicode } from './walk-reference.js';
+import { referenceDetect, referenceFold, referenceUnicode, referenceView } from './walk-reference.js';
 
 const ORDINARY = [
   'Grüße aus Köln, die Straße ist schön.',
@@ -156,6 +161,27 @@ t.test('detect() finds exactly what the walking reference finds', async (t) => {
   t.equal(failure, '', 'no difference');
   t.comment(`texts with a finding, by type: ${[...seen].map(([k, n]) => `${k} ${n}`).join(', ')}`);
 });
+
+t.test(
+  'the normalized view, its map back to the original and the flags present match the reference',
+  async (t) => {
+    fc.assert(
+      fc.property(text, (s) => {
+        const got = normalizedView(s);
+        const want = referenceView(s);
+        if (got.present !== flagsIn(s)) return false;
+        if (want === undefined) return got.text === s && got.edits.length === 0;
+        if (got.text !== want.text) return false;
+        for (let v = 0; v < want.text.length; v++) {
+          if (originalStart(got, v) !== want.start[v] || originalEnd(got, v) !== want.end[v]) return false;
+        }
+        return true;
+      }),
+      { numRuns: 1500 },
+    );
+    t.pass('same');
+  },
+);
 
 t.test('flagsIn ORs the flags of every character; ASCII letters are Latin word characters', async (t) => {
   fc.assert(

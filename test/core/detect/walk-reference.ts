@@ -85,7 +85,10 @@ function dropContainedPii(sorted: Finding[]): void {
   sorted.length = w;
 }
 
-/** The normalized view, every code unit mapped; undefined when nothing changes. */
+/**
+ * The normalized view, every code unit mapped (each unit of a changed character's form to the whole
+ * character, each unit of an unchanged one to itself); undefined when nothing changes.
+ */
 export function referenceView(text: string): ReferenceView | undefined {
   const start: number[] = [];
   const end: number[] = [];
@@ -94,12 +97,20 @@ export function referenceView(text: string): ReferenceView | undefined {
   for (let i = 0; i < text.length; ) {
     const cp = codePointAt(text, i);
     const len = cp > 0xffff ? 2 : 1;
-    const form = cp >= 0x80 && (flagsOf(cp) & CHANGES) !== 0 ? formOf(cp) : text.slice(i, i + len);
-    if (cp >= 0x80 && (flagsOf(cp) & CHANGES) !== 0) changed = true;
-    out += form;
-    for (let k = 0; k < form.length; k++) {
-      start.push(i);
-      end.push(i + len);
+    if (cp >= 0x80 && (flagsOf(cp) & CHANGES) !== 0) {
+      const form = formOf(cp);
+      out += form;
+      for (let k = 0; k < form.length; k++) {
+        start.push(i);
+        end.push(i + len);
+      }
+      changed = true;
+    } else {
+      out += text.slice(i, i + len);
+      for (let k = i; k < i + len; k++) {
+        start.push(k);
+        end.push(k + 1);
+      }
     }
     i += len;
   }
