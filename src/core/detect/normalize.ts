@@ -196,20 +196,22 @@ for (const [from, to] of Object.entries(CONFUSABLES)) FOLD[from.charCodeAt(0) - 
 
 /** `text` with Cyrillic/Greek look-alikes folded to Latin; one code unit each, so offsets are kept. */
 export function foldConfusables(text: string): string {
-  if (!GREEK_CYRILLIC_BLOCKS.test(text)) return text;
-  let buf: Uint16Array | undefined;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x370 || c >= 0x530) continue;
-    const to = FOLD[c - 0x370]!;
+  // A regex finds the first code unit of the two blocks (it rejects a one-byte string at once).
+  const first = text.search(GREEK_CYRILLIC_BLOCKS);
+  if (first === -1) return text;
+  // The code units copied natively (UTF-16LE, unpooled so the array is aligned), folded in place,
+  // and decoded back: Cyrillic prose folds several letters per word.
+  const bytes = Buffer.allocUnsafeSlow(text.length * 2);
+  bytes.write(text, 'utf16le');
+  const units = new Uint16Array(bytes.buffer, bytes.byteOffset, text.length);
+  let folded = false;
+  for (let i = first; i < units.length; i++) {
+    const k = units[i]! - 0x370;
+    if (k < 0 || k >= FOLD.length) continue;
+    const to = FOLD[k]!;
     if (to === 0) continue;
-    if (buf === undefined) {
-      buf = new Uint16Array(text.length);
-      for (let k = 0; k < text.length; k++) buf[k] = text.charCodeAt(k);
-    }
-    buf[i] = to;
+    units[i] = to;
+    folded = true;
   }
-  return buf === undefined
-    ? text
-    : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength).toString('utf16le');
+  return folded ? bytes.toString('utf16le') : text;
 }
