@@ -11,11 +11,16 @@
 // The NFKC step is per character (no composition across characters): the detectors look for ASCII
 // shapes, which composition does not create.
 
+import { BEYOND_LATIN1 } from './chars.js';
 import { CHANGES, codePointAt, flagsOf, formOf, LATIN, WORD } from './uchar.js';
 
-/** True when every code unit is ASCII (one SIMD pass in V8/Node; the detectors' fast path). */
+/**
+ * True when every code unit is ASCII (the detectors' fast path): one SIMD pass over a one-byte string
+ * (Buffer.byteLength); a two-byte one is refused at its first character past U+00FF instead, since
+ * the UTF-8 length of CJK or Cyrillic text costs a pass of its own.
+ */
 export function isAscii(text: string): boolean {
-  return Buffer.byteLength(text, 'utf8') === text.length;
+  return !BEYOND_LATIN1.test(text) && Buffer.byteLength(text, 'utf8') === text.length;
 }
 
 export interface View {
@@ -35,10 +40,9 @@ export interface View {
   present: number;
 }
 
-// The characters below U+0100 that the view changes (the no-break space, the soft hyphen, spacing
-// diacritics, ordinal indicators, superscripts, the micro sign, fractions), and any character past.
+// The characters below U+0100 that the view changes: the no-break space, the soft hyphen, spacing
+// diacritics, ordinal indicators, superscripts, the micro sign, fractions.
 const LATIN1_CHANGES = /[\xa0\xa8\xaa\xad\xaf\xb2-\xb5\xb8-\xba\xbc-\xbe]/;
-const BEYOND_LATIN1 = /[^\0-\xff]/;
 
 /** `text` without default-ignorable/format characters and with NFKC compatibility forms. */
 export function normalizedView(text: string): View {

@@ -1,6 +1,7 @@
 // PII scan: e-mail from each '@', numeric types in one pass over digit runs, IPv6 from colon groups,
 // dates of birth from their context words. Each sub-scan is skipped when its trigger cannot occur.
 
+import { BEYOND_LATIN1 } from './chars.js';
 import { scanDob } from './pii-dob.js';
 import { scanEmails } from './pii-email.js';
 import { scanIpv6 } from './pii-ipv6.js';
@@ -11,7 +12,6 @@ import type { Finding } from './types.js';
 const NUMERIC = PII_BIT.phone | PII_BIT.card | PII_BIT.iban | PII_BIT.ssn | PII_BIT.ipv4;
 const DIGITS = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'];
 const DIGIT = /[0-9]/;
-const BEYOND_LATIN1 = /[^\0-\xff]/;
 
 /** Appends PII findings of the types in `mask` (see pii-mask.ts) to `out`, unsorted. */
 export function scanPii(text: string, mask: number, out: Finding[]): void {
