@@ -33,3 +33,10 @@ export function isWordChar(c: number): boolean {
   if (c < 128) return isAsciiAlnum(c) || c === 95;
   return c >= 0xc0 && !(c >= 0x2000 && c <= 0x206f) && c !== 0x3000 && c !== 0xfeff;
 }
+
+/**
+ * A character past U+00FF. V8 keeps a string without one in one byte a unit and rejects it at once;
+ * in a two-byte string the scan stops at the first such character, which in most non-Latin text is
+ * near the start.
+ */
+export const BEYOND_LATIN1 = /[^\0-\xff]/;

@@ -1,12 +1,20 @@
 // detect(): every enabled detector over one text. Printable ASCII (the common case) is scanned as
-// is after one check. Other text is first scanned for unicode tricks, then the PII, secret and
-// injection scans read a normalized view (normalize.ts: invisible and format characters removed,
-// NFKC compatibility forms, and for injection Cyrillic/Greek look-alikes folded to Latin), and their
-// offsets are mapped back to the original text, so `jo\u00ADhn@example.com` or a full-width AWS key
-// is still found and its span covers the whole disguise.
+// is after one check. For other text, the PII, secret and injection scans read a normalized view
+// (normalize.ts: invisible and format characters removed, NFKC compatibility forms, and for injection
+// Cyrillic/Greek look-alikes folded to Latin), and their offsets are mapped back to the original
+// text, so `jo\u00ADhn@example.com` or a full-width AWS key is still found and its span covers the
+// whole disguise; then unicode tricks are looked for in the original text. The pass that builds the
+// view also notes which kinds of character occur, and the scans for kinds that do not are skipped.
 
 import { emptyInjectionScores, scanInjection } from './injection.js';
-import { foldConfusables, isAscii, normalizedView, type View } from './normalize.js';
+import {
+  foldConfusables,
+  isAscii,
+  normalizedView,
+  originalEnd,
+  originalStart,
+  type View,
+} from './normalize.js';
 import { scanPii } from './pii.js';
 import { piiMask } from './pii-mask.js';
 import { scanSecrets } from './secrets.js';
@@ -26,20 +34,21 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
     if (secrets) scanSecrets(text, findings);
     scores = injection ? scanInjection(text, findings) : emptyInjectionScores();
   } else {
-    const view = mask !== 0 || secrets || injection ? normalizedView(text) : undefined;
-    const scanned = view === undefined ? text : view.text;
-    scanPii(scanned, mask, findings);
-    if (secrets) scanSecrets(scanned, findings);
-    if (view !== undefined) mapBack(findings, 0, view);
+    // One pass over the text builds the view and tells which kinds of character occur: most
+    // non-ASCII prose (accents, Cyrillic, CJK ideographs) has nothing the view changes, and most has
+    // no invisible characters and no Cyrillic or Greek letter that could stand in a Latin word.
+    const view = normalizedView(text);
+    scanPii(view.text, mask, findings);
+    if (secrets) scanSecrets(view.text, findings);
+    mapBack(findings, 0, view);
     if (injection) {
       const from = findings.length;
-      const folded = foldConfusables(scanned);
-      scores = scanInjection(folded, findings);
-      if (view !== undefined) mapBack(findings, from, view);
+      scores = scanInjection(foldConfusables(view.text), findings);
+      mapBack(findings, from, view);
     } else {
       scores = emptyInjectionScores();
     }
-    if (opts.unicode !== false) scanUnicode(text, findings);
+    if (opts.unicode !== false) scanUnicode(text, findings, view.present);
   }
   if (findings.length > 1) {
     findings.sort((a, b) => a.start - b.start || b.end - a.end);
@@ -50,10 +59,11 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
 
 /** Maps the view offsets of findings[from..] to spans of the original text. */
 function mapBack(findings: Finding[], from: number, view: View): void {
+  if (view.edits.length === 0) return;
   for (let k = from; k < findings.length; k++) {
     const f = findings[k]!;
-    f.start = view.start[f.start]!;
-    f.end = view.end[f.end - 1]!;
+    f.start = originalStart(view, f.start);
+    f.end = originalEnd(view, f.end - 1);
   }
 }
 

@@ -3,92 +3,136 @@
 // changes replaced by its NFKC form (full-width `ＡＫＩＡ` → `AKIA`, `ｊａｎｅ＠` → `jane@`, math
 // alphanumerics, ligatures, compatibility spaces → space), and for the injection scan also Cyrillic
 // and Greek look-alikes folded to the Latin letter they imitate (`Ignоre` with a Cyrillic о →
-// `Ignore`). Each code unit of a view knows the original character it came from, so findings map
-// back to spans of the original text that cover the whole disguise.
+// `Ignore`). The view lists the characters it changed, so each of its code units maps back to the
+// original character it came from and findings map back to spans that cover the whole disguise.
+// Most non-ASCII prose has nothing to change (accents, Cyrillic, CJK ideographs); then the view is
+// the text itself and there is nothing to map.
 //
 // The NFKC step is per character (no composition across characters): the detectors look for ASCII
 // shapes, which composition does not create.
 
-import { CHANGES, codePointAt, flagsOf, formOf } from './uchar.js';
+import { BEYOND_LATIN1 } from './chars.js';
+import { CHANGES, codePointAt, flagsOf, formOf, LATIN, WORD } from './uchar.js';
 
-/** True when every code unit is ASCII (one SIMD pass in V8/Node; the detectors' fast path). */
+/**
+ * True when every code unit is ASCII (the detectors' fast path): one SIMD pass over a one-byte string
+ * (Buffer.byteLength); a two-byte one is refused at its first character past U+00FF instead, since
+ * the UTF-8 length of CJK or Cyrillic text costs a pass of its own.
+ */
 export function isAscii(text: string): boolean {
-  return Buffer.byteLength(text, 'utf8') === text.length;
+  return !BEYOND_LATIN1.test(text) && Buffer.byteLength(text, 'utf8') === text.length;
 }
 
 export interface View {
+  /** The normalized text: the original text itself when nothing changes. */
   text: string;
-  /** Per code unit of `text`: where the original character starts, and where it ends. */
-  start: Int32Array;
-  end: Int32Array;
+  /**
+   * The characters the view changed, in text order, four numbers each: where the character starts
+   * and ends in the original text, and where its form starts and ends in the view (a removed
+   * character's form is empty). Every other code unit of the view is the original one, shifted.
+   */
+  edits: number[];
+  /**
+   * The flags (uchar.ts) of every character of the original text OR-ed together, read on the same
+   * pass: which kinds of character occur at all, so a scan for a kind that does not is skipped. It
+   * may name a kind that does not occur, never miss one.
+   */
+  present: number;
+}
+
+// The characters below U+0100 that the view changes: the no-break space, the soft hyphen, spacing
+// diacritics, ordinal indicators, superscripts, the micro sign, fractions.
+const LATIN1_CHANGES = /[\xa0\xa8\xaa\xad\xaf\xb2-\xb5\xb8-\xba\xbc-\xbe]/;
+
+/** `text` without default-ignorable/format characters and with NFKC compatibility forms. */
+export function normalizedView(text: string): View {
+  // Text with no character past U+00FF (most western European prose that has no typographic quotes
+  // or dashes) is checked by two regexes, which V8 runs on its one-byte strings far faster than the
+  // walk below (the first fails at once). Such text holds no invisible, Cyrillic or Greek character
+  // unless it holds one that changes (the soft hyphen); `present` then names the Latin letters it
+  // may hold.
+  if (!BEYOND_LATIN1.test(text) && !LATIN1_CHANGES.test(text)) {
+    return { text, edits: [], present: WORD | LATIN };
+  }
+  const n = text.length;
+  let present = 0;
+  let out = '';
+  const edits: number[] = [];
+  let pos = 0; // text before pos is in out
+  let j = 0; // out.length
+  let i = 0;
+  for (;;) {
+    // On to the next character that changes, OR-ing in the flags of every character passed. (A BMP
+    // character is read apart from a pair: the compiler then knows its table read is in bounds.)
+    let cp = 0;
+    for (; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c < 0xd800 || c > 0xdbff) {
+        const f = flagsOf(c);
+        present |= f;
+        if ((f & CHANGES) === 0) continue;
+        cp = c;
+      } else {
+        cp = codePointAt(text, i);
+        const f = flagsOf(cp);
+        present |= f;
+        if ((f & CHANGES) === 0) {
+          if (cp > 0xffff) i++;
+          continue;
+        }
+      }
+      break;
+    }
+    if (i >= n) break;
+    // The unchanged stretch before the character, then its form.
+    const form = formOf(cp);
+    out += text.slice(pos, i) + form;
+    j += i - pos;
+    pos = i + (cp > 0xffff ? 2 : 1);
+    edits.push(i, pos, j, j + form.length);
+    j += form.length;
+    i = pos;
+  }
+  return { text: edits.length === 0 ? text : out + text.slice(pos), edits, present };
+}
+
+/** Where the original character under code unit `v` of the view starts. */
+export function originalStart(view: View, v: number): number {
+  const k = lastEditAt(view.edits, v);
+  if (k < 0) return v;
+  const e = view.edits;
+  const at = k * 4;
+  // Inside the edit's form, or in the unchanged stretch after it.
+  return v < e[at + 3]! ? e[at]! : e[at + 1]! + (v - e[at + 3]!);
+}
+
+/** Where the original character under code unit `v` of the view ends. */
+export function originalEnd(view: View, v: number): number {
+  const k = lastEditAt(view.edits, v);
+  if (k < 0) return v + 1;
+  const e = view.edits;
+  const at = k * 4;
+  return v < e[at + 3]! ? e[at + 1]! : e[at + 1]! + (v - e[at + 3]!) + 1;
 }
 
 /**
- * `text` without default-ignorable/format characters and with NFKC compatibility forms, or
- * undefined when that changes nothing.
+ * The last edit whose form starts at or before view offset `v` (its number, -1 if none). Of edits
+ * whose forms start at one offset (removed characters, then at most one with a form), the last is
+ * the one whose form may hold `v`; if it does not, `v` is in the unchanged stretch after it.
  */
-export function normalizedView(text: string): View | undefined {
-  const n = text.length;
-  let out = '';
-  let start: Int32Array | undefined;
-  let end: Int32Array | undefined;
-  let j = 0;
-  let pos = 0;
-  for (let i = 0; i < n; ) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    const cp = codePointAt(text, i);
-    const len = cp > 0xffff ? 2 : 1;
-    if ((flagsOf(cp) & CHANGES) === 0) {
-      i += len;
-      continue;
-    }
-    const r = formOf(cp);
-    const need = j + (i - pos) + r.length;
-    if (start === undefined || end === undefined || need > start.length) {
-      const cap = Math.max(n + 16, need * 2);
-      start = grow(start, cap);
-      end = grow(end, cap);
-    }
-    // The unchanged stretch before the character, then its form (every unit maps to the character).
-    out += text.slice(pos, i);
-    for (let k = pos; k < i; k++) {
-      start[j] = k;
-      end[j++] = k + 1;
-    }
-    out += r;
-    for (let k = 0; k < r.length; k++) {
-      start[j] = i;
-      end[j++] = i + len;
-    }
-    i += len;
-    pos = i;
+function lastEditAt(edits: number[], v: number): number {
+  let lo = 0;
+  let hi = edits.length / 4; // the first edit whose form starts past v is in [lo, hi]
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (edits[mid * 4 + 2]! <= v) lo = mid + 1;
+    else hi = mid;
   }
-  if (start === undefined || end === undefined) return undefined;
-  const rest = n - pos;
-  if (j + rest > start.length) {
-    start = grow(start, j + rest);
-    end = grow(end, j + rest);
-  }
-  out += text.slice(pos);
-  for (let k = pos; k < n; k++) {
-    start[j] = k;
-    end[j++] = k + 1;
-  }
-  return { text: out, start: start.subarray(0, j), end: end.subarray(0, j) };
+  return lo - 1;
 }
 
-function grow(a: Int32Array | undefined, cap: number): Int32Array {
-  const b = new Int32Array(cap);
-  if (a !== undefined) b.set(a);
-  return b;
-}
-
-// Cyrillic and Greek letters that look like a Latin letter, with that letter (same case).
-const CONFUSABLES: Readonly<Record<string, string>> = {
+/** Cyrillic and Greek letters that look like a Latin letter, with that letter (same case). */
+export const CONFUSABLES: Readonly<Record<string, string>> = {
   // Cyrillic
   а: 'a',
   в: 'b',
@@ -170,20 +214,22 @@ for (const [from, to] of Object.entries(CONFUSABLES)) FOLD[from.charCodeAt(0) - 
 
 /** `text` with Cyrillic/Greek look-alikes folded to Latin; one code unit each, so offsets are kept. */
 export function foldConfusables(text: string): string {
-  if (!GREEK_CYRILLIC_BLOCKS.test(text)) return text;
-  let buf: Uint16Array | undefined;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x370 || c >= 0x530) continue;
-    const to = FOLD[c - 0x370]!;
+  // A regex finds the first code unit of the two blocks (it rejects a one-byte string at once).
+  const first = text.search(GREEK_CYRILLIC_BLOCKS);
+  if (first === -1) return text;
+  // The code units copied natively (UTF-16LE, unpooled so the array is aligned), folded in place,
+  // and decoded back: Cyrillic prose folds several letters per word.
+  const bytes = Buffer.allocUnsafeSlow(text.length * 2);
+  bytes.write(text, 'utf16le');
+  const units = new Uint16Array(bytes.buffer, bytes.byteOffset, text.length);
+  let folded = false;
+  for (let i = first; i < units.length; i++) {
+    const k = units[i]! - 0x370;
+    if (k < 0 || k >= FOLD.length) continue;
+    const to = FOLD[k]!;
     if (to === 0) continue;
-    if (buf === undefined) {
-      buf = new Uint16Array(text.length);
-      for (let k = 0; k < text.length; k++) buf[k] = text.charCodeAt(k);
-    }
-    buf[i] = to;
+    units[i] = to;
+    folded = true;
   }
-  return buf === undefined
-    ? text
-    : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength).toString('utf16le');
+  return folded ? bytes.toString('utf16le') : text;
 }

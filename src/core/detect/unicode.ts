@@ -15,40 +15,47 @@
 // Only called on text with a character outside ASCII (detect() checks): printable ASCII holds none.
 
 import type { Finding } from './types.js';
-import { CYRILLIC_GREEK, codePointAt, flagsOf, INVISIBLE, LATIN, WORD } from './uchar.js';
+import { CYRILLIC_GREEK, codePointAt, flagsIn, flagsOf, INVISIBLE, LATIN, WORD } from './uchar.js';
 
 const ZWNJ = 0x200c;
 const ZWJ = 0x200d;
 const MICRO = 0x03bc;
 
-export function scanUnicode(text: string, out: Finding[]): void {
-  const n = text.length;
-  let cyrillicGreek = false;
-  for (let i = 0; i < n; ) {
-    if (text.charCodeAt(i) < 0x80) {
-      i++;
-      continue;
-    }
-    const cp = codePointAt(text, i);
-    const f = flagsOf(cp);
-    if (f & CYRILLIC_GREEK) cyrillicGreek = true;
-    if ((f & INVISIBLE) === 0) {
-      i += cp > 0xffff ? 2 : 1;
-      continue;
-    }
-    // A run of invisible/format characters.
-    const s = i;
-    do {
-      const c = codePointAt(text, i);
-      i += c > 0xffff ? 2 : 1;
-    } while (i < n && (flagsOf(codePointAt(text, i)) & INVISIBLE) !== 0);
-    scanRun(text, s, i, out);
-  }
-  if (cyrillicGreek) scanMixedScript(text, out);
+/** `present`: the flags of the text's characters OR-ed together (uchar.ts flagsIn), if known. */
+export function scanUnicode(text: string, out: Finding[], present = flagsIn(text)): void {
+  if ((present & INVISIBLE) !== 0) scanInvisible(text, out);
+  // A mixed-script word needs a Latin letter and a Cyrillic or Greek one somewhere in the text.
+  if ((present & LATIN) !== 0 && (present & CYRILLIC_GREEK) !== 0) scanMixedScript(text, out);
 }
 
-/** Splits a run of invisible/format characters [s, e) into findings of one type, minus exemptions. */
-function scanRun(text: string, s: number, e: number, out: Finding[]): void {
+/** Runs of invisible/format characters. */
+function scanInvisible(text: string, out: Finding[]): void {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    const cp = c >= 0xd800 && c <= 0xdbff ? codePointAt(text, i) : c;
+    if ((flagsOf(cp) & INVISIBLE) === 0) {
+      if (cp > 0xffff) i++;
+      continue;
+    }
+    // A run of invisible/format characters: [i, e).
+    let e = i + (cp > 0xffff ? 2 : 1);
+    while (e < n) {
+      const next = codePointAt(text, e);
+      if ((flagsOf(next) & INVISIBLE) === 0) break;
+      e += next > 0xffff ? 2 : 1;
+    }
+    scanInvisibleRun(text, i, e, out);
+    i = e - 1; // the character at e is not invisible, but may be one of a pair: read it next
+  }
+}
+
+/**
+ * Splits a run of invisible/format characters [s, e) into findings of one type, minus exemptions
+ * (exported for the reference walk of test/core/detect/walk-reference.ts).
+ */
+export function scanInvisibleRun(text: string, s: number, e: number, out: Finding[]): void {
   let type = 0; // 0 none, 1 invisible, 2 bidi
   let from = s;
   let i = s;
@@ -166,34 +173,34 @@ function isJoiningScript(c: number): boolean {
  */
 function scanMixedScript(text: string, out: Finding[]): void {
   const n = text.length;
-  let start = -1;
-  let seen = 0;
-  for (let i = 0; i <= n; ) {
-    let f = 0;
-    let len = 1;
-    if (i < n) {
-      const c = text.charCodeAt(i);
-      if (c < 0x80) f = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) ? WORD | LATIN : 0;
-      else {
-        const cp = codePointAt(text, i);
-        f = flagsOf(cp);
-        if (cp > 0xffff) len = 2;
-      }
+  let start = 0; // where the current word starts (if `seen` is not 0)
+  let seen = 0; // the flags of its characters OR-ed together
+  for (let i = 0; i < n; i++) {
+    // The flags of the character at `at` (the table gives ASCII letters WORD | LATIN).
+    const at = i;
+    const c = text.charCodeAt(i);
+    let f: number;
+    if (c < 0xd800 || c > 0xdbff) f = flagsOf(c);
+    else {
+      const cp = codePointAt(text, i);
+      f = flagsOf(cp);
+      if (cp > 0xffff) i++;
     }
-    if (f & WORD) {
-      if (start < 0) {
-        start = i;
-        seen = 0;
-      }
+    if ((f & WORD) !== 0) {
       seen |= f;
-    } else if (start >= 0) {
-      if ((seen & LATIN) !== 0 && (seen & CYRILLIC_GREEK) !== 0 && !isMicroUnit(text, start, i)) {
-        out.push({ category: 'unicode', type: 'mixed_script', start, end: i });
-      }
-      start = -1;
+      continue;
     }
-    i += len;
+    if (isMixed(text, start, at, seen))
+      out.push({ category: 'unicode', type: 'mixed_script', start, end: at });
+    seen = 0;
+    start = i + 1;
   }
+  if (isMixed(text, start, n, seen)) out.push({ category: 'unicode', type: 'mixed_script', start, end: n });
+}
+
+/** Whether the word [start, end) whose characters' flags OR to `seen` is a mixed-script one. */
+function isMixed(text: string, start: number, end: number, seen: number): boolean {
+  return (seen & LATIN) !== 0 && (seen & CYRILLIC_GREEK) !== 0 && !isMicroUnit(text, start, end);
 }
 
 function isMicroUnit(text: string, start: number, end: number): boolean {
