@@ -148,13 +148,18 @@ function isPrependedMark(cp: number): boolean {
   );
 }
 
+/** Emoji in the BMP: Misc Technical (⌚ ⏩), Misc Symbols and Dingbats, Misc Symbols and Arrows (⬛ ⭐). */
+function isBmpEmoji(c: number): boolean {
+  return (c >= 0x2300 && c <= 0x23ff) || (c >= 0x2600 && c <= 0x27bf) || (c >= 0x2b00 && c <= 0x2bff);
+}
+
 function isEmojiTail(c: number): boolean {
-  // Low surrogate (astral emoji), VS16, skin-tone modifiers are astral too, misc symbols/dingbats.
-  return (c >= 0xdc00 && c <= 0xdfff) || c === 0xfe0f || (c >= 0x2600 && c <= 0x27bf);
+  // Low surrogate (astral emoji), VS16, skin-tone modifiers are astral too, BMP emoji.
+  return (c >= 0xdc00 && c <= 0xdfff) || c === 0xfe0f || isBmpEmoji(c);
 }
 
 function isEmojiHead(c: number): boolean {
-  return (c >= 0xd800 && c <= 0xdbff) || (c >= 0x2600 && c <= 0x27bf);
+  return (c >= 0xd800 && c <= 0xdbff) || isBmpEmoji(c);
 }
 
 function isJoiningScript(c: number): boolean {

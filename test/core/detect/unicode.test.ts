@@ -44,6 +44,13 @@ t.test('legitimate uses are not tricks', async (t) => {
   t.same(tricks('\ufeffhello'), [], 'BOM at the start');
   t.same(tricks('\ufeff\ufeffhello'), [['invisible', 0, 2]], 'but not two of them');
   t.same(tricks('👩‍💻 ❤️‍🔥'), [], 'emoji ZWJ sequences');
+  // Sequences whose last part is a symbol outside Misc Symbols and Dingbats (⬛ U+2B1B, ⭐ U+2B50).
+  t.same(tricks('🐈‍⬛ 🐦‍⬛ 👨‍👩‍👧 🏳️‍⚧️ 🧑‍⚕️'), [], 'emoji ZWJ sequences ending in a BMP symbol');
+  t.same(
+    tricks('a\u200d⬛'),
+    [['invisible', 1, 2]],
+    'ZWJ after a letter, before a symbol, is not a sequence',
+  );
   t.same(tricks('a\u200d💻'), [['invisible', 1, 2]], 'ZWJ after a letter is not an emoji sequence');
   t.same(tricks('🏴\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}'), [], 'subdivision flag');
   t.same(tricks('🏴\u{E0067}\u{E0062}'), [['invisible', 2, 6]], 'flag tags without the cancel tag');
