@@ -522,7 +522,8 @@ export class GatewayService {
           outcome: 'error',
           reason: gone ? 'client disconnected' : e.message,
           details: {
-            status: e.status,
+            // 499, as the metrics count it: the client closed the request, nobody answered it.
+            status: gone ? 499 : e.status,
             error_code: gone ? null : e.code,
             upstream_ms: upstreamS * 1000,
             client_disconnected: gone,
@@ -683,7 +684,11 @@ export class GatewayService {
         {
           outcome: 'error',
           reason: gone ? 'client disconnected' : e.message,
-          details: { status: e.status, error_code: gone ? null : e.code, client_disconnected: gone },
+          details: {
+            status: gone ? 499 : e.status,
+            error_code: gone ? null : e.code,
+            client_disconnected: gone,
+          },
         },
         'allowed',
       );
@@ -737,7 +742,7 @@ export class GatewayService {
         usage: usageOf(usage),
         cost: callCost(model, usage),
         details: {
-          status: 200,
+          status: aborted ? 499 : 200,
           finish_reason: wire.finishReason(),
           tool_calls: wire.toolCalls,
           upstream_ms: upstreamS * 1000,

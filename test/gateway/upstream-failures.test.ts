@@ -14,6 +14,7 @@ async function checkDisconnectAudit(t: Test, svc: TestService, session: string):
   t.equal(event?.reason, 'client disconnected');
   t.equal(event?.details.client_disconnected, true);
   t.equal(event?.details.error_code, null, 'not as a provider error');
+  t.equal(event?.details.status, 499, 'with the status the metrics count it under');
   const metrics = await svc.call('/api/metrics');
   t.notMatch(
     String(metrics.body),
