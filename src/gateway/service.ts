@@ -734,6 +734,7 @@ export class GatewayService {
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
       : null;
     const usage = wire.usage();
+    const tAudit = performance.now();
     await this.appendCall(
       record,
       {
@@ -754,6 +755,7 @@ export class GatewayService {
       record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
       blocked?.finding.category === 'pii' ? { types: [blocked.finding.type], action: 'blocked' } : undefined,
     );
+    metrics.phase('audit', (performance.now() - tAudit) / 1000);
     if (aborted) return undefined;
     if (failure) {
       ctx.reason = failure.code;

@@ -55,6 +55,7 @@ for (const engine of ENGINES) {
       t.equal(sample(text, 'govgate_http_request_duration_seconds_count', { route }), 3);
       t.ok((sample(text, 'govgate_http_requests_total', { status: '404' }) ?? 0) >= 1, 'a 404 is counted');
       t.equal(sample(text, 'govgate_phase_duration_seconds_count', { phase: 'govern' }), 3);
+      t.equal(sample(text, 'govgate_phase_duration_seconds_count', { phase: 'audit' }), 3, 'streams too');
       t.equal(
         sample(text, 'govgate_upstream_duration_seconds_count', { provider: 'mock', outcome: 'ok' }),
         3,
