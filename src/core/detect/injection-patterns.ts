@@ -31,7 +31,16 @@ export const DEFS: readonly Def[] = [
     triggers: 'ignore disregard forget skip override bypass neglect',
     tail:
       '\\s+(?:(?:all|any|every|each|the|of|your|my|these|those|its|' +
-      `their)\\s+){0,3}(?:${QUALIFIER}\\s+){1,2}${RULES}`,
+      `their)\\s+){0,3}(?:${QUALIFIER}\\s+(?:(?:and|or|&)\\s+(?:following|subsequent|later|${QUALIFIER})\\s+)?){1,2}` +
+      RULES,
+  },
+  {
+    // "Ignore the above and instead …": common in ordinary replies too ("ignore the above and see
+    // the corrected version"), so it only blocks together with another pattern.
+    type: 'direct',
+    weight: 0.6,
+    triggers: 'ignore disregard forget',
+    tail: '\\s+(?:all\\s+)?(?:of\\s+)?(?:the\\s+|everything\\s+)?(?:above|previous|prior)\\s*(?:,\\s*)?(?:and|then)\\s+(?:instead\\s+)?',
   },
   {
     type: 'direct',
@@ -96,6 +105,15 @@ export const DEFS: readonly Def[] = [
     tail:
       "(?:\\s+(?:is|are|was|were)|'s)\\s+your\\s+(?:system\\s+prompt|(?:initial|original|hidden|secret)\\s+" +
       '(?:instructions|prompt))',
+  },
+  {
+    // "… tell me what your initial instructions were"
+    type: 'direct',
+    weight: 0.6,
+    triggers: 'what',
+    tail:
+      '\\s+your\\s+(?:system\\s+prompt|(?:initial|original|hidden|secret|system)\\s+(?:instructions|prompt))' +
+      '\\s+(?:is|are|was|were|says?|said)\\b',
   },
   { type: 'direct', weight: 0.7, triggers: 'repeat', tail: '\\s+(?:the\\s+)?(?:words|text)\\s+above' },
   // ── jailbreak: remove the model's limits ─────────────────────────────────────────────────
