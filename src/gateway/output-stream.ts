@@ -1,5 +1,5 @@
 import type { Finding } from '../core/detect/index.js';
-import { guardText, type OutputGuard, StreamGuard } from '../core/guardrails/index.js';
+import { decodedJson, guardText, type OutputGuard, StreamGuard } from '../core/guardrails/index.js';
 import {
   ANTHROPIC_STOP,
   type AnthropicStop,
@@ -174,7 +174,8 @@ export class OutputStreamGovernor {
         out.push(Object.assign({}, base, { choices: [{ index, delta: { refusal }, finish_reason: null }] }));
     }
     for (const [toolIndex, held] of [...hold.tools.entries()].sort((a, b) => a[0] - b[0])) {
-      const checked = guardText(this.guard, held.args);
+      // Scanned (and sent on) as the tool will read them: JSON escapes decoded.
+      const checked = guardText(this.guard, decodedJson(held.args));
       if (checked.kind === 'block') {
         this.blocked = { finding: checked.finding, where: 'tool_call' };
         return [];

@@ -4,6 +4,7 @@ import { isServiceError, ServiceError } from '../core/errors.js';
 import {
   anthropicRequestTexts,
   costOf,
+  decodedJson,
   estimateCost,
   guardText,
   type OutputGuard,
@@ -134,8 +135,9 @@ function textsDigest(texts: readonly { text: string }[]): string {
   return sha256Hex(all);
 }
 
-/** Beta feature names, comma-separated, as Anthropic spells them. */
-const ANTHROPIC_BETA = /^[A-Za-z0-9._-]+(?:\s*,\s*[A-Za-z0-9._-]+)*$/;
+/** Beta feature names, comma-separated, as Anthropic spells them: `name-of-feature-YYYY-MM-DD`. */
+const BETA_NAME = '[a-z0-9]+(?:-[a-z0-9]+)*-\\d{4}-\\d{2}-\\d{2}';
+const ANTHROPIC_BETA = new RegExp(`^${BETA_NAME}(?:\\s*,\\s*${BETA_NAME})*$`);
 
 /**
  * A forwarded Anthropic call's cancellation and the caller's `anthropic-beta` header, which asks
@@ -243,7 +245,11 @@ export class GatewayService {
           param: 'Idempotency-Key',
         });
       }
-      bodyHash = sha256Hex(`${fe.endpoint}\0${ctx.req.body.toString('utf8')}`);
+      // The beta features asked for change the answer as much as the body does.
+      const beta = ctx.header('anthropic-beta');
+      bodyHash = sha256Hex(
+        `${fe.endpoint}\0${ctx.req.body.toString('utf8')}${beta === undefined ? '' : `\0${beta}`}`,
+      );
       const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idemKey, bodyHash);
       if (stored) {
         this.replay(ctx, agent, stored, idemKey);
@@ -548,8 +554,11 @@ export class GatewayService {
       if (guard.active) {
         // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
         let blocked: Finding | undefined;
-        if (message) blocked = guardAnthropicMessage(guard, message, outputTypes)?.finding;
-        else
+        if (message) {
+          const guarded = guardAnthropicMessage(guard, message, outputTypes);
+          if ('blocked' in guarded) blocked = guarded.blocked.finding;
+          else message = guarded.message;
+        } else
           for (const choice of choices) {
             const m = choice.message;
             if (m && (blocked = this.guardMessage(guard, m, outputTypes))) break;
@@ -646,7 +655,8 @@ export class GatewayService {
       message.refusal = r.text;
     }
     for (const tc of message.tool_calls ?? []) {
-      const r = guardText(guard, tc.function.arguments);
+      // Scanned as the tool will read them: JSON escapes (\u0041KIA…) decoded.
+      const r = guardText(guard, decodedJson(tc.function.arguments));
       note(r.findings);
       if (r.kind === 'block') return r.finding;
       tc.function.arguments = r.text;

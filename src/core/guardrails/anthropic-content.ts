@@ -87,7 +87,11 @@ function blockTexts(value: unknown, m: number, p: number, path: string, out: Tex
         for (let q = 0; q < content.length; q++) blockTexts(content[q], m, p, `${path}.content[${q}]`, out);
       return;
     }
+    case 'image':
+      sourceUrl(b, m, p, path, out);
+      return;
     case 'document': {
+      sourceUrl(b, m, p, path, out);
       const source = b.source as Json | undefined;
       if (source?.type === 'text' && typeof source.data === 'string')
         out.push(at(m, p, source.data, `${path}.source.data`));
@@ -108,8 +112,31 @@ function blockTexts(value: unknown, m: number, p: number, path: string, out: Tex
         out.push({ message: m, part: p, text: b.thinking, field: 'request', key: `${path}.thinking` });
       return;
     default:
-      return; // image, redacted_thinking: no text (forwardedAnthropicRequest keeps no other type)
+      return; // redacted_thinking: opaque (forwardedAnthropicRequest keeps no other type)
   }
+}
+
+/**
+ * An image's or document's URL: the provider fetches it, so whatever the URL carries (a key in its
+ * query) leaves through it. It cannot be rewritten and stay the same resource: sealed.
+ */
+function sourceUrl(b: Json, m: number, p: number, path: string, out: TextItem[]): void {
+  const source = b.source as Json | undefined;
+  if (source?.type === 'url' && typeof source.url === 'string')
+    out.push({ message: m, part: p, text: source.url, field: 'request', key: `${path}.source.url` });
+}
+
+/** Number of object keys at every level of a JSON value. */
+function keyCount(v: unknown): number {
+  if (Array.isArray(v)) {
+    let n = 0;
+    for (const x of v) n += keyCount(x);
+    return n;
+  }
+  if (v === null || typeof v !== 'object') return 0;
+  let n = 0;
+  for (const k in v) n += 1 + keyCount((v as Json)[k]);
+  return n;
 }
 
 /**
@@ -139,6 +166,11 @@ export function redactAnthropicRequest(
       try {
         input = JSON.parse(next);
       } catch {
+        stuck ??= { path, category: finding.category };
+        continue;
+      }
+      // Two keys redacted to one placeholder would merge into another call: refused instead.
+      if (keyCount(input) !== keyCount(JSON.parse(t.text))) {
         stuck ??= { path, category: finding.category };
         continue;
       }

@@ -18,6 +18,11 @@ const DEFAULT_CONTEXT = 64;
 export class StreamGuard {
   private pending = '';
   private context = '';
+  /**
+   * Leading characters of `context` that were released under an earlier, closed block (`seed`):
+   * a finding reaching into them cannot be redacted there any more, so it blocks.
+   */
+  private sealed = 0;
   private readonly hold: number;
   private readonly contextSize: number;
 
@@ -34,6 +39,21 @@ export class StreamGuard {
     this.pending += delta;
     if (this.pending.length < this.hold * 2) return { kind: 'release', text: '' };
     return this.window(false);
+  }
+
+  /**
+   * Continues the scan of an earlier block of the same answer: its last released characters
+   * (`carry()` of that block's guard) are the context of this one's first window, so a value split
+   * across the two is still found (and, since its first part is out already, blocks).
+   */
+  seed(carry: string): void {
+    this.context = carry;
+    this.sealed = carry.length;
+  }
+
+  /** The last released characters (after `end()`: the context to `seed` the next block with). */
+  carry(): string {
+    return this.context;
   }
 
   /** The stream ended: scans and releases the rest. */
@@ -55,11 +75,13 @@ export class StreamGuard {
     for (const f of findings) {
       if (f.end <= offset || f.start >= cut) continue;
       const action: FindingAction = this.guard.classify(f);
-      if (action === 'block') return { kind: 'block', finding: f, released: '' };
+      if (action === 'block' || (action === 'redact' && f.start < this.sealed))
+        return { kind: 'block', finding: f, released: '' };
       if (action === 'redact') {
         inRange.push({ ...f, start: Math.max(f.start, offset) - offset, end: Math.min(f.end, cut) - offset });
       }
     }
+    this.sealed = 0;
     const raw = text.slice(offset, cut);
     const out = inRange.length === 0 ? raw : redact(raw, inRange, ['pii', 'secret', 'unicode']);
     this.pending = text.slice(cut);
@@ -83,4 +105,51 @@ export function guardText(guard: OutputGuard, text: string): GuardStep & { findi
     text: red.length === 0 ? text : redact(text, red, ['pii', 'secret', 'unicode']),
     findings,
   };
+}
+
+/**
+ * Scans texts a reader sees as one (the text blocks of one answer) in one pass, so a value split
+ * across two is found; redactions are made within each text (a finding across a boundary is
+ * redacted in both).
+ */
+export function guardJoined(
+  guard: OutputGuard,
+  texts: readonly string[],
+):
+  | { kind: 'block'; finding: Finding; findings: readonly Finding[] }
+  | { kind: 'release'; texts: string[]; findings: readonly Finding[] } {
+  const findings = detect(texts.join(''), guard.detectOptions).findings;
+  const red: Finding[] = [];
+  for (const f of findings) {
+    const action = guard.classify(f);
+    if (action === 'block') return { kind: 'block', finding: f, findings };
+    if (action === 'redact') red.push(f);
+  }
+  if (red.length === 0) return { kind: 'release', texts: texts.slice(), findings };
+  const out: string[] = [];
+  let at = 0;
+  for (const t of texts) {
+    const end = at + t.length;
+    const own: Finding[] = [];
+    for (const f of red)
+      if (f.start < end && f.end > at)
+        own.push({ ...f, start: Math.max(f.start, at) - at, end: Math.min(f.end, end) - at });
+    out.push(own.length === 0 ? t : redact(t, own, ['pii', 'secret', 'unicode']));
+    at = end;
+  }
+  return { kind: 'release', texts: out, findings };
+}
+
+/**
+ * Tool-call arguments as the tool will read them: JSON written with escapes (`\u0041KIA…`) is
+ * re-serialised without them, so the detectors see the decoded values (the same JSON value).
+ * Anything else is returned as it is.
+ */
+export function decodedJson(args: string): string {
+  if (!args.includes('\\')) return args;
+  try {
+    return JSON.stringify(JSON.parse(args));
+  } catch {
+    return args;
+  }
 }
