@@ -27,6 +27,7 @@ import {
   type AnthropicMessagesRequest,
   anthropicRequestToOpenai,
   anthropicResponseToOpenai,
+  CACHE_WRITE_TOKENS,
   type ChatCompletion,
   type ChatCompletionRequest,
   forwardedAnthropicRequest,
@@ -87,7 +88,14 @@ function usageOf(u: OpenaiUsage | null | undefined): AuditInput['usage'] {
 function callCost(model: string, u: OpenaiUsage | null | undefined): number | null {
   const price = priceOf(model);
   if (!price || !u) return null;
-  return Math.round(costOf(price, u.prompt_tokens ?? 0, u.completion_tokens ?? 0) * 1e9) / 1e9;
+  const cost = costOf(
+    price,
+    u.prompt_tokens ?? 0,
+    u.completion_tokens ?? 0,
+    u.prompt_tokens_details?.cached_tokens ?? 0,
+    u[CACHE_WRITE_TOKENS] ?? 0,
+  );
+  return Math.round(cost * 1e9) / 1e9;
 }
 
 /**

@@ -295,6 +295,38 @@ t.test('the Anthropic pass-through holds against the review', async (t) => {
     t.equal(upstream.requests.length, 0, 'the provider was not called');
   });
 
+  t.test('the audit cost prices prompt-cache reads and writes as Anthropic bills them', async (t) => {
+    const model = 'claude-sonnet-4-test';
+    upstream.anthropicMessage = {
+      ...answer([{ type: 'text', text: 'cached answer' }]),
+      model,
+      usage: {
+        input_tokens: 20,
+        output_tokens: 30,
+        cache_creation_input_tokens: 100,
+        cache_read_input_tokens: 400,
+      },
+    };
+    // 20 plain input tokens at $3/M, 400 cache reads at 0.1x, 100 cache writes at 1.25x, 30 out at $15/M.
+    const expected = (20 * 3 + 400 * 0.3 + 100 * 3.75 + 30 * 15) / 1e6;
+    for (const stream of [false, true]) {
+      let url: string | undefined;
+      if (stream) {
+        const s = client().messages.stream({ ...ask, model });
+        s.on('streamEvent', (e) => {
+          url ??= (e as unknown as { service?: { audit_url: string } }).service?.audit_url;
+        });
+        await s.finalMessage();
+      } else {
+        const res = await client().messages.create({ ...ask, model });
+        url = (res as unknown as { service: { audit_url: string } }).service.audit_url;
+      }
+      const audit = await svc.call(new URL(url ?? `${svc.url}/x`).pathname, { token: svc.pat });
+      const call = (audit.body.data ?? []).find((e: { event_type: string }) => e.event_type === 'llm_call');
+      t.equal(call?.cost, Math.round(expected * 1e9) / 1e9, `stream: ${stream}`);
+    }
+  });
+
   t.test('anthropic-beta: feature names only, and bound to the Idempotency-Key', async (t) => {
     const bad = await svc.call('/v1/messages', {
       headers: { 'x-api-key': svc.agentKey, 'anthropic-beta': `files-api-2025-04-14,${KEY}` },

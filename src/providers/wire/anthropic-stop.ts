@@ -13,3 +13,9 @@ export interface AnthropicStop {
   readonly stop_reason: AnthropicStopReason;
   readonly stop_sequence: string | null;
 }
+
+/**
+ * Prompt-cache writes of an Anthropic answer (`cache_creation_input_tokens`), which the OpenAI
+ * usage shape has no field for: kept beside it, out of its JSON, for the audit trail's cost.
+ */
+export const CACHE_WRITE_TOKENS: unique symbol = Symbol('govgate.cache_write_tokens');

@@ -1,5 +1,5 @@
 /** Small field-level conversions shared by the request, response and stream translators. */
-import type { AnthropicStop } from './anthropic-stop.js';
+import { type AnthropicStop, CACHE_WRITE_TOKENS } from './anthropic-stop.js';
 import type { AnthropicStopReason, AnthropicUsage } from './anthropic-types.js';
 import type { OpenaiFinishReason, OpenaiUsage } from './openai-types.js';
 
@@ -105,6 +105,8 @@ export function anthropicUsageToOpenai(usage: AnthropicUsageLike | null | undefi
     total_tokens: prompt + completion,
   };
   if (cached > 0) out.prompt_tokens_details = { cached_tokens: cached };
+  const written = count(usage.cache_creation_input_tokens);
+  if (written > 0) out[CACHE_WRITE_TOKENS] = written;
   return out;
 }
 

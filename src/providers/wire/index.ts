@@ -6,7 +6,7 @@
 export { forwardedAnthropicRequest } from './anthropic-forward.js';
 export { anthropicRequestToOpenai } from './anthropic-request-to-openai.js';
 export { anthropicResponseToOpenai } from './anthropic-response-to-openai.js';
-export { ANTHROPIC_STOP, type AnthropicStop } from './anthropic-stop.js';
+export { ANTHROPIC_STOP, type AnthropicStop, CACHE_WRITE_TOKENS } from './anthropic-stop.js';
 export {
   AnthropicStreamToOpenai,
   type AnthropicStreamToOpenaiOptions,

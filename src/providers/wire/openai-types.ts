@@ -6,7 +6,7 @@
  * response_format, ...) flow through unchanged when the request is forwarded to an
  * OpenAI-compatible provider. Response and chunk types are closed: we build them ourselves.
  */
-import type { ANTHROPIC_STOP, AnthropicStop } from './anthropic-stop.js';
+import type { ANTHROPIC_STOP, AnthropicStop, CACHE_WRITE_TOKENS } from './anthropic-stop.js';
 
 /** A text part of a message's content array. */
 export interface OpenaiTextPart {
@@ -134,6 +134,8 @@ export interface OpenaiUsage {
   /** `cached_tokens` is the part of `prompt_tokens` served from the prompt cache. */
   prompt_tokens_details?: { cached_tokens?: number; audio_tokens?: number } | null;
   completion_tokens_details?: { reasoning_tokens?: number; [key: string]: unknown } | null;
+  /** Not on the wire: the part of `prompt_tokens` an Anthropic upstream wrote to its prompt cache. */
+  [CACHE_WRITE_TOKENS]?: number;
 }
 
 /** The assistant message inside a non-streamed response choice. */
