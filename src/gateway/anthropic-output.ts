@@ -185,10 +185,10 @@ export class AnthropicStreamGovernor {
   private open: Open | undefined;
   /** The end of the last text block, to seed the next one's window with. */
   private carry = '';
-  /** PII types found in held blocks (the text windows do not report theirs yet). */
-  private readonly types = new Set<string>();
+  /** The types of the PII found in the answer (redacted, unless `blocked`), for the audit trail. */
+  readonly pii = new Set<string>();
   private readonly note: Note = (findings) => {
-    for (const f of findings) if (f.category === 'pii') this.types.add(f.type);
+    for (const f of findings) if (f.category === 'pii') this.pii.add(f.type);
   };
 
   constructor(private readonly guard: OutputGuard) {}
@@ -258,7 +258,7 @@ export class AnthropicStreamGovernor {
           return [];
         }
       }
-      const window = new StreamGuard(this.guard);
+      const window = new StreamGuard(this.guard, { pii: this.pii });
       window.seed(this.carry);
       const open: Open = { kind: 'text', index, window, started: false };
       this.open = open;

@@ -35,6 +35,8 @@ interface ChoiceHold {
  */
 export class OutputStreamGovernor {
   blocked: StreamBlock | undefined;
+  /** The types of the PII found in the answer (redacted, unless `blocked`), for the audit trail. */
+  readonly pii = new Set<string>();
   /** Choice 0, the only one unless the request asked for `n` > 1. */
   private readonly first: ChoiceHold;
   /** The other choices, by index, made when their first chunk arrives. */
@@ -42,7 +44,12 @@ export class OutputStreamGovernor {
   private last: ChatCompletionChunk | undefined;
 
   constructor(private readonly guard: OutputGuard) {
-    this.first = { text: new StreamGuard(guard), refusal: undefined, tools: new Map(), finished: false };
+    this.first = { text: this.window(), refusal: undefined, tools: new Map(), finished: false };
+  }
+
+  /** A window over one text of the answer, reporting the PII it finds to `pii`. */
+  private window(): StreamGuard {
+    return new StreamGuard(this.guard, { pii: this.pii });
   }
 
   push(chunk: ChatCompletionChunk): ChatCompletionChunk[] {
@@ -77,7 +84,7 @@ export class OutputStreamGovernor {
     this.others ??= new Map();
     let hold = this.others.get(index);
     if (!hold) {
-      hold = { text: new StreamGuard(this.guard), refusal: undefined, tools: new Map(), finished: false };
+      hold = { text: this.window(), refusal: undefined, tools: new Map(), finished: false };
       this.others.set(index, hold);
     }
     return hold;
@@ -99,7 +106,7 @@ export class OutputStreamGovernor {
     }
     let refusal = '';
     if (typeof delta.refusal === 'string' && delta.refusal.length > 0) {
-      hold.refusal ??= new StreamGuard(this.guard);
+      hold.refusal ??= this.window();
       const step = hold.refusal.push(delta.refusal);
       if (step.kind === 'block') {
         this.blocked = { finding: step.finding, where: 'refusal' };
@@ -176,6 +183,7 @@ export class OutputStreamGovernor {
     for (const [toolIndex, held] of [...hold.tools.entries()].sort((a, b) => a[0] - b[0])) {
       // Scanned (and sent on) as the tool will read them: JSON escapes decoded.
       const checked = guardText(this.guard, decodedJson(held.args));
+      for (const f of checked.findings) if (f.category === 'pii') this.pii.add(f.type);
       if (checked.kind === 'block') {
         this.blocked = { finding: checked.finding, where: 'tool_call' };
         return [];

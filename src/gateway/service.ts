@@ -752,6 +752,7 @@ export class GatewayService {
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
       : null;
     const usage = wire.usage();
+    const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
     const tAudit = performance.now();
     await this.appendCall(
       record,
@@ -768,10 +769,16 @@ export class GatewayService {
           client_disconnected: aborted,
           error_code: failed ? (failure?.code ?? null) : null,
           blocked_stage: blocked ? `output_${blocked.where}` : null,
+          output_detections: outputPii,
         },
       },
       record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
-      blocked?.finding.category === 'pii' ? { types: [blocked.finding.type], action: 'blocked' } : undefined,
+      // As for a whole answer: the PII the guard found in the output, redacted or blocked.
+      blocked?.finding.category === 'pii'
+        ? { types: [blocked.finding.type], action: 'blocked' }
+        : outputPii.length > 0
+          ? { types: outputPii, action: blocked ? 'blocked' : 'redacted' }
+          : undefined,
     );
     metrics.phase('audit', (performance.now() - tAudit) / 1000);
     if (aborted) return undefined;

@@ -25,7 +25,15 @@ export interface StreamWire<E> {
   /** The answer's events in batches, one per network read. */
   readonly events: AsyncIterator<readonly E[]>;
   /** Holds and scans the events when output is guarded. */
-  readonly governor: { push(e: E): E[]; end(): E[]; readonly blocked: StreamBlock | undefined } | undefined;
+  readonly governor:
+    | {
+        push(e: E): E[];
+        end(): E[];
+        readonly blocked: StreamBlock | undefined;
+        /** The types of the PII the guard found. */
+        readonly pii: ReadonlySet<string>;
+      }
+    | undefined;
   /** Sees every upstream event before it is governed (usage, stop, tools called). */
   observe(e: E): void;
   /** SSE text for one event ('' when held back). */

@@ -327,6 +327,46 @@ t.test('the Anthropic pass-through holds against the review', async (t) => {
     }
   });
 
+  t.test('PII redacted from streamed output is audited, in both wire formats', async (t) => {
+    const outputEvents = async (auditUrl: string | undefined) => {
+      const audit = await svc.call(new URL(auditUrl ?? `${svc.url}/x`).pathname, { token: svc.pat });
+      const data = (audit.body.data ?? []) as { event_type: string; details: Record<string, unknown> }[];
+      return {
+        call: data.find((e) => e.event_type === 'llm_call'),
+        pii: data.find((e) => e.event_type === 'pii_detected' && e.details.stage === 'output'),
+      };
+    };
+    upstream.anthropicMessage = answer([{ type: 'text', text: 'Write to bob.smith@example.com today.' }]);
+    let url: string | undefined;
+    const s = client().messages.stream(ask);
+    s.on('streamEvent', (e) => {
+      url ??= (e as unknown as { service?: { audit_url: string } }).service?.audit_url;
+    });
+    const final = await s.finalMessage();
+    t.match(JSON.stringify(final.content), /\[EMAIL\]/);
+    let seen = await outputEvents(url);
+    t.same(seen.call?.details.output_detections, ['email'], 'anthropic stream: the call names it');
+    t.match(seen.pii?.details, { action: 'redacted', entity_types: ['email'] });
+
+    upstream.anthropicMessage = undefined;
+    upstream.reply = 'Write to bob.smith@example.com today.';
+    t.teardown(() => {
+      upstream.reply = undefined;
+    });
+    const openai = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+    const stream = await openai.chat.completions.create({
+      model: 'gpt-test',
+      stream: true,
+      messages: [{ role: 'user', content: 'go' }],
+    });
+    url = undefined;
+    for await (const c of stream)
+      url ??= (c as unknown as { service?: { audit_url: string } }).service?.audit_url;
+    seen = await outputEvents(url);
+    t.same(seen.call?.details.output_detections, ['email'], 'openai stream: the call names it');
+    t.match(seen.pii?.details, { action: 'redacted', entity_types: ['email'] });
+  });
+
   t.test('anthropic-beta: feature names only, and bound to the Idempotency-Key', async (t) => {
     const bad = await svc.call('/v1/messages', {
       headers: { 'x-api-key': svc.agentKey, 'anthropic-beta': `files-api-2025-04-14,${KEY}` },

@@ -26,12 +26,16 @@ export class StreamGuard {
   private readonly hold: number;
   private readonly contextSize: number;
 
+  private readonly seen: Set<string> | undefined;
+
+  /** `opts.pii`: where the types of the PII found are added (for the audit trail). */
   constructor(
     private readonly guard: OutputGuard,
-    opts: { hold?: number; context?: number } = {},
+    opts: { hold?: number; context?: number; pii?: Set<string> } = {},
   ) {
     this.hold = opts.hold ?? DEFAULT_HOLD;
     this.contextSize = opts.context ?? DEFAULT_CONTEXT;
+    this.seen = opts.pii;
   }
 
   /** Feeds a content delta; returns the text that may go out now ('' while holding). */
@@ -66,6 +70,7 @@ export class StreamGuard {
     const offset = this.context.length;
     const text = this.context + this.pending;
     const findings = detect(text, this.guard.detectOptions).findings;
+    if (this.seen) for (const f of findings) if (f.category === 'pii') this.seen.add(f.type);
     let cut = final ? text.length : text.length - this.hold;
     if (!final) {
       for (const f of findings) if (f.start < cut && f.end > cut && f.end > offset) cut = f.start;
