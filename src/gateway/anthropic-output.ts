@@ -20,6 +20,7 @@ import {
   type GuardStep,
   guardJoined,
   guardText,
+  keyCount,
   type OutputGuard,
   StreamGuard,
 } from '../core/guardrails/index.js';
@@ -40,19 +41,6 @@ function sealedCheck(guard: OutputGuard, text: string, note: Note): Finding | un
   if (r.kind === 'block') return r.finding;
   if (r.text === text) return undefined;
   return r.findings.find((f) => guard.classify(f) === 'redact');
-}
-
-/** Number of object keys at every level of a JSON value (a redaction must not merge two). */
-function keyCount(v: unknown): number {
-  if (Array.isArray(v)) {
-    let n = 0;
-    for (const x of v) n += keyCount(x);
-    return n;
-  }
-  if (v === null || typeof v !== 'object') return 0;
-  let n = 0;
-  for (const k in v) n += 1 + keyCount((v as Json)[k]);
-  return n;
 }
 
 /** A tool input's JSON text guarded: the JSON to send, or the finding that blocks. */

@@ -126,8 +126,8 @@ function sourceUrl(b: Json, m: number, p: number, path: string, out: TextItem[])
     out.push({ message: m, part: p, text: source.url, field: 'request', key: `${path}.source.url` });
 }
 
-/** Number of object keys at every level of a JSON value. */
-function keyCount(v: unknown): number {
+/** Number of object keys at every level of a JSON value (a redaction must not merge two). */
+export function keyCount(v: unknown): number {
   if (Array.isArray(v)) {
     let n = 0;
     for (const x of v) n += keyCount(x);

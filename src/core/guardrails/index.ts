@@ -1,4 +1,4 @@
-export { anthropicRequestTexts, redactAnthropicRequest } from './anthropic-content.js';
+export { anthropicRequestTexts, keyCount, redactAnthropicRequest } from './anthropic-content.js';
 export {
   type ContentScan,
   messageTexts,
