@@ -121,6 +121,8 @@ export class JsonlLog {
   #error: unknown;
   #timer: NodeJS.Timeout | undefined;
   #holds = 0;
+  /** Streams of files rotated away that are still writing their last chunks (drain waits). */
+  readonly #ending = new Set<Promise<void>>();
 
   constructor(dataDir: string, rotationMaxMb: number, source: LogSource, warn: Warn = () => {}) {
     this.#dir = join(dataDir, 'audit');
@@ -218,7 +220,7 @@ export class JsonlLog {
   /** Hands every pending line to its file and resolves once all of them are written. */
   async drain(): Promise<void> {
     this.#flushAll();
-    await Promise.all([...this.#files.values()].map((f) => f.written));
+    await Promise.all([...[...this.#files.values()].map((f) => f.written), ...this.#ending]);
   }
 
   /** Never throws: the log is a copy of the store, and a disk error must not fail the chain. */
@@ -254,7 +256,7 @@ export class JsonlLog {
       if (s !== undefined) ends.push(new Promise<void>((resolve) => s.end(resolve)));
     }
     this.#files.clear();
-    await Promise.all(ends);
+    await Promise.all([...ends, ...this.#ending]);
   }
 
   #event(f: OrgFile, seq: number, line: string): void {
@@ -336,7 +338,12 @@ export class JsonlLog {
       f.stream = undefined;
     }
     f.bytes = 0;
-    old?.end();
+    if (old === undefined) return;
+    // The old file's last chunks may still be on their way to the disk: drain and close wait for
+    // them (they waited only for the new file's writes, so a drained log could lack lines).
+    const ended = new Promise<void>((resolve) => old.end(() => resolve()));
+    this.#ending.add(ended);
+    void ended.then(() => this.#ending.delete(ended));
   }
 
   #open(path: string): { stream: WriteStream; size: number } {

@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import t from 'tap';
 import type { ChainLogOptions } from '../../src/audit/chain-log.js';
@@ -173,4 +174,25 @@ t.test('lines longer than a read chunk are checked whole', async (t) => {
   t.same(tokens(readFileSync(asideFiles(h)[0] as string, 'utf8')), ['3:l', '4:m', 'seal@4']);
   t.equal(logText(h), exported(h));
   t.same(tokens(logText(h)), ['1:k', '2:e', 'seal@2']);
+});
+
+t.test('drain waits for the writes of a file rotated away (slow disk)', async (t) => {
+  // WriteStream writes through the fs module's `write`: slowed here, a rotated file's last write
+  // is still on its way when the next file takes over.
+  const fs = createRequire(import.meta.url)('node:fs') as { write: (...a: unknown[]) => void };
+  const write = fs.write;
+  fs.write = (...args: unknown[]) => {
+    setTimeout(() => write.apply(fs, args), 40);
+  };
+  t.teardown(() => {
+    fs.write = write;
+  });
+  const opts = { ...OPTS, rotationMaxMb: 0.002 }; // about two events per file
+  const h = tempLog(opts);
+  t.teardown(() => h.close());
+  for (let round = 0; round < 3; round++) {
+    await append(h, `r${round}a`, `r${round}b`, `r${round}c`);
+    await h.log.flushSeals(); // a seal line (~5 KB) rotates the file
+    t.equal(logText(h), exported(h), `round ${round}: the files hold the whole export once drained`);
+  }
 });
