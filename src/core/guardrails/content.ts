@@ -125,11 +125,17 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
     if (typeof content === 'string') out.push({ message: i, part: -1, text: content });
     else if (Array.isArray(content)) {
       for (let j = 0; j < content.length; j++) {
-        const p = content[j] as { text?: unknown; refusal?: unknown } | null;
+        const p = content[j] as { text?: unknown; refusal?: unknown; image_url?: { url?: unknown } } | null;
         if (!p) continue;
         if (typeof p.text === 'string') out.push({ message: i, part: j, text: p.text });
         else if (typeof p.refusal === 'string')
           out.push({ message: i, part: j, text: p.refusal, field: 'refusal' });
+        else if (typeof p.image_url?.url === 'string' && /^https?:/i.test(p.image_url.url)) {
+          // The provider fetches it: what the URL carries (a key in its query) leaves with it. A
+          // URL cannot be rewritten and stay the same resource, so it is a `request` item.
+          const key = `messages[${i}].content[${j}].image_url.url`;
+          out.push({ message: -1, part: -1, text: p.image_url.url, field: 'request', key });
+        }
       }
     }
     // Only assistant messages carry these; the checks cost a missing-property lookup elsewhere.
