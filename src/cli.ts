@@ -16,6 +16,9 @@ Usage:
 
 Configuration is read from SERVICE_* environment variables (see README.md).`;
 
+/** Start-up failures with a cause an operator can act on: no stack trace. */
+const OPERATOR_ERRORS = new Set(['DataDirInUseError', 'KeysDirMismatchError', 'ListenError']);
+
 async function start(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
@@ -100,7 +103,11 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (err: unknown) => {
+    // What an operator fixes (configuration, a held data dir or port, the wrong keys dir) is
+    // said plainly; anything else is a bug and keeps its stack.
     if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+    else if (err instanceof Error && OPERATOR_ERRORS.has(err.name))
+      process.stderr.write(`govgate: ${err.message}\n`);
     else
       process.stderr.write(`govgate: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);

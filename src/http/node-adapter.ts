@@ -4,6 +4,7 @@ import { InFlight } from './in-flight.js';
 import {
   type HttpHandler,
   type HttpServer,
+  ListenError,
   type ListenOptions,
   MAX_BODY_BYTES,
   type OutgoingHeaders,
@@ -134,10 +135,7 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     });
   });
   return new Promise((resolve, reject) => {
-    const failed = (err: NodeJS.ErrnoException): void =>
-      reject(
-        new Error(`cannot listen on ${opts.host}:${opts.port}: ${err.code ?? err.message}`, { cause: err }),
-      );
+    const failed = (err: NodeJS.ErrnoException): void => reject(new ListenError(opts.host, opts.port, err));
     server.once('error', failed);
     server.listen(opts.port, opts.host, () => {
       server.off('error', failed);

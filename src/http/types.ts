@@ -79,3 +79,11 @@ export function statusLine(status: number): string {
   }
   return line;
 }
+
+/** The address cannot be listened on (in use, not local, …): an operator's to fix, not a bug. */
+export class ListenError extends Error {
+  constructor(host: string, port: number, cause?: NodeJS.ErrnoException) {
+    super(`cannot listen on ${host}:${port}${cause ? `: ${cause.code ?? cause.message}` : ''}`, { cause });
+    this.name = 'ListenError';
+  }
+}

@@ -5,6 +5,7 @@ import { InFlight } from './in-flight.js';
 import {
   type HttpHandler,
   type HttpServer,
+  ListenError,
   type ListenOptions,
   MAX_BODY_BYTES,
   type OutgoingHeaders,
@@ -155,14 +156,10 @@ const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
 function listenFailure(opts: ListenOptions): Promise<Error> {
   return new Promise((resolve) => {
     const probe = createServer();
-    probe.once('error', (err: NodeJS.ErrnoException) =>
-      resolve(
-        new Error(`cannot listen on ${opts.host}:${opts.port}: ${err.code ?? err.message}`, { cause: err }),
-      ),
-    );
+    probe.once('error', (err: NodeJS.ErrnoException) => resolve(new ListenError(opts.host, opts.port, err)));
     probe.listen(opts.port, opts.host, () => {
       probe.close();
-      resolve(new Error(`cannot listen on ${opts.host}:${opts.port}`));
+      resolve(new ListenError(opts.host, opts.port));
     });
   });
 }

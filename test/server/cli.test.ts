@@ -62,3 +62,20 @@ t.test('a second signal stops at once, without waiting for the drain', async (t)
   t.equal(await exited(run.child), 130, 'the second exits at once, with 130');
   await pending;
 });
+
+t.test('a start an operator must fix says why in one line, without a stack trace', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const first = await startCli(dir, pat, /listening on/);
+  t.teardown(() => first.child.kill('SIGKILL'));
+  const second = await startCli(dir, pat, /listening on/).then(
+    () => undefined,
+    (err: Error) => err.message,
+  );
+  t.match(
+    second,
+    /exited \(1\) before listening: govgate: the data dir .* is in use by another govgate process/,
+  );
+  t.notMatch(second ?? '', /\n\s+at /, 'no stack trace');
+});
