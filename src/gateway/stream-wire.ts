@@ -6,6 +6,7 @@
 import { ServiceError } from '../core/errors.js';
 import type { OutputGuard } from '../core/guardrails/index.js';
 import type { Cancellation, Provider } from '../providers/types.js';
+import { scrubbed } from '../providers/upstream.js';
 import {
   type AnthropicStreamEvent,
   type AnthropicUsage,
@@ -139,7 +140,7 @@ export function anthropicWire(
         case 'error':
           throw new ServiceError(
             'upstream_error',
-            `provider anthropic stream failed: ${e.error?.message ?? 'upstream stream error'}`,
+            `provider anthropic stream failed: ${scrubbed(String(e.error?.message ?? 'upstream stream error'))}`,
           );
       }
     },

@@ -1,6 +1,6 @@
 import { ServiceError } from '../core/errors.js';
 import type { Cancellation, ChatCall, Provider } from './types.js';
-import { requestJson, requestStream, splitBaseUrl, type UpstreamPools } from './upstream.js';
+import { requestJson, requestStream, scrubbed, splitBaseUrl, type UpstreamPools } from './upstream.js';
 import {
   type AnthropicMessage,
   type AnthropicMessagesRequest,
@@ -100,9 +100,13 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
             for (const c of convert.push(event)) chunks.push(c);
           } catch (err) {
             if (err instanceof WireStreamError) {
-              throw new ServiceError('upstream_error', `provider anthropic stream failed: ${err.message}`, {
-                cause: err,
-              });
+              throw new ServiceError(
+                'upstream_error',
+                `provider anthropic stream failed: ${scrubbed(err.message)}`,
+                {
+                  cause: err,
+                },
+              );
             }
             throw err;
           }

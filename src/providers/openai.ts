@@ -1,6 +1,6 @@
 import { ServiceError } from '../core/errors.js';
 import type { ChatCall, Provider } from './types.js';
-import { requestJson, requestStream, splitBaseUrl, type UpstreamPools } from './upstream.js';
+import { requestJson, requestStream, scrubbed, splitBaseUrl, type UpstreamPools } from './upstream.js';
 import {
   type ChatCompletion,
   type ChatCompletionChunk,
@@ -104,7 +104,10 @@ function decodeEvents(events: readonly SseEvent[], batch: ChatCompletionChunk[])
     }
     const error = (chunk as { error?: { message?: string } }).error;
     if (error)
-      throw new ServiceError('upstream_error', `provider openai stream failed: ${error.message ?? 'error'}`);
+      throw new ServiceError(
+        'upstream_error',
+        `provider openai stream failed: ${scrubbed(error.message ?? 'error')}`,
+      );
     batch.push(chunk);
   }
   return false;

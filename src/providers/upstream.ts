@@ -1,5 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import { type Dispatcher, Pool } from 'undici';
+import { detect, redact } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Cancellation } from './types.js';
 
@@ -62,6 +63,17 @@ export function transportError(provider: string, err: unknown): ServiceError {
 }
 
 /**
+ * A provider's error message as govgate repeats it (to the agent, the audit trail and the log):
+ * at most 500 characters, with personal data and secrets replaced by placeholders. Providers
+ * quote the request back (or a key) in their messages.
+ */
+export function scrubbed(message: string): string {
+  const text = message.slice(0, 500);
+  const findings = detect(text, { pii: true, secrets: true, injection: false, unicode: true }).findings;
+  return findings.length === 0 ? text : redact(text, findings);
+}
+
+/**
  * Maps a non-2xx upstream answer. The agent can fix a bad request (400 with the provider's
  * message); it cannot fix govgate's provider credentials or a provider outage (502); rate limits
  * pass through as 429 with Retry-After.
@@ -82,7 +94,7 @@ export function statusError(
   } catch {
     message = text;
   }
-  const detail = message ? `: ${message.slice(0, 500)}` : '';
+  const detail = message ? `: ${scrubbed(message)}` : '';
   if (status === 429) {
     const retry = headers['retry-after'];
     return new ServiceError('rate_limited', `provider ${provider} is rate limiting${detail}`, {

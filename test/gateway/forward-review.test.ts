@@ -367,6 +367,27 @@ t.test('the Anthropic pass-through holds against the review', async (t) => {
     t.match(seen.pii?.details, { action: 'redacted', entity_types: ['email'] });
   });
 
+  t.test('a provider error message is repeated without the secrets and PII it quotes', async (t) => {
+    upstream.behaviour = {
+      kind: 'status',
+      status: 400,
+      body: { error: { message: `invalid value ${KEY} for bob.smith@example.com` } },
+    };
+    const res = await svc.call('/v1/messages', { headers: { 'x-api-key': svc.agentKey }, body: ask });
+    t.equal(res.status, 400);
+    t.notMatch(JSON.stringify(res.body), /AKIA|bob\.smith/, 'not in the error the agent gets');
+    t.match(res.body.error.message, /invalid value \[/, 'the rest of the message is kept');
+    const audit = await svc.call('/api/audit?limit=5', { token: svc.pat });
+    t.notMatch(JSON.stringify(audit.body), /AKIA|bob\.smith/, 'nor in the audit trail');
+
+    raw([START, { type: 'error', error: { type: 'overloaded_error', message: `Overloaded; key ${KEY}` } }]);
+    const events: string[] = [];
+    const stream = client().messages.stream(ask);
+    stream.on('streamEvent', (e) => events.push(JSON.stringify(e)));
+    await stream.finalMessage().catch((err: Error) => events.push(err.message));
+    t.notMatch(events.join('\n'), /AKIA/, 'nor in a stream error event');
+  });
+
   t.test('anthropic-beta: feature names only, and bound to the Idempotency-Key', async (t) => {
     const bad = await svc.call('/v1/messages', {
       headers: { 'x-api-key': svc.agentKey, 'anthropic-beta': `files-api-2025-04-14,${KEY}` },
