@@ -20,8 +20,8 @@ import {
   type GuardStep,
   guardJoined,
   guardText,
-  keyCount,
   type OutputGuard,
+  redactedJson,
   StreamGuard,
 } from '../core/guardrails/index.js';
 import type {
@@ -50,13 +50,8 @@ function guardedInput(guard: OutputGuard, raw: string, note: Note): { input: str
   note(r.findings);
   if (r.kind === 'block') return { block: r.finding };
   if (r.text === json) return { input: json };
-  const redacted = r.findings.find((x) => guard.classify(x) === 'redact') as Finding;
-  try {
-    // Two keys redacted to one placeholder would merge: the tool would get another call.
-    if (keyCount(JSON.parse(r.text)) !== keyCount(JSON.parse(json))) return { block: redacted };
-  } catch {
-    return { block: redacted };
-  }
+  if (redactedJson(json, r.text) === undefined)
+    return { block: r.findings.find((x) => guard.classify(x) === 'redact') as Finding };
   return { input: r.text };
 }
 

@@ -126,8 +126,8 @@ function sourceUrl(b: Json, m: number, p: number, path: string, out: TextItem[])
     out.push({ message: m, part: p, text: source.url, field: 'request', key: `${path}.source.url` });
 }
 
-/** Number of object keys at every level of a JSON value (a redaction must not merge two). */
-export function keyCount(v: unknown): number {
+/** Number of object keys at every level of a JSON value. */
+function keyCount(v: unknown): number {
   if (Array.isArray(v)) {
     let n = 0;
     for (const x of v) n += keyCount(x);
@@ -140,9 +140,24 @@ export function keyCount(v: unknown): number {
 }
 
 /**
+ * The value of a JSON text after redaction, when it still is the same call: undefined when the
+ * placeholders broke the JSON, or made two of its keys one (the tool would get another call).
+ * Used for tool input both ways (the request's history and the model's answer).
+ */
+export function redactedJson(original: string, redacted: string): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(redacted);
+  } catch {
+    return undefined;
+  }
+  return keyCount(value) === keyCount(JSON.parse(original)) ? value : undefined;
+}
+
+/**
  * Rewrites the request's texts in place, replacing findings of `categories` with placeholders. A
- * tool_use input is rewritten as its redacted JSON text parsed back (a redaction that breaks the
- * JSON leaves the input where it was, stuck).
+ * tool_use input is rewritten as its redacted JSON text parsed back (see redactedJson; when that
+ * is not the same call, the input is left where it was, stuck).
  */
 export function redactAnthropicRequest(
   req: AnthropicRequestLike,
@@ -162,15 +177,8 @@ export function redactAnthropicRequest(
     const next = redact(t.text, t.findings, categories);
     if (next === t.text) continue;
     if (t.field === 'input') {
-      let input: unknown;
-      try {
-        input = JSON.parse(next);
-      } catch {
-        stuck ??= { path, category: finding.category };
-        continue;
-      }
-      // Two keys redacted to one placeholder would merge into another call: refused instead.
-      if (keyCount(input) !== keyCount(JSON.parse(t.text))) {
+      const input = redactedJson(t.text, next);
+      if (input === undefined) {
         stuck ??= { path, category: finding.category };
         continue;
       }

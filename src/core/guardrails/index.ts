@@ -1,4 +1,4 @@
-export { anthropicRequestTexts, keyCount, redactAnthropicRequest } from './anthropic-content.js';
+export { anthropicRequestTexts, redactAnthropicRequest, redactedJson } from './anthropic-content.js';
 export {
   type ContentScan,
   messageTexts,
