@@ -293,6 +293,18 @@ t.test('the Anthropic pass-through holds against the review', async (t) => {
     });
     t.equal(res.body.service.blocked, true);
     t.equal(upstream.requests.length, 0, 'the provider was not called');
+    // The same in the model's answer: the answer is blocked, not sent as another call.
+    upstream.anthropicMessage = answer([
+      {
+        type: 'tool_use',
+        id: 'toolu_8',
+        name: 'vote',
+        input: { 'alice@example.com': 'approve', 'bob@example.com': 'deny' },
+      },
+    ]);
+    const out = await client().messages.create(ask);
+    t.equal(envelope(out).blocked, true, 'an answer whose redaction would merge keys is blocked');
+    t.notMatch(JSON.stringify(out.content), /example\.com|\[EMAIL\]":"deny/);
   });
 
   t.test('the audit cost prices prompt-cache reads and writes as Anthropic bills them', async (t) => {
