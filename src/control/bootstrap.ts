@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AuditSink } from '../audit/types.js';
 import type { Config } from '../config/index.js';
+import { lastFour } from '../crypto/vault.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type { ProviderSettings } from '../providers/types.js';
 import type { Store } from '../store/db.js';
@@ -62,7 +63,7 @@ export async function bootstrap(
     if (!apiKey) continue;
     const ref = newId('prov_', 16);
     secrets.set(ref, apiKey);
-    entries.push({ name, base_url: null, models: [], key_ref: ref, key_last4: apiKey.slice(-4) });
+    entries.push({ name, base_url: null, models: [], key_ref: ref, key_last4: lastFour(apiKey) });
   }
   if (entries.length === 0)
     entries.push({ name: 'mock', base_url: null, models: [], key_ref: null, key_last4: null });

@@ -1,6 +1,6 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
-import { isMaskOf } from '../crypto/vault.js';
+import { lastFour, maskedEcho } from '../crypto/vault.js';
 import { checkEgressUrl, originOf } from '../export/ssrf.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
@@ -324,9 +324,14 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
       let last4: string | null = null;
       if (e.name !== 'mock') {
         const prev = current.get(e.name);
-        const echoed =
-          e.api_key === undefined || (prev?.key_last4 != null && isMaskOf(e.api_key, prev.key_last4));
-        if (echoed) {
+        const sent = e.api_key === undefined ? 'echo' : maskedEcho(e.api_key, prev?.key_last4);
+        if (sent === 'foreign')
+          throw new ServiceError(
+            'invalid_request',
+            `api_key looks like a mask but is not the stored ${e.name} key's; send the key itself, or its mask as GET shows it`,
+            { param: `providers[${i}].api_key` },
+          );
+        if (sent === 'echo') {
           if (!prev?.key_ref)
             throw new ServiceError('invalid_request', `provider ${e.name} needs api_key`, {
               param: `providers[${i}].api_key`,
@@ -345,7 +350,7 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
           last4 = prev.key_last4;
         } else {
           keyRef = newId('prov_', 16);
-          last4 = (e.api_key as string).slice(-4);
+          last4 = lastFour(e.api_key as string);
           secrets.set(keyRef, e.api_key as string);
         }
         if (e.base_url !== undefined) {

@@ -45,12 +45,24 @@ export function createVault(key: Uint8Array): Vault {
   };
 }
 
-/** `****last4`: the only form in which a stored secret is ever shown again. */
-export function mask(secret: string): string {
-  return `****${secret.slice(-4)}`;
+/** Keys shorter than this are masked whole: their last four would give most of them away. */
+const SHOWN_FROM = 12;
+
+/**
+ * What of a secret may be shown again (as `****last4`): its last four characters, or nothing for
+ * a short one.
+ */
+export function lastFour(secret: string): string {
+  return secret.length < SHOWN_FROM ? '' : secret.slice(-4);
 }
 
-/** True when `value` is the masked form (`****last4`) of a stored secret: an echo, not a new value. */
-export function isMaskOf(value: string, last4: string): boolean {
-  return value === `****${last4}`;
+/**
+ * Reads a value sent where a stored secret is shown masked: `echo` when it is that secret's mask
+ * (keep the stored secret), `foreign` when it looks like a mask but is not this one's (another
+ * secret's, or one changed meanwhile: stored as given, it would replace the secret with a string
+ * that still reads as a mask), `new` otherwise.
+ */
+export function maskedEcho(value: string, last4: string | null | undefined): 'echo' | 'foreign' | 'new' {
+  if (!value.startsWith('****')) return 'new';
+  return last4 != null && value === `****${last4}` ? 'echo' : 'foreign';
 }

@@ -1,6 +1,6 @@
 import { Agent, type Dispatcher, request } from 'undici';
 import { ServiceError } from '../core/errors.js';
-import { isMaskOf } from '../crypto/vault.js';
+import { lastFour, maskedEcho } from '../crypto/vault.js';
 import { checkEgressUrl, originOf } from '../export/ssrf.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
@@ -81,7 +81,14 @@ export class ToolRegistry {
           });
         const before = current.get(t.name);
         const prev = before?.headers[name.toLowerCase()];
-        if (prev && isMaskOf(value, prev.last4)) {
+        const sent = maskedEcho(value, prev?.last4);
+        if (sent === 'foreign')
+          throw new ServiceError(
+            'invalid_request',
+            `header ${name} looks like a mask but is not the stored value's; send the value itself, or its mask as GET shows it`,
+            { param: `tools[${i}].headers.${name}` },
+          );
+        if (prev && sent === 'echo') {
           // A secret its caller can only see masked stays with its destination.
           if (before && originOf(before.url) !== originOf(t.url))
             throw new ServiceError('invalid_request', `a new url for ${t.name} needs header ${name} again`, {
@@ -91,7 +98,7 @@ export class ToolRegistry {
         } else {
           const ref = newId('tool_', 16);
           secrets.set(ref, value);
-          headers[name.toLowerCase()] = { ref, last4: value.slice(-4) };
+          headers[name.toLowerCase()] = { ref, last4: lastFour(value) };
         }
       }
       next.push({

@@ -543,6 +543,24 @@ function runMatrix(engine: Engine): void {
       );
     });
 
+    t.test('a short provider key is masked whole: its last four would be most of it', async (t) => {
+      const put = await svc.call('/api/settings/providers', {
+        method: 'PUT',
+        token: svc.pat,
+        body: { providers: [{ name: 'anthropic', api_key: 'sk-ab12345' }, { name: 'mock' }] },
+      });
+      t.equal(put.status, 200, JSON.stringify(put.body));
+      t.equal(put.body.providers[0].api_key, '****');
+      t.notOk(JSON.stringify(put.body).includes('2345'), 'no part of the key is shown');
+      const echoed = await svc.call('/api/settings/providers', {
+        method: 'PUT',
+        token: svc.pat,
+        body: { providers: [{ name: 'anthropic', api_key: '****' }, { name: 'mock' }] },
+      });
+      t.equal(echoed.status, 200, 'the whole mask echoes the stored key');
+      t.equal(echoed.body.providers[0].api_key, '****');
+    });
+
     t.test('secrets are shown once: creation answers carry them, GET answers never do', async (t) => {
       const tok = await svc.call('/api/tokens', { token: svc.pat, body: { name: 'shown-once' } });
       t.match(tok.body.token, /^gk_pat_[A-Za-z0-9]{40}$/);
@@ -586,6 +604,20 @@ function runMatrix(engine: Engine): void {
       });
       t.equal(echoed.status, 200, 'the masked key may be sent back unchanged');
       t.equal(echoed.body.providers[0].api_key, '****7788');
+      // A mask that is not this key's (another provider's, or a key changed meanwhile) is refused:
+      // stored as given, it would replace the key with a string that still looks like a mask.
+      const wrongMask = await svc.call('/api/settings/providers', {
+        method: 'PUT',
+        token: svc.pat,
+        body: { providers: [{ name: 'openai', api_key: '****9999' }, { name: 'mock' }] },
+      });
+      assertError(t, wrongMask, 'invalid_request', 'providers[0].api_key');
+      t.match(wrongMask.body.error.message, /mask/);
+      t.equal(
+        (await svc.call('/api/settings/providers', { token: svc.pat })).body.providers[0].api_key,
+        '****7788',
+        'the stored key is kept',
+      );
       // A key the caller can only see masked must not follow a new destination: they would
       // receive it in clear with the next call.
       for (const api_key of ['****7788', undefined]) {

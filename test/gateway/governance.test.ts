@@ -424,6 +424,18 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal(moved.status, 400, JSON.stringify(moved.body));
     t.equal(moved.body.error.code, 'invalid_request');
     t.equal(moved.body.error.param, 'tools[0].headers.authorization');
+    // A mask that is not this header's own would be stored as the secret itself.
+    const wrongMask = await svc.call('/api/settings/tools', {
+      method: 'PUT',
+      token: svc.pat,
+      body: {
+        tools: [
+          { name: 'lookup', url: `${upstream.url}/v1/embeddings`, headers: { authorization: '****0000' } },
+        ],
+      },
+    });
+    t.equal(wrongMask.status, 400, JSON.stringify(wrongMask.body));
+    t.equal(wrongMask.body.error.param, 'tools[0].headers.authorization');
     const exec = await svc.call('/v1/tools/execute', {
       token: svc.agentKey,
       body: { mandate: tg.body.mandate, name: 'lookup', arguments: { input: 'abc' } },
