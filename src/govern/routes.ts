@@ -373,6 +373,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (c.cap.type !== 'TOOL_CALL' || c.cap.tool !== name)
       return refuse(`it is for ${c.cap.type} ${c.cap.tool ?? ''}`.trim());
     if (c.cap.args_sha256 !== argsDigest(args)) return refuse('the arguments differ from the governed ones');
+    // Looked up before the mandate is used, so a call to a tool not configured yet leaves the
+    // mandate to run once an operator adds it.
+    tools.require(agent.orgId, name);
     // A mandate runs its call once: it is revoked as it is used, and only the call whose
     // revocation is the first to commit runs (others presenting it at once passed verify too).
     const claimed = await mandates.revoke(

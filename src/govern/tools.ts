@@ -119,13 +119,19 @@ export class ToolRegistry {
     });
   }
 
-  /** Calls a tool with `args` as the JSON body. The URL is re-checked (DNS may have changed). */
-  async execute(orgId: string, name: string, args: unknown, signal: AbortSignal): Promise<ToolResult> {
+  /** The org's tool `name`; 404 `tool_not_found` when it has none. */
+  require(orgId: string, name: string): ToolSettings {
     const tool = this.list(orgId).find((t) => t.name === name);
     if (!tool)
       throw new ServiceError('tool_not_found', `tool ${name} is not configured for this org`, {
         param: 'name',
       });
+    return tool;
+  }
+
+  /** Calls a tool with `args` as the JSON body. The URL is re-checked (DNS may have changed). */
+  async execute(orgId: string, name: string, args: unknown, signal: AbortSignal): Promise<ToolResult> {
+    const tool = this.require(orgId, name);
     const problem = await checkEgressUrl(tool.url, this.egressAllow);
     if (problem) throw new ServiceError('upstream_error', `tool ${name} url ${problem}`);
     const headers: Record<string, string> = { 'content-type': 'application/json' };

@@ -496,6 +496,13 @@ t.test('governance on the gateway and the govern API', async (t) => {
     });
     t.equal(missing.status, 404);
     t.equal(missing.body.error.code, 'tool_not_found');
+    // The lookup comes before the mandate is used: once an operator configures the tool, the
+    // agent's mandate still runs it (within its minute) instead of reading as revoked.
+    const again = await svc.call('/v1/tools/execute', {
+      token: svc.agentKey,
+      body: { mandate: tg3.body.mandate, name: 'missing', arguments: {} },
+    });
+    t.equal(again.body.error?.code, 'tool_not_found', 'the mandate was not used up');
 
     const exe = await svc.call('/v1/govern/execution', {
       token: svc.agentKey,
