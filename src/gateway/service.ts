@@ -867,27 +867,50 @@ export class GatewayService {
     };
     const service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
     if (decision.outcome !== 'allow') {
-      // An embedding has no assistant message: the blocked answer is an empty list with the envelope.
-      ctx.reason = 'policy_block';
+      // An embedding has no assistant message: the blocked answer is an empty list with the
+      // envelope, which says it as a chat call's does (the bare reason, the rule, the approval).
+      ctx.reason = decision.outcome === 'needs_approval' ? 'needs_approval' : 'policy_block';
+      let approval: ApprovalRef | undefined;
+      if (decision.outcome === 'needs_approval') {
+        approval = await this.deps.requestApproval({
+          org_id: agent.orgId,
+          agent_id: agent.agentId,
+          agent_uuid: agent.agentUuid,
+          fingerprint: gov.fingerprint,
+          tier: decision.tier ?? 'standard',
+          summary: `embedding call to ${request.model}: ${decision.reason}`,
+          matched_rule: decision.rule_id,
+          pipeline_id: ids.pipelineId,
+          behavior_type: 'EMBEDDING_CALL',
+          tool: null,
+        });
+      }
       await this.deps.audit.append(
         Object.assign({}, base, {
           outcome: decision.outcome,
           reason: decision.reason,
-          details: { status: 200, blocked: true, decision: decisionRecord(gov) },
+          details: {
+            status: 200,
+            blocked: true,
+            decision: decisionRecord(gov),
+            approval_id: approval?.request_id ?? null,
+          },
         }),
       );
+      const blocked: ServiceEnvelope = {
+        ...service,
+        blocked: true,
+        outcome: decision.outcome,
+        reason: decision.reason,
+        rule_id: decision.rule_id,
+      };
+      if (approval) blocked.approval = approval;
       ctx.json(200, {
         object: 'list',
         data: [],
         model: request.model,
         usage: { prompt_tokens: 0, total_tokens: 0 },
-        service: {
-          ...service,
-          blocked: true,
-          outcome: decision.outcome,
-          reason: blockMessage(decision),
-          rule_id: decision.rule_id,
-        },
+        service: blocked,
       });
       return;
     }

@@ -96,6 +96,12 @@ t.test('governance on the gateway and the govern API', async (t) => {
         reason: 'needs a human',
       },
       {
+        id: 'approve-embedding',
+        when: { type: 'EMBEDDING_CALL', model: 'gpt-embed-approve' },
+        then: 'require_approval',
+        reason: 'embeddings of this model need a human',
+      },
+      {
         id: 'no-shell',
         when: { type: 'TOOL_CALL', tool: 'shell.exec' },
         then: 'block',
@@ -227,6 +233,36 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal(second.service.blocked, false);
     t.equal(upstream.requests.length, 1, 'the approved call reached the provider');
     const third = (await openai.chat.completions.create(body)) as any;
+    t.equal(third.service.outcome, 'needs_approval', 'an approval is consumed once');
+    t.equal(upstream.requests.length, 1);
+  });
+
+  t.test('an embedding that needs approval asks for it, and runs once when granted', async (t) => {
+    upstream.requests.length = 0;
+    const body = { model: 'gpt-embed-approve', input: 'a sentence to embed' };
+    const first = (await openai.embeddings.create(body)) as any;
+    t.same(first.data, []);
+    t.equal(first.service.blocked, true);
+    t.equal(first.service.outcome, 'needs_approval');
+    // The envelope says it as a chat call's does: the bare reason, the rule, the approval.
+    t.equal(first.service.reason, 'embeddings of this model need a human');
+    t.equal(first.service.rule_id, 'approve-embedding');
+    const approvalId = first.service.approval?.request_id as string;
+    t.match(approvalId, /^apr_/);
+    const mine = await svc.call('/v1/me/approvals', { token: svc.agentKey });
+    const pending = mine.body.data.find((a: { id: string }) => a.id === approvalId);
+    t.equal(pending?.behavior_type, 'EMBEDDING_CALL');
+    const decided = await svc.call(`/v1/me/approvals/${approvalId}/decide`, {
+      token: svc.pat,
+      body: { decision: 'approve', reason: 'ok' },
+    });
+    t.equal(decided.status, 200);
+    t.equal(upstream.requests.length, 0);
+    const second = (await openai.embeddings.create(body)) as any;
+    t.equal(second.service.blocked, false);
+    t.equal(second.data.length, 1);
+    t.equal(upstream.requests.length, 1, 'the approved call reached the provider');
+    const third = (await openai.embeddings.create(body)) as any;
     t.equal(third.service.outcome, 'needs_approval', 'an approval is consumed once');
     t.equal(upstream.requests.length, 1);
   });
