@@ -960,7 +960,12 @@ export class GatewayService {
     const agent = actingAgent(ctx, this.deps.snapshot);
     const ac = new AbortController();
     ctx.res.onAbort(() => ac.abort());
-    const models = await this.deps.snapshot.providers(agent.orgId).listModels(ac.signal);
+    // Logged as a provider failure (warn `request failed`, reason upstream_models_unavailable).
+    const models = await this.deps.snapshot.providers(agent.orgId).listModels(ac.signal, (provider, err) => {
+      ctx.reason = 'upstream_models_unavailable';
+      const why = `${provider}: ${err instanceof Error ? err.message : String(err)}`;
+      ctx.error = ctx.error ? `${ctx.error}; ${why}` : why;
+    });
     ctx.json(200, {
       object: 'list',
       data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })),

@@ -38,7 +38,15 @@ export class OrgProviders {
   }
 
   /** The org's models: named ones as configured, glob ones as the upstream lists them. */
-  async listModels(signal: AbortSignal): Promise<{ id: string; owned_by: string }[]> {
+  /**
+   * The models the org may call. A provider whose list cannot be fetched contributes its named
+   * models only, and is reported to `unavailable`: an unreachable upstream must not break the
+   * listing, but a wrong key must not look like a provider with no models either.
+   */
+  async listModels(
+    signal: AbortSignal,
+    unavailable?: (provider: string, err: unknown) => void,
+  ): Promise<{ id: string; owned_by: string }[]> {
     const out: { id: string; owned_by: string }[] = [];
     const seen = new Set<string>();
     for (const r of this.routes) {
@@ -46,8 +54,8 @@ export class OrgProviders {
       if (r.hasGlobs) {
         try {
           ids = [...r.named, ...(await r.provider.listModels(signal)).filter((id) => r.matches(id))];
-        } catch {
-          ids = r.named; // an unreachable upstream must not break the listing
+        } catch (err) {
+          unavailable?.(r.provider.name, err);
         }
       }
       for (const id of ids) {

@@ -68,6 +68,30 @@ t.test('provider failures are logged at warn with the request id and the cause',
   upstream.behaviour = { kind: 'normal' };
 });
 
+t.test('a provider whose model list cannot be fetched is logged, and the list still answers', async (t) => {
+  const { svc, upstream, lines } = await loggedService(t, 'info');
+  const listed = await svc.call('/v1/models', { token: svc.agentKey });
+  t.equal(listed.status, 200);
+  t.ok(listed.body.data.length > 0, 'the upstream lists models');
+  t.equal(lines.filter((l) => l.msg === 'request failed').length, 0);
+  // A wrong key answers 401: the listing must not look like a provider with no models.
+  upstream.behaviour = { kind: 'status', status: 401 };
+  const unlisted = await svc.call('/v1/models', { token: svc.agentKey });
+  t.equal(unlisted.status, 200);
+  t.match(
+    lines.find((l) => l.msg === 'request failed'),
+    {
+      level: 'warn',
+      route: '/v1/models',
+      status: 200,
+      reason: 'upstream_models_unavailable',
+      error: /^openai: .*401/,
+      request_id: unlisted.headers.get('x-request-id'),
+    },
+  );
+  upstream.behaviour = { kind: 'normal' };
+});
+
 t.test('at debug every request is logged', async (t) => {
   const { svc, lines } = await loggedService(t, 'debug');
   const res = await svc.call('/api/me', { token: svc.pat });
