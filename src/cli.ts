@@ -17,16 +17,23 @@ Usage:
 Configuration is read from SERVICE_* environment variables (see README.md).`;
 
 /** Start-up failures with a cause an operator can act on: no stack trace. */
-const OPERATOR_ERRORS = new Set(['DataDirInUseError', 'KeysDirMismatchError', 'ListenError']);
+const OPERATOR_ERRORS = new Set([
+  'DataDirInUseError',
+  'KeysDirMismatchError',
+  'KeyMaterialError',
+  'ListenError',
+]);
 
 async function start(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
   const service = await startAllInOne(config, logger);
-  const base = service.baseUrl;
+  // The try-it lines run on this machine, where the public URL may not route yet.
+  const base = service.listenUrl;
+  const publicUrl = service.baseUrl === base ? '' : `, public URL ${service.baseUrl}`;
   const out = process.stdout;
   out.write(
-    `govgate ${VERSION} listening on ${base} (${service.server.engine}, data in ${config.dataDir})\n`,
+    `govgate ${VERSION} listening on ${base} (${service.server.engine}${publicUrl}, data in ${config.dataDir})\n`,
   );
   const created = service.bootstrap.created;
   if (created) {

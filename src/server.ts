@@ -36,7 +36,10 @@ import { VERSION } from './version.js';
 
 export interface RunningService {
   readonly server: HttpServer;
+  /** Base of every URL govgate hands out: SERVICE_PUBLIC_URL, or else `listenUrl`. */
   readonly baseUrl: string;
+  /** Where this process listens, as an http URL (0.0.0.0 shown as 127.0.0.1). */
+  readonly listenUrl: string;
   readonly bootstrap: BootstrapResult;
   /** Graceful: stop accepting, let in-flight requests finish, then close upstreams and the store. */
   close(graceMs?: number): Promise<void>;
@@ -210,21 +213,23 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   // Only once the port is held: a first start that cannot listen must not have created (and
   // never shown) the bootstrap secrets.
   const boot = await bootstrap(config, store, identity, settings, events);
-  if (config.httpServer === 'uws' && server.engine !== 'uws')
-    logger.warn('uWebSockets.js could not load; serving with node:http');
-  if (!config.publicUrl) {
-    const host = config.host.includes(':')
-      ? `[${config.host}]`
-      : config.host === '0.0.0.0'
-        ? '127.0.0.1'
-        : config.host;
-    baseUrl = `http://${host}:${server.port}`;
+  if (config.httpServer === 'uws' && server.engine !== 'uws') {
+    if (process.env.UWS_USE_FALLBACK) logger.info('UWS_USE_FALLBACK is set; serving with node:http');
+    else logger.warn('uWebSockets.js could not load; serving with node:http');
   }
+  const host = config.host.includes(':')
+    ? `[${config.host}]`
+    : config.host === '0.0.0.0'
+      ? '127.0.0.1'
+      : config.host;
+  const listenUrl = `http://${host}:${server.port}`;
+  if (!config.publicUrl) baseUrl = listenUrl;
   return {
     server,
     get baseUrl() {
       return base.value;
     },
+    listenUrl,
     bootstrap: boot,
     async close(graceMs = 10_000) {
       if (closing) return;

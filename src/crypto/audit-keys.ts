@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import type { SigningKeyDocument } from '../audit/types.js';
 import { keyIdFor, type SignatureAlg, toBase64, toHex } from '../core/chain/index.js';
+import { KeyMaterialError } from './key-errors.js';
 
 /** The folder of `SERVICE_KEYS_DIR` that holds the audit (seal) keys. */
 export const AUDIT_KEYS_FOLDER = 'audit';
@@ -248,7 +249,7 @@ function readEd25519(path: string, password: string | undefined): KeyObject {
       ...(password === undefined ? {} : { passphrase: password }),
     });
   } catch (err) {
-    throw new Error(
+    throw new KeyMaterialError(
       `cannot read the audit signing key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +
         (err as Error).message,
       { cause: err },
@@ -274,15 +275,19 @@ export function parseSigningKeyPem(pem: string, password?: string): KeyObject {
       ? password === undefined || password === ''
         ? ' (it is encrypted: set SERVICE_AUDIT_KEY_PASSWORD)'
         : ' (is SERVICE_AUDIT_KEY_PASSWORD right?)'
-      : '';
-    throw new Error(
+      : text.includes('-----BEGIN')
+        ? ''
+        : ' (it takes the PEM text, not a file path: SERVICE_AUDIT_SIGNING_KEY="$(cat key.pem)")';
+    throw new KeyMaterialError(
       `SERVICE_AUDIT_SIGNING_KEY is not a readable private key PEM${hint}: ${(err as Error).message}`,
       { cause: err },
     );
   }
   if (key.asymmetricKeyType !== 'ed25519') {
     const type = key.asymmetricKeyType ?? 'unknown';
-    throw new Error(`SERVICE_AUDIT_SIGNING_KEY must be an Ed25519 private key; this one is ${type}`);
+    throw new KeyMaterialError(
+      `SERVICE_AUDIT_SIGNING_KEY must be an Ed25519 private key; this one is ${type}`,
+    );
   }
   return key;
 }
@@ -327,7 +332,7 @@ function unarmorSeed(path: string, name: string, password: string | undefined): 
   } else {
     if (encryption !== SEED_ENCRYPTION) throw new Error(`${path}: unknown encryption ${encryption}`);
     if (password === undefined) {
-      throw new Error(`${path} is encrypted: set SERVICE_AUDIT_KEY_PASSWORD`);
+      throw new KeyMaterialError(`${path} is encrypted: set SERVICE_AUDIT_KEY_PASSWORD`);
     }
     const kdf = KDF_PARAMS.exec(headers.get('kdf-params') ?? '');
     const salt = Buffer.from(headers.get('salt') ?? '', 'base64');
@@ -354,7 +359,7 @@ function unarmorSeed(path: string, name: string, password: string | undefined): 
       decipher.setAuthTag(tag);
       seed = Buffer.concat([decipher.update(body), decipher.final()]);
     } catch (err) {
-      throw new Error(
+      throw new KeyMaterialError(
         `cannot decrypt the audit ML-DSA-65 seed ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?)`,
         { cause: err },
       );

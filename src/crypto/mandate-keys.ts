@@ -8,6 +8,7 @@ import {
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { JWK } from 'jose';
+import { KeyMaterialError } from './key-errors.js';
 
 /** The folder of `SERVICE_KEYS_DIR` that holds the mandate keys. */
 export const MANDATE_KEYS_FOLDER = 'mandate';
@@ -196,7 +197,7 @@ export class MandateKeys {
         ...(this.password === undefined ? {} : { passphrase: this.password }),
       });
     } catch (err) {
-      throw new Error(
+      throw new KeyMaterialError(
         `cannot read the mandate signing key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +
           (err as Error).message,
         { cause: err },

@@ -79,3 +79,74 @@ t.test('a start an operator must fix says why in one line, without a stack trace
   );
   t.notMatch(second ?? '', /\n\s+at /, 'no stack trace');
 });
+
+t.test('key material an operator supplied or protected wrongly is said in one line', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pat = `gk_pat_${randomBase62(40)}`;
+  const refused = (env: Record<string, string>): Promise<string> =>
+    startCli(dir, pat, /listening on/, env).then(
+      (run) => {
+        run.child.kill('SIGKILL');
+        return 'started';
+      },
+      (err: Error) => err.message,
+    );
+  // The variable takes the PEM text; a path is the usual slip.
+  const path = await refused({ SERVICE_AUDIT_SIGNING_KEY: join(dir, 'audit-ed25519.pem') });
+  t.match(path, /exited \(1\) before listening: govgate: SERVICE_AUDIT_SIGNING_KEY .*not a file path/);
+  t.notMatch(path, /\n\s+at /, 'no stack trace');
+
+  const first = await startCli(dir, pat, /listening on/, { SERVICE_AUDIT_KEY_PASSWORD: 'right-password' });
+  first.child.kill('SIGINT');
+  t.equal(await exited(first.child), 0);
+  for (const password of ['', 'wrong-password']) {
+    const out = await refused({ SERVICE_AUDIT_KEY_PASSWORD: password });
+    t.match(
+      out,
+      /exited \(1\) before listening: govgate: .*SERVICE_AUDIT_KEY_PASSWORD/,
+      `password "${password}"`,
+    );
+    t.notMatch(out, /\n\s+at /, 'no stack trace');
+  }
+});
+
+t.test('UWS_USE_FALLBACK is the operator choosing node:http, not a failure to load', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const run = await startCli(dir, `gk_pat_${randomBase62(40)}`, /UWS_USE_FALLBACK/, {
+    UWS_USE_FALLBACK: '1',
+    SERVICE_LOG_LEVEL: 'info',
+  });
+  t.teardown(() => run.child.kill('SIGKILL'));
+  t.match(run.out(), /"level":"info","msg":"UWS_USE_FALLBACK is set; serving with node:http"/);
+  t.notMatch(run.out(), /could not load/);
+});
+
+t.test(
+  'with a public URL the banner still says where it listens, and the try-it line works here',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const run = await startCli(dir, `gk_pat_${randomBase62(40)}`, /\/v1\/chat\/completions/, {
+      SERVICE_PUBLIC_URL: 'https://gw.example.test',
+    });
+    t.teardown(() => run.child.kill('SIGKILL'));
+    t.match(
+      run.out(),
+      /listening on http:\/\/127\.0\.0\.1:\d+ \(\w+, public URL https:\/\/gw\.example\.test, data in /,
+    );
+    t.match(run.out(), /curl -s http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/);
+    const key = /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
+    const chat = await callHttp(`${run.base}/v1/chat/completions`, {
+      token: key,
+      body: JSON.stringify({ model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] }),
+    });
+    t.equal(chat.status, 200);
+    t.match(
+      (chat.body as { service: { audit_url: string } }).service.audit_url,
+      /^https:\/\/gw\.example\.test\/api\/audit\/pipeline\//,
+      'handed-out URLs are public',
+    );
+  },
+);
