@@ -23,6 +23,7 @@ export {
   openaiUsageToAnthropic,
   parseBase64DataUrl,
 } from './conversions.js';
+export { CUSTOM_INPUT_KEY, customInputToAnthropic, customToolToAnthropic } from './custom-tools.js';
 export {
   type OpenaiRequestToAnthropicOptions,
   openaiRequestToAnthropic,
