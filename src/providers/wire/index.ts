@@ -23,7 +23,13 @@ export {
   openaiUsageToAnthropic,
   parseBase64DataUrl,
 } from './conversions.js';
-export { CUSTOM_INPUT_KEY, customInputToAnthropic, customToolToAnthropic } from './custom-tools.js';
+export {
+  CUSTOM_INPUT_KEY,
+  customInputFromAnthropic,
+  customInputToAnthropic,
+  customToolNames,
+  customToolToAnthropic,
+} from './custom-tools.js';
 export {
   type OpenaiRequestToAnthropicOptions,
   openaiRequestToAnthropic,

@@ -15,8 +15,8 @@
  *   0.7 to both, and an Anthropic request that went through OpenAI's shape comes back unchanged.
  * - max_tokens is `max_completion_tokens`, else `max_tokens`, else `opts.defaultMaxTokens`.
  * - tool_choice and parallel_tool_calls are only sent along with at least one tool.
- * - Custom (freeform) tools are refused with a 400 (custom-tools.ts); their calls in the history
- *   become tool_use blocks of one string.
+ * - Custom (freeform) tools: a text-format one becomes a tool taking one string, a grammar-format
+ *   one is refused with a 400 (custom-tools.ts); their calls become tool_use blocks.
  * - OpenAI-only fields (n, seed, logprobs, response_format, penalties, ...) are not forwarded.
  */
 import type {
