@@ -16,22 +16,33 @@ export interface StreamBlock {
 }
 
 /**
+ * One tool call of a choice, as held until the choice finishes: a function call's arguments, or
+ * (`custom`) a custom tool call's input, in `args`.
+ */
+interface HeldTool {
+  id?: string;
+  name?: string;
+  custom?: true;
+  args: string;
+}
+
+/**
  * What is held of one choice of the answer: its text window, its refusal's (made when a refusal
  * delta first arrives) and its tool-call fragments.
  */
 interface ChoiceHold {
   readonly text: StreamGuard;
   refusal: StreamGuard | undefined;
-  readonly tools: Map<number, { id?: string; name?: string; args: string }>;
+  readonly tools: Map<number, HeldTool>;
   finished: boolean;
 }
 
 /**
  * Governs a canonical chunk stream: content and refusal deltas pass through a StreamGuard each
- * (held, scanned, redacted) and tool-call deltas are held until the model finishes, then scanned
- * whole. Each choice (`n` > 1) has its own windows and tool buffer, and its chunks keep its
- * index. No unscanned byte is emitted. After a block in any choice, `blocked` is set and nothing
- * more is emitted.
+ * (held, scanned, redacted) and tool-call deltas (function arguments, custom tool input) are held
+ * until the model finishes, then scanned whole. Each choice (`n` > 1) has its own windows and
+ * tool buffer, and its chunks keep its index. No unscanned byte is emitted. After a block in any
+ * choice, `blocked` is set and nothing more is emitted.
  */
 export class OutputStreamGovernor {
   blocked: StreamBlock | undefined;
@@ -181,18 +192,21 @@ export class OutputStreamGovernor {
         out.push(Object.assign({}, base, { choices: [{ index, delta: { refusal }, finish_reason: null }] }));
     }
     for (const [toolIndex, held] of [...hold.tools.entries()].sort((a, b) => a[0] - b[0])) {
-      // Scanned (and sent on) as the tool will read them: JSON escapes decoded.
-      const checked = guardText(this.guard, decodedJson(held.args));
+      // Scanned (and sent on) as the tool will read them: JSON escapes decoded in arguments; a
+      // custom tool's input is free text, scanned as it is.
+      const checked = guardText(this.guard, held.custom ? held.args : decodedJson(held.args));
       for (const f of checked.findings) if (f.category === 'pii') this.pii.add(f.type);
       if (checked.kind === 'block') {
         this.blocked = { finding: checked.finding, where: 'tool_call' };
         return [];
       }
-      const tc: OpenaiToolCallDelta = {
-        index: toolIndex,
-        type: 'function',
-        function: { name: held.name ?? '', arguments: checked.text },
-      };
+      const tc: OpenaiToolCallDelta = held.custom
+        ? { index: toolIndex, type: 'custom', custom: { name: held.name ?? '', input: checked.text } }
+        : {
+            index: toolIndex,
+            type: 'function',
+            function: { name: held.name ?? '', arguments: checked.text },
+          };
       if (held.id) tc.id = held.id;
       out.push(
         Object.assign({}, base, { choices: [{ index, delta: { tool_calls: [tc] }, finish_reason: null }] }),
@@ -208,10 +222,25 @@ export class OutputStreamGovernor {
   }
 }
 
+/**
+ * Adds a tool-call fragment to what its call holds. A call is a custom tool's from the first
+ * fragment that says so (`type: 'custom'`, or a `custom` member); from then on only `custom`
+ * members add to it, and it is sent on as a custom call (a stray `function` member is dropped).
+ */
 function holdTool(hold: ChoiceHold, tc: OpenaiToolCallDelta): void {
   let held = hold.tools.get(tc.index);
   if (!held) hold.tools.set(tc.index, (held = { args: '' }));
   if (tc.id) held.id = tc.id;
+  if (held.custom || tc.type === 'custom' || tc.custom) {
+    if (!held.custom) {
+      held.custom = true;
+      held.name = undefined;
+      held.args = '';
+    }
+    if (tc.custom?.name) held.name = tc.custom.name;
+    if (tc.custom?.input) held.args += tc.custom.input;
+    return;
+  }
   if (tc.function?.name) held.name = tc.function.name;
   if (tc.function?.arguments) held.args += tc.function.arguments;
 }

@@ -171,10 +171,12 @@ function asServiceError(err: unknown): ServiceError {
     : new ServiceError('upstream_error', 'provider call failed', { cause: err });
 }
 
-/** The tools an answer calls, over all its choices. */
+/** The tools an answer calls (functions and custom tools), over all its choices. */
 function toolCallNames(choices: ChatCompletion['choices']): string[] {
   const names: string[] = [];
-  for (const c of choices) for (const tc of c.message?.tool_calls ?? []) names.push(tc.function.name);
+  for (const c of choices)
+    for (const tc of c.message?.tool_calls ?? [])
+      names.push(tc.type === 'custom' ? tc.custom.name : tc.function.name);
   return names;
 }
 
@@ -275,7 +277,8 @@ export class GatewayService {
       const forward = forwarded ? { request: forwarded, call: messagesCall(ctx) } : undefined;
       const texts = forwarded ? anthropicRequestTexts(forwarded) : requestTexts(request);
       const payload = {
-        tools: request.tools?.map((t) => t.function.name) ?? [],
+        // Rules read the declared tools by name, custom (freeform) tools as function tools.
+        tools: request.tools?.map((t) => (t.type === 'custom' ? t.custom.name : t.function.name)) ?? [],
         stream: request.stream === true,
       };
       let gov = this.deps.governor.decide(agent, {
@@ -638,8 +641,8 @@ export class GatewayService {
   }
 
   /**
-   * Scans a whole answer in place (content, refusal and tool arguments); returns the blocking
-   * finding, if any.
+   * Scans a whole answer in place (content, refusal, tool arguments and custom tool input);
+   * returns the blocking finding, if any.
    */
   private guardMessage(
     guard: OutputGuard,
@@ -663,6 +666,14 @@ export class GatewayService {
       message.refusal = r.text;
     }
     for (const tc of message.tool_calls ?? []) {
+      if (tc.type === 'custom') {
+        // A custom tool's input is free text: scanned and redacted as the text it is.
+        const r = guardText(guard, tc.custom.input);
+        note(r.findings);
+        if (r.kind === 'block') return r.finding;
+        tc.custom.input = r.text;
+        continue;
+      }
       // Scanned as the tool will read them: JSON escapes (\u0041KIA…) decoded.
       const r = guardText(guard, decodedJson(tc.function.arguments));
       note(r.findings);

@@ -71,8 +71,10 @@ export function canonicalWire(
       if (c.usage) usage = c.usage;
       for (const choice of c.choices) {
         if (choice.finish_reason && (finish === null || choice.index === 0)) finish = choice.finish_reason;
-        for (const tc of choice.delta.tool_calls ?? [])
-          if (tc.function?.name) toolCalls.push(tc.function.name);
+        for (const tc of choice.delta.tool_calls ?? []) {
+          const name = tc.function?.name || tc.custom?.name;
+          if (name) toolCalls.push(name);
+        }
       }
     },
     render: (c) => renderer.chunk(c),

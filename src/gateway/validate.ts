@@ -14,6 +14,11 @@ export const LIMITS = {
   defaultTemperature: 0.7,
   anthropicDefaultMaxTokens: 4096,
   maxEmbeddingInputs: 2048,
+  /**
+   * A custom tool's grammar: the provider compiles it and the detectors scan it whole, so it is
+   * bounded like a text rather than only by the body limit (real grammars are a few KB).
+   */
+  maxGrammarDefinition: 100_000,
 } as const;
 
 const CHAT_ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
@@ -40,7 +45,8 @@ function checkTools(tools: unknown, openaiShape: boolean): void {
   for (let i = 0; i < tools.length; i++) {
     const t = tools[i] as unknown;
     if (!isObject(t)) bad('each tool must be an object', `tools[${i}]`);
-    if (openaiShape) {
+    if (openaiShape && t.type === 'custom') checkCustomTool(t.custom, `tools[${i}].custom`);
+    else if (openaiShape) {
       const fn = t.function;
       if (!isObject(fn) || typeof fn.name !== 'string' || fn.name === '') {
         bad('each tool needs function.name', `tools[${i}].function.name`);
@@ -49,6 +55,34 @@ function checkTools(tools: unknown, openaiShape: boolean): void {
       bad('each tool needs a name', `tools[${i}].name`);
     }
   }
+}
+
+/**
+ * An OpenAI custom (freeform) tool: named as a function is; its format, when given, is free text
+ * or a grammar (Lark or a regular expression) of bounded size. The description and the grammar
+ * are scanned, so they must be strings.
+ */
+function checkCustomTool(custom: unknown, at: string): void {
+  if (!isObject(custom)) bad('a custom tool needs a custom object', at);
+  if (typeof custom.name !== 'string' || custom.name === '') bad('each tool needs custom.name', `${at}.name`);
+  const description = custom.description;
+  if (description !== undefined && description !== null && typeof description !== 'string')
+    bad('custom.description must be a string', `${at}.description`);
+  const format = custom.format;
+  if (format === undefined || format === null) return;
+  if (!isObject(format)) bad('custom.format must be an object', `${at}.format`);
+  if (format.type === 'text') return;
+  if (format.type !== 'grammar') bad('custom.format.type must be text or grammar', `${at}.format.type`);
+  const grammar = format.grammar;
+  if (!isObject(grammar)) bad('a grammar format needs a grammar object', `${at}.format.grammar`);
+  if (grammar.syntax !== 'lark' && grammar.syntax !== 'regex')
+    bad('grammar.syntax must be lark or regex', `${at}.format.grammar.syntax`);
+  const definition = grammar.definition;
+  if (typeof definition !== 'string' || definition === '' || definition.length > LIMITS.maxGrammarDefinition)
+    bad(
+      `grammar.definition must be a string of 1 to ${LIMITS.maxGrammarDefinition} characters`,
+      `${at}.format.grammar.definition`,
+    );
 }
 
 function checkOptional(
@@ -77,7 +111,10 @@ function checkParts(parts: unknown[], param: string): void {
   }
 }
 
-/** An assistant message's tool calls: each names a function; arguments, when present, are a string. */
+/**
+ * An assistant message's tool calls: each names a function, or a custom tool; arguments (input,
+ * for a custom tool), when present, are a string.
+ */
 function checkToolCalls(calls: unknown, param: string): void {
   if (calls === undefined || calls === null) return;
   if (!Array.isArray(calls)) bad('tool_calls must be an array', param);
@@ -85,6 +122,14 @@ function checkToolCalls(calls: unknown, param: string): void {
     const c = calls[k] as unknown;
     const at = `${param}[${k}]`;
     if (!isObject(c)) bad('each tool call must be an object', at);
+    if (c.type === 'custom') {
+      const custom = c.custom;
+      if (!isObject(custom)) bad('a custom tool call needs a custom object', `${at}.custom`);
+      if (typeof custom.name !== 'string') bad('a custom tool call needs custom.name', `${at}.custom.name`);
+      if (custom.input !== undefined && custom.input !== null && typeof custom.input !== 'string')
+        bad('custom.input must be a string', `${at}.custom.input`);
+      continue;
+    }
     const fn = c.function;
     if (!isObject(fn)) bad('a tool call needs a function object', `${at}.function`);
     if (typeof fn.name !== 'string') bad('a tool call needs function.name', `${at}.function.name`);
@@ -93,7 +138,10 @@ function checkToolCalls(calls: unknown, param: string): void {
   }
 }
 
-/** OpenAI tool_choice: a string (none, auto, required) or an object; a function choice names it. */
+/**
+ * OpenAI tool_choice: a string (none, auto, required) or an object; a function or custom choice
+ * names its tool.
+ */
 function checkOpenaiToolChoice(choice: unknown): void {
   if (choice === undefined || choice === null || typeof choice === 'string') return;
   if (!isObject(choice)) bad('tool_choice must be a string or an object', 'tool_choice');
@@ -101,6 +149,10 @@ function checkOpenaiToolChoice(choice: unknown): void {
     const fn = choice.function;
     if (!isObject(fn) || typeof fn.name !== 'string')
       bad('a function tool_choice needs function.name', 'tool_choice.function.name');
+  } else if (choice.type === 'custom') {
+    const custom = choice.custom;
+    if (!isObject(custom) || typeof custom.name !== 'string')
+      bad('a custom tool_choice needs custom.name', 'tool_choice.custom.name');
   }
 }
 

@@ -8,6 +8,7 @@ import {
   AnthropicStreamToOpenai,
   anthropicResponseToOpenai,
   type ChatCompletionChunk,
+  customToolNames,
   openaiRequestToAnthropic,
   type SseEvent,
   SseParser,
@@ -84,7 +85,12 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
     async chat(call: ChatCall) {
       const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
       request.stream = false;
-      return anthropicResponseToOpenai(await create(request, call.cancel), Math.floor(Date.now() / 1000));
+      // The model's calls of the caller's custom tools go back to it as custom calls.
+      return anthropicResponseToOpenai(
+        await create(request, call.cancel),
+        Math.floor(Date.now() / 1000),
+        customToolNames(call.request.tools),
+      );
     },
     async *chatStream(call: ChatCall) {
       const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
@@ -92,6 +98,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       const convert = new AnthropicStreamToOpenai({
         created: Math.floor(Date.now() / 1000),
         model: call.request.model,
+        custom: customToolNames(call.request.tools),
       });
       for await (const batch of events(request, call.cancel)) {
         const chunks: ChatCompletionChunk[] = [];

@@ -11,6 +11,7 @@ import type {
   OpenaiFunctionTool,
   OpenaiMessage,
   OpenaiToolCall,
+  OpenaiToolCallDelta,
   OpenaiUsage,
 } from './wire/index.js';
 
@@ -71,9 +72,18 @@ interface MockAnswer {
   finish: 'stop' | 'tool_calls';
 }
 
+function lastUserText(request: ChatCompletionRequest): string {
+  for (let i = request.messages.length - 1; i >= 0; i--) {
+    const m = request.messages[i];
+    if (m?.role === 'user') return textOf(m);
+  }
+  return '';
+}
+
 /**
  * `mock-echo` answers with the last user message. `mock-tools` calls the first offered tool
- * (arguments built from its schema) and, once given the tool's result, answers with it.
+ * (a function with arguments built from its schema; a custom tool with the last user message as
+ * its free-text input, a grammar not enforced) and, once given the tool's result, answers with it.
  */
 function answer(request: ChatCompletionRequest): MockAnswer {
   const last = request.messages[request.messages.length - 1];
@@ -82,23 +92,23 @@ function answer(request: ChatCompletionRequest): MockAnswer {
     if (last?.role === 'tool')
       return { content: `The tool returned: ${textOf(last)}`, toolCalls: undefined, finish: 'stop' };
     if (tool && request.tool_choice !== 'none') {
-      const call: OpenaiToolCall = {
-        id: newId('call_', 24),
-        type: 'function',
-        function: { name: tool.function.name, arguments: JSON.stringify(exampleArguments(tool)) },
-      };
+      const id = newId('call_', 24);
+      const call: OpenaiToolCall =
+        tool.type === 'custom'
+          ? {
+              id,
+              type: 'custom',
+              custom: { name: tool.custom.name, input: lastUserText(request) || 'example' },
+            }
+          : {
+              id,
+              type: 'function',
+              function: { name: tool.function.name, arguments: JSON.stringify(exampleArguments(tool)) },
+            };
       return { content: null, toolCalls: [call], finish: 'tool_calls' };
     }
   }
-  let userText = '';
-  for (let i = request.messages.length - 1; i >= 0; i--) {
-    const m = request.messages[i];
-    if (m?.role === 'user') {
-      userText = textOf(m);
-      break;
-    }
-  }
-  return { content: userText, toolCalls: undefined, finish: 'stop' };
+  return { content: lastUserText(request), toolCalls: undefined, finish: 'stop' };
 }
 
 function usageFor(request: ChatCompletionRequest, a: MockAnswer): OpenaiUsage {
@@ -152,40 +162,23 @@ export function mockProvider(): Provider {
           yield [{ ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] }];
         }
       }
+      const delta = (call: OpenaiToolCallDelta): ChatCompletionChunk[] => [
+        { ...base, choices: [{ index: 0, delta: { tool_calls: [call] }, finish_reason: null }] },
+      ];
       for (const [index, tc] of (a.toolCalls ?? []).entries()) {
-        yield [
-          {
-            ...base,
-            choices: [
-              {
-                index: 0,
-                delta: {
-                  tool_calls: [
-                    {
-                      index,
-                      id: tc.id,
-                      type: 'function',
-                      function: { name: tc.function.name, arguments: '' },
-                    },
-                  ],
-                },
-                finish_reason: null,
-              },
-            ],
-          },
-        ];
-        yield [
-          {
-            ...base,
-            choices: [
-              {
-                index: 0,
-                delta: { tool_calls: [{ index, function: { arguments: tc.function.arguments } }] },
-                finish_reason: null,
-              },
-            ],
-          },
-        ];
+        // The first fragment names the call, the next carries its arguments (or custom input).
+        if (tc.type === 'custom') {
+          yield delta({ index, id: tc.id, type: 'custom', custom: { name: tc.custom.name, input: '' } });
+          yield delta({ index, custom: { input: tc.custom.input } });
+        } else {
+          yield delta({
+            index,
+            id: tc.id,
+            type: 'function',
+            function: { name: tc.function.name, arguments: '' },
+          });
+          yield delta({ index, function: { arguments: tc.function.arguments } });
+        }
       }
       yield [{ ...base, choices: [{ index: 0, delta: {}, finish_reason: a.finish }] }];
       yield [{ ...base, choices: [], usage: usageFor(call.request, a) }];

@@ -138,8 +138,8 @@ export function isUsage(value: unknown): boolean {
 /**
  * The answer has the shape the gateway reads and guards: every choice has a message whose
  * content and refusal are text or null and whose tool calls are function calls with a string
- * name and arguments; usage counts are numbers. Anything else (a custom tool call included) is
- * refused rather than passed on unscanned.
+ * name and arguments, or custom tool calls with a string name and input; usage counts are
+ * numbers. Anything else is refused rather than passed on unscanned.
  */
 function isChatCompletion(value: unknown): value is ChatCompletion {
   if (!isObject(value) || !Array.isArray(value.choices) || !isUsage(value.usage)) return false;
@@ -156,6 +156,12 @@ function isChatCompletion(value: unknown): value is ChatCompletion {
     if (!Array.isArray(calls)) return false;
     for (const call of calls as unknown[]) {
       if (!isObject(call)) return false;
+      if (call.type === 'custom') {
+        const custom = call.custom;
+        if (!isObject(custom) || typeof custom.name !== 'string' || typeof custom.input !== 'string')
+          return false;
+        continue;
+      }
       const fn = call.function;
       if (!isObject(fn) || typeof fn.name !== 'string' || typeof fn.arguments !== 'string') return false;
     }

@@ -34,6 +34,11 @@ export interface MockUpstream {
   /** When set, the assistant text of every answer (instead of echoing the prompt). */
   reply: string | undefined;
   /**
+   * The input of the custom tool call an OpenAI answer makes when the request's first tool is a
+   * custom (freeform) tool (streamed in 5-character pieces); `ls -la` when unset.
+   */
+  customInput: string | undefined;
+  /**
    * When set, every /v1/messages answer is this Anthropic message (streamed as its events when
    * asked: text in 6-character deltas, tool input in two JSON pieces, thinking and its signature).
    */
@@ -54,21 +59,30 @@ function lastUserText(messages: unknown): string {
   return '';
 }
 
-function openaiAnswer(body: Record<string, unknown>, reply?: string): Record<string, unknown> {
-  const tools = body.tools as { function: { name: string } }[] | undefined;
+type ToolParam = { type?: string; function?: { name: string }; custom?: { name: string } };
+
+function openaiAnswer(
+  body: Record<string, unknown>,
+  reply?: string,
+  customInput = 'ls -la',
+): Record<string, unknown> {
+  const tools = body.tools as ToolParam[] | undefined;
   const message: Record<string, unknown> = {
     role: 'assistant',
     content: reply ?? `upstream-openai: ${lastUserText(body.messages)}`,
   };
   let finish = 'stop';
-  if (tools && tools.length > 0 && body.tool_choice !== 'none') {
+  const first = tools?.[0];
+  if (first && body.tool_choice !== 'none') {
     message.content = null;
     message.tool_calls = [
-      {
-        id: 'call_up_1',
-        type: 'function',
-        function: { name: tools[0]?.function.name, arguments: '{"city":"Paris"}' },
-      },
+      first.type === 'custom'
+        ? { id: 'call_up_1', type: 'custom', custom: { name: first.custom?.name, input: customInput } }
+        : {
+            id: 'call_up_1',
+            type: 'function',
+            function: { name: first.function?.name, arguments: '{"city":"Paris"}' },
+          },
     ];
     finish = 'tool_calls';
   }
@@ -117,11 +131,19 @@ function byteStream(
   next();
 }
 
-function openaiStream(res: ServerResponse, body: Record<string, unknown>, reply?: string): void {
+function openaiStream(
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  reply?: string,
+  customInput?: string,
+): void {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
-  const answer = openaiAnswer(body, reply);
+  const answer = openaiAnswer(body, reply, customInput);
   const choice = (
-    answer.choices as { message: { content: string | null; tool_calls?: unknown[] }; finish_reason: string }[]
+    answer.choices as {
+      message: { content: string | null; tool_calls?: { custom?: { name: string; input: string } }[] };
+      finish_reason: string;
+    }[]
   )[0];
   const base = {
     id: 'chatcmpl-up-s',
@@ -135,7 +157,15 @@ function openaiStream(res: ServerResponse, body: Record<string, unknown>, reply?
     for (const piece of choice.message.content.match(/.{1,5}/gs) ?? [])
       send({ ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] });
   }
-  if (choice?.message.tool_calls) {
+  const custom = choice?.message.tool_calls?.[0]?.custom;
+  if (custom) {
+    // The shape OpenAI streams custom tool calls in (its SDK's chunk types do not model it yet):
+    // the first delta names the call, the next ones carry pieces of its input.
+    const delta = (call: Record<string, unknown>): boolean =>
+      send({ ...base, choices: [{ index: 0, delta: { tool_calls: [call] }, finish_reason: null }] });
+    delta({ index: 0, id: 'call_up_1', type: 'custom', custom: { name: custom.name, input: '' } });
+    for (const piece of custom.input.match(/.{1,5}/gs) ?? []) delta({ index: 0, custom: { input: piece } });
+  } else if (choice?.message.tool_calls) {
     send({
       ...base,
       choices: [
@@ -148,7 +178,7 @@ function openaiStream(res: ServerResponse, body: Record<string, unknown>, reply?
                 id: 'call_up_1',
                 type: 'function',
                 function: {
-                  name: (body.tools as { function: { name: string } }[])[0]?.function.name,
+                  name: (body.tools as ToolParam[])[0]?.function?.name,
                   arguments: '',
                 },
               },
@@ -313,6 +343,7 @@ export async function startMockUpstream(): Promise<MockUpstream> {
     aborted,
     behaviour: { kind: 'normal' },
     reply: undefined,
+    customInput: undefined,
     anthropicMessage: undefined,
     close: async () => {},
   };
@@ -362,8 +393,8 @@ export async function startMockUpstream(): Promise<MockUpstream> {
           return;
         }
         if (path === '/v1/chat/completions') {
-          if (body.stream) openaiStream(res, body, state.reply);
-          else json(res, openaiAnswer(body, state.reply));
+          if (body.stream) openaiStream(res, body, state.reply, state.customInput);
+          else json(res, openaiAnswer(body, state.reply, state.customInput));
         } else if (path === '/v1/messages' && state.anthropicMessage) {
           if (body.stream) streamMessage(res, state.anthropicMessage);
           else json(res, state.anthropicMessage);

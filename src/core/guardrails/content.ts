@@ -15,7 +15,10 @@ import { ServiceError } from '../errors.js';
  * - `refusal`: `content[part].refusal` of `messages[message]`, or its `refusal` when part is -1;
  * - `arguments`: `tool_calls[part].function.arguments` of `messages[message]`, or its legacy
  *   `function_call.arguments` when part is -1;
- * - `description`: `tools[message].function.description`;
+ * - `custom_input`: `tool_calls[part].custom.input` of `messages[message]` (a custom tool's
+ *   call: free text, not JSON);
+ * - `description`: `tools[message].function.description`, or `tools[message].custom.description`
+ *   of a custom tool;
  * - `user`: the request's `user` (the end-user id);
  * - `parameters`: every string of `tools[message].function.parameters`, joined by newlines;
  * - `request`: every string of the top-level field `key`, joined by newlines (or, in an
@@ -27,6 +30,7 @@ import { ServiceError } from '../errors.js';
 export type TextField =
   | 'refusal'
   | 'arguments'
+  | 'custom_input'
   | 'description'
   | 'user'
   | 'parameters'
@@ -62,6 +66,19 @@ interface MessageLike {
   refusal?: unknown;
   tool_calls?: unknown;
   function_call?: unknown;
+}
+
+interface ToolCallLike {
+  type?: unknown;
+  function?: { arguments?: unknown };
+  custom?: { input?: unknown };
+}
+
+/** A declared tool: a function, or a custom (freeform) tool. */
+interface ToolLike {
+  type?: unknown;
+  function?: { description?: unknown; parameters?: unknown };
+  custom?: { description?: unknown; format?: { grammar?: { definition?: unknown } } | null };
 }
 
 interface RequestLike {
@@ -114,7 +131,7 @@ export function scanTexts(items: readonly TextItem[], opts: DetectOptions): Cont
 
 /**
  * The texts of chat messages: string content, text and refusal parts, a message's refusal, and
- * its tool-call arguments (and legacy function_call arguments).
+ * its tool-call arguments (and legacy function_call arguments) or custom tool-call input.
  */
 export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
   const out: TextItem[] = [];
@@ -143,7 +160,15 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
     const calls = m.tool_calls;
     if (Array.isArray(calls)) {
       for (let k = 0; k < calls.length; k++) {
-        const args = (calls[k] as { function?: { arguments?: unknown } } | null)?.function?.arguments;
+        const call = calls[k] as ToolCallLike | null;
+        if (call?.type === 'custom') {
+          // Free text, read by the tool as it is: no JSON escapes to decode.
+          const input = call.custom?.input;
+          if (typeof input === 'string')
+            out.push({ message: i, part: k, text: input, field: 'custom_input' });
+          continue;
+        }
+        const args = call?.function?.arguments;
         if (typeof args === 'string') {
           out.push({ message: i, part: k, text: args, field: 'arguments' });
           if (args.includes('\\'))
@@ -211,16 +236,21 @@ const NO_FREE_TEXT = new Set([
 
 /**
  * Every text of a chat request that is forwarded and can carry data (docs/policy.md, "What is
- * scanned"): messageTexts, then each tool's description and the strings of its parameters, the
- * end-user id, and the strings of any other top-level field not in NO_FREE_TEXT.
+ * scanned"): messageTexts, then each tool's description and the strings of its parameters (a
+ * custom tool's grammar), the end-user id, and the strings of any other top-level field not in
+ * NO_FREE_TEXT.
  */
 export function requestTexts(request: RequestLike): TextItem[] {
   const out = messageTexts(request.messages);
   const tools = request.tools;
   if (Array.isArray(tools)) {
     for (let t = 0; t < tools.length; t++) {
-      const fn = (tools[t] as { function?: { description?: unknown; parameters?: unknown } } | null)
-        ?.function;
+      const tool = tools[t] as ToolLike | null;
+      if (tool?.type === 'custom') {
+        customToolTexts(tool, t, out);
+        continue;
+      }
+      const fn = tool?.function;
       if (!fn) continue;
       if (typeof fn.description === 'string')
         out.push({ message: t, part: -1, text: fn.description, field: 'description' });
@@ -238,6 +268,24 @@ export function requestTexts(request: RequestLike): TextItem[] {
     if (text !== '') out.push({ message: -1, part: -1, text, field: 'request', key });
   }
   return out;
+}
+
+/**
+ * A custom tool's description, and its grammar. A grammar is a constraint the provider enforces
+ * on the model's input, as a parameters schema is: a placeholder written into it would change
+ * what it accepts (`[EMAIL]` is a character class in a regex), so it is a `request` item, refused
+ * rather than rewritten.
+ */
+function customToolTexts(tool: ToolLike, t: number, out: TextItem[]): void {
+  const custom = tool.custom;
+  if (!custom) return;
+  if (typeof custom.description === 'string')
+    out.push({ message: t, part: -1, text: custom.description, field: 'description' });
+  const definition = custom.format?.grammar?.definition;
+  if (typeof definition === 'string') {
+    const key = `tools[${t}].custom.format.grammar.definition`;
+    out.push({ message: -1, part: -1, text: definition, field: 'request', key });
+  }
 }
 
 /** Every non-empty string of a JSON value (see `stringsIn`), joined by newlines. */
@@ -289,14 +337,17 @@ export function redactRequest(
       continue;
     }
     if (t.field === 'description') {
-      const fn = (request.tools as { function: { description?: string } }[] | undefined)?.[t.message]
-        ?.function;
-      if (fn) fn.description = next;
+      const tool = (request.tools as ToolLike[] | undefined)?.[t.message];
+      const holder = tool?.type === 'custom' ? tool.custom : tool?.function;
+      if (holder) holder.description = next;
       continue;
     }
     const m = request.messages[t.message];
     if (!m) continue;
-    if (t.field === 'arguments') {
+    if (t.field === 'custom_input') {
+      const call = (m.tool_calls as { custom?: { input: string } }[])[t.part]?.custom;
+      if (call) call.input = next;
+    } else if (t.field === 'arguments') {
       const call =
         t.part < 0
           ? (m.function_call as { arguments: string })

@@ -3,7 +3,9 @@
  * Anthropic). The reverse of openaiResponseToAnthropic.
  *
  * - Text blocks are concatenated into `content` (null when there is no text but tool calls).
- * - `tool_use` blocks become `tool_calls` with JSON-string arguments.
+ * - `tool_use` blocks become `tool_calls` with JSON-string arguments; those of the request's
+ *   custom tools (`custom`, their names) become custom calls with the input's string as input
+ *   (custom-tools.ts).
  * - Thinking blocks are dropped.
  * - A stop reason `finish_reason` cannot say (stop_sequence and its sequence, pause_turn, …) is
  *   carried on the choice under ANTHROPIC_STOP, out of the JSON.
@@ -17,6 +19,7 @@ import {
   anthropicUsageToOpenai,
   carriedAnthropicStop,
 } from './conversions.js';
+import { customInputFromAnthropic } from './custom-tools.js';
 import type {
   ChatCompletion,
   ChatCompletionChoice,
@@ -25,18 +28,28 @@ import type {
 } from './openai-types.js';
 import { stringifyToolInput } from './tool-arguments.js';
 
-export function anthropicResponseToOpenai(res: AnthropicMessage, created: number): ChatCompletion {
+export function anthropicResponseToOpenai(
+  res: AnthropicMessage,
+  created: number,
+  custom?: ReadonlySet<string>,
+): ChatCompletion {
   let text = '';
   let toolCalls: OpenaiToolCall[] | undefined;
   for (const block of res.content) {
     if (block.type === 'text') {
       text += block.text;
     } else if (block.type === 'tool_use') {
-      const call: OpenaiToolCall = {
-        id: block.id,
-        type: 'function',
-        function: { name: block.name, arguments: stringifyToolInput(block.input) },
-      };
+      const call: OpenaiToolCall = custom?.has(block.name)
+        ? {
+            id: block.id,
+            type: 'custom',
+            custom: { name: block.name, input: customInputFromAnthropic(block.input) },
+          }
+        : {
+            id: block.id,
+            type: 'function',
+            function: { name: block.name, arguments: stringifyToolInput(block.input) },
+          };
       if (toolCalls) toolCalls.push(call);
       else toolCalls = [call];
     }

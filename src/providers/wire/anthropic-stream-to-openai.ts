@@ -6,11 +6,16 @@
  * - text → content deltas. A `tool_use` block start → a tool call delta with `index` (counting
  *   only tool_use blocks), `id`, `type` and `function: {name, arguments: ''}`; its
  *   `input_json_delta`s → `function.arguments` deltas.
+ * - A `tool_use` block of one of the request's custom tools (`custom`) → a custom call delta
+ *   (`type: 'custom'`, `custom: {name, input: ''}`); its input JSON is collected and, at
+ *   content_block_stop, its string sent as one `custom.input` delta (custom-tools.ts): the JSON
+ *   must be whole to read the string out of it.
  * - message_delta → a chunk with the mapped `finish_reason`, then one with `choices: []` and the
  *   usage totals, as OpenAI sends them with `stream_options.include_usage` (input counts come
  *   from message_start unless message_delta repeats them). A stop `finish_reason` cannot say
  *   (stop_sequence and its sequence, pause_turn, …) is carried on its choice under ANTHROPIC_STOP.
- * - ping, content_block_stop, message_stop, thinking and unknown events → nothing.
+ * - ping, content_block_stop (but a custom tool's), message_stop, thinking and unknown events →
+ *   nothing.
  * - error → throws WireStreamError.
  */
 import { ANTHROPIC_STOP } from './anthropic-stop.js';
@@ -21,6 +26,7 @@ import {
   anthropicUsageToOpenai,
   carriedAnthropicStop,
 } from './conversions.js';
+import { customInputFromAnthropic } from './custom-tools.js';
 import type {
   ChatCompletionChunk,
   ChatCompletionChunkChoice,
@@ -37,6 +43,8 @@ export interface AnthropicStreamToOpenaiOptions {
   /** Unix seconds, stamped on every chunk. */
   created: number;
   model: string;
+  /** The names of the request's custom tools (customToolNames), whose tool_use become custom calls. */
+  custom?: ReadonlySet<string> | undefined;
 }
 
 export class AnthropicStreamToOpenai {
@@ -46,6 +54,9 @@ export class AnthropicStreamToOpenai {
   /** OpenAI tool-call index per Anthropic content block index (undefined: not a tool block). */
   readonly #toolIndexByBlock: Array<number | undefined> = [];
   #toolCount = 0;
+  readonly #custom: ReadonlySet<string> | undefined;
+  /** The input JSON collected so far per Anthropic block index of a custom tool's tool_use. */
+  #customJson: Map<number, string> | undefined;
   #inputTokens = 0;
   #cacheCreationTokens = 0;
   #cacheReadTokens = 0;
@@ -54,6 +65,7 @@ export class AnthropicStreamToOpenai {
     this.#id = opts.id;
     this.#created = opts.created;
     this.#model = opts.model;
+    this.#custom = opts.custom;
   }
 
   push(event: AnthropicStreamEvent): ChatCompletionChunk[] {
@@ -79,6 +91,17 @@ export class AnthropicStreamToOpenai {
         if (block.type !== 'tool_use') return [];
         const index = this.#toolCount++;
         this.#toolIndexByBlock[event.index] = index;
+        if (this.#custom?.has(block.name)) {
+          this.#customJson ??= new Map();
+          this.#customJson.set(event.index, hasKeys(block.input) ? JSON.stringify(block.input) : '');
+          const call = {
+            index,
+            id: block.id,
+            type: 'custom' as const,
+            custom: { name: block.name, input: '' },
+          };
+          return [this.#chunk({ tool_calls: [call] }, null)];
+        }
         const args = hasKeys(block.input) ? stringifyToolInput(block.input) : '';
         const call = {
           index,
@@ -96,7 +119,16 @@ export class AnthropicStreamToOpenai {
         if (delta.type !== 'input_json_delta' || delta.partial_json === '') return [];
         const index = this.#toolIndexByBlock[event.index];
         if (index === undefined) return [];
+        const json = this.#customJson?.get(event.index);
+        if (json !== undefined) {
+          this.#customJson?.set(event.index, json + delta.partial_json);
+          return [];
+        }
         return [this.#chunk({ tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, null)];
+      }
+      case 'content_block_stop': {
+        const input = this.#customInput(event.index);
+        return input === undefined ? [] : [input];
       }
       case 'message_delta': {
         const usage = event.usage;
@@ -109,7 +141,15 @@ export class AnthropicStreamToOpenai {
         const finish = this.#chunk({}, anthropicStopToOpenai(event.delta?.stop_reason));
         const stop = carriedAnthropicStop(event.delta?.stop_reason, event.delta?.stop_sequence);
         if (stop) (finish.choices[0] as ChatCompletionChunkChoice)[ANTHROPIC_STOP] = stop;
-        return [finish, this.#usageChunk(totals)];
+        const out: ChatCompletionChunk[] = [];
+        // A custom tool's block the upstream never closed still gives its input, before the finish.
+        if (this.#customJson)
+          for (const block of [...this.#customJson.keys()]) {
+            const input = this.#customInput(block);
+            if (input) out.push(input);
+          }
+        out.push(finish, this.#usageChunk(totals));
+        return out;
       }
       case 'error': {
         const error = event.error;
@@ -121,6 +161,21 @@ export class AnthropicStreamToOpenai {
       default:
         return [];
     }
+  }
+
+  /** The input delta of the custom tool call in Anthropic block `block`, which ends; undefined if none. */
+  #customInput(block: number): ChatCompletionChunk | undefined {
+    const json = this.#customJson?.get(block);
+    const index = this.#toolIndexByBlock[block];
+    if (json === undefined || index === undefined) return undefined;
+    this.#customJson?.delete(block);
+    let input: string;
+    try {
+      input = json === '' ? '' : customInputFromAnthropic(JSON.parse(json));
+    } catch {
+      input = json; // not JSON: the model's text as it came, nothing lost
+    }
+    return input === '' ? undefined : this.#chunk({ tool_calls: [{ index, custom: { input } }] }, null);
   }
 
   #chunk(delta: ChatCompletionChunkDelta, finishReason: OpenaiFinishReason | null): ChatCompletionChunk {

@@ -24,6 +24,13 @@ export {
   parseBase64DataUrl,
 } from './conversions.js';
 export {
+  CUSTOM_INPUT_KEY,
+  customInputFromAnthropic,
+  customInputToAnthropic,
+  customToolNames,
+  customToolToAnthropic,
+} from './custom-tools.js';
+export {
   type OpenaiRequestToAnthropicOptions,
   openaiRequestToAnthropic,
 } from './openai-request-to-anthropic.js';

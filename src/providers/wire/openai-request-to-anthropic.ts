@@ -15,6 +15,8 @@
  *   0.7 to both, and an Anthropic request that went through OpenAI's shape comes back unchanged.
  * - max_tokens is `max_completion_tokens`, else `max_tokens`, else `opts.defaultMaxTokens`.
  * - tool_choice and parallel_tool_calls are only sent along with at least one tool.
+ * - Custom (freeform) tools: a text-format one becomes a tool taking one string, a grammar-format
+ *   one is refused with a 400 (custom-tools.ts); their calls become tool_use blocks.
  * - OpenAI-only fields (n, seed, logprobs, response_format, penalties, ...) are not forwarded.
  */
 import type {
@@ -27,11 +29,12 @@ import type {
   AnthropicToolResultBlock,
 } from './anthropic-types.js';
 import { isHttpUrl, parseBase64DataUrl } from './conversions.js';
+import { customInputToAnthropic, customToolToAnthropic } from './custom-tools.js';
 import type {
   ChatCompletionRequest,
   OpenaiAssistantMessage,
-  OpenaiFunctionTool,
   OpenaiTextPart,
+  OpenaiTool,
   OpenaiToolChoice,
   OpenaiToolMessage,
   OpenaiUserContentPart,
@@ -205,12 +208,23 @@ function addAssistant(pending: PendingMessage[], message: OpenaiAssistantMessage
   const calls = message.tool_calls;
   if (!Array.isArray(calls)) return;
   for (const call of calls) {
-    addBlock(pending, 'assistant', {
-      type: 'tool_use',
-      id: call.id,
-      name: call.function.name,
-      input: parseToolArguments(call.function.arguments),
-    });
+    addBlock(
+      pending,
+      'assistant',
+      call.type === 'custom'
+        ? {
+            type: 'tool_use',
+            id: call.id,
+            name: call.custom.name,
+            input: customInputToAnthropic(call.custom.input),
+          }
+        : {
+            type: 'tool_use',
+            id: call.id,
+            name: call.function.name,
+            input: parseToolArguments(call.function.arguments),
+          },
+    );
   }
 }
 
@@ -225,9 +239,14 @@ function toolResult(message: OpenaiToolMessage): AnthropicToolResultBlock {
   return block;
 }
 
-function mapTools(tools: OpenaiFunctionTool[]): AnthropicTool[] {
+function mapTools(tools: OpenaiTool[]): AnthropicTool[] {
   const out: AnthropicTool[] = [];
-  for (const tool of tools) {
+  for (let i = 0; i < tools.length; i++) {
+    const tool = tools[i] as OpenaiTool;
+    if (tool.type === 'custom') {
+      out.push(customToolToAnthropic(tool, i));
+      continue;
+    }
     if (tool.type !== 'function' || !tool.function) continue;
     const fn = tool.function;
     const mapped: AnthropicTool = { name: fn.name };
@@ -248,6 +267,8 @@ function mapToolChoice(
   else if (choice === 'auto') mapped = { type: 'auto' };
   else if (typeof choice === 'object' && choice !== null && choice.type === 'function') {
     mapped = { type: 'tool', name: choice.function.name };
+  } else if (typeof choice === 'object' && choice !== null && choice.type === 'custom') {
+    mapped = { type: 'tool', name: choice.custom.name };
   }
   if (!disableParallel) return mapped;
   if (!mapped) mapped = { type: 'auto' };

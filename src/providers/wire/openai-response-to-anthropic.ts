@@ -4,7 +4,8 @@
  *
  * - `message.content` becomes one text block (a refusal with no content becomes the text).
  * - Each tool call becomes a `tool_use` block; arguments that are not a JSON object never throw:
- *   they become `input: { _raw_arguments: "<original>" }` (see RAW_ARGUMENTS_KEY).
+ *   they become `input: { _raw_arguments: "<original>" }` (see RAW_ARGUMENTS_KEY). A custom tool
+ *   call's free-text input becomes `input: { input: "<text>" }` (custom-tools.ts).
  * - The id `chatcmpl-X` becomes `msg_X`; `model` is the model the agent asked for.
  * - Usage: cached prompt tokens move from `prompt_tokens` to `cache_read_input_tokens`.
  * - The stop is the one an Anthropic upstream said, when the choice carries it (ANTHROPIC_STOP),
@@ -13,6 +14,7 @@
 import { ANTHROPIC_STOP } from './anthropic-stop.js';
 import type { AnthropicContentBlock, AnthropicMessage } from './anthropic-types.js';
 import { anthropicStopOf, openaiIdToAnthropic, openaiUsageToAnthropic } from './conversions.js';
+import { customInputToAnthropic } from './custom-tools.js';
 import type { ChatCompletion } from './openai-types.js';
 import { parseToolArguments } from './tool-arguments.js';
 
@@ -28,12 +30,21 @@ export function openaiResponseToAnthropic(res: ChatCompletion, requestModel: str
     }
     if (Array.isArray(message.tool_calls)) {
       for (const call of message.tool_calls) {
-        content.push({
-          type: 'tool_use',
-          id: call.id,
-          name: call.function.name,
-          input: parseToolArguments(call.function.arguments),
-        });
+        content.push(
+          call.type === 'custom'
+            ? {
+                type: 'tool_use',
+                id: call.id,
+                name: call.custom.name,
+                input: customInputToAnthropic(call.custom.input),
+              }
+            : {
+                type: 'tool_use',
+                id: call.id,
+                name: call.function.name,
+                input: parseToolArguments(call.function.arguments),
+              },
+        );
       }
     }
   }

@@ -9,6 +9,9 @@
  *   `input_json_delta.partial_json`. A block is closed (`content_block_stop`) when another opens
  *   or the choice finishes. OpenAI streams tool calls one after the other; should a fragment for
  *   an already closed call arrive, it is still sent against that call's block index.
+ * - A custom tool call's free-text input is collected while its block is open and sent, when the
+ *   block closes, as one `input_json_delta` of `{"input": "<text>"}` (custom-tools.ts); a fragment
+ *   for a custom call whose block was closed cannot be sent any more and fails the stream.
  * - The end (`message_delta` with the mapped stop reason and usage, then `message_stop`) is sent
  *   as soon as both a `finish_reason` and a `usage` have been seen (OpenAI's usage comes in a
  *   last chunk with `choices: []`), or else by finish(). Later chunks are ignored. The stop is the
@@ -18,12 +21,14 @@
 import { ANTHROPIC_STOP, type AnthropicStop } from './anthropic-stop.js';
 import type { AnthropicMessageDeltaEvent, AnthropicStreamEvent } from './anthropic-types.js';
 import { anthropicStopOf, openaiUsageToAnthropic } from './conversions.js';
+import { customInputToAnthropic } from './custom-tools.js';
 import type {
   ChatCompletionChunk,
   OpenaiFinishReason,
   OpenaiToolCallDelta,
   OpenaiUsage,
 } from './openai-types.js';
+import { WireStreamError } from './wire-stream-error.js';
 
 export interface OpenaiStreamToAnthropicOptions {
   /** The Anthropic message id (`msg_…`). */
@@ -48,6 +53,10 @@ export class OpenaiStreamToAnthropic {
   #openToolId = '';
   /** Anthropic block index per OpenAI tool-call index. */
   readonly #toolBlocks = new Map<number, number>();
+  /** The input of the open block's custom tool call, so far (undefined: not a custom call). */
+  #customInput: string | undefined;
+  /** The blocks of custom tool calls. */
+  #customBlocks: Set<number> | undefined;
   #finishReason: OpenaiFinishReason | null | undefined;
   #stop: AnthropicStop | undefined;
   #usage: OpenaiUsage | undefined;
@@ -143,7 +152,12 @@ export class OpenaiStreamToAnthropic {
         this.#openToolIndex = index;
         this.#openToolId = id ?? `toolu_${this.#id}_${block}`;
         this.#toolBlocks.set(index, block);
-        const name = call.function?.name;
+        const custom = call.type === 'custom' || call.custom !== undefined;
+        if (custom) {
+          this.#customInput = '';
+          (this.#customBlocks ??= new Set()).add(block);
+        }
+        const name = custom ? call.custom?.name : call.function?.name;
         out.push({
           type: 'content_block_start',
           index: block,
@@ -155,6 +169,14 @@ export class OpenaiStreamToAnthropic {
           },
         });
       }
+    }
+    if (this.#customBlocks?.has(block)) {
+      const input = call.custom?.input;
+      if (typeof input !== 'string' || input === '') return;
+      if (block !== this.#openBlock || this.#customInput === undefined)
+        throw new WireStreamError('api_error', 'a custom tool call went on after its block was closed');
+      this.#customInput += input;
+      return;
     }
     const args = call.function?.arguments;
     if (typeof args === 'string' && args !== '') {
@@ -168,6 +190,15 @@ export class OpenaiStreamToAnthropic {
 
   #close(out: AnthropicStreamEvent[]): void {
     if (this.#open === 'none') return;
+    if (this.#customInput !== undefined) {
+      const partial_json = JSON.stringify(customInputToAnthropic(this.#customInput));
+      out.push({
+        type: 'content_block_delta',
+        index: this.#openBlock,
+        delta: { type: 'input_json_delta', partial_json },
+      });
+      this.#customInput = undefined;
+    }
     out.push({ type: 'content_block_stop', index: this.#openBlock });
     this.#open = 'none';
   }

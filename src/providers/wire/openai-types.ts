@@ -41,12 +41,21 @@ export interface OpenaiRefusalPart {
 export type OpenaiUserContentPart = OpenaiTextPart | OpenaiImagePart | OpenaiFilePart | OpenaiAudioPart;
 export type OpenaiAssistantContentPart = OpenaiTextPart | OpenaiRefusalPart;
 
-/** A complete tool call, as in an assistant message or a non-streamed response. */
-export interface OpenaiToolCall {
+/** A complete function tool call, as in an assistant message or a non-streamed response. */
+export interface OpenaiFunctionToolCall {
   id: string;
   type: 'function';
   function: { name: string; arguments: string };
 }
+
+/** A call of a custom (freeform) tool: its input is free text, not JSON. */
+export interface OpenaiCustomToolCall {
+  id: string;
+  type: 'custom';
+  custom: { name: string; input: string };
+}
+
+export type OpenaiToolCall = OpenaiFunctionToolCall | OpenaiCustomToolCall;
 
 export interface OpenaiSystemMessage {
   role: 'system';
@@ -98,12 +107,40 @@ export interface OpenaiFunctionTool {
   };
 }
 
+/**
+ * A custom (freeform) tool: the model calls it with free text, unconstrained (`format` absent or
+ * `text`) or held to a grammar (Lark or a regular expression) that the provider enforces.
+ */
+export interface OpenaiCustomTool {
+  type: 'custom';
+  custom: {
+    name: string;
+    description?: string;
+    format?:
+      | { type: 'text' }
+      | { type: 'grammar'; grammar: { definition: string; syntax: 'lark' | 'regex' } }
+      | null;
+  };
+}
+
+export type OpenaiTool = OpenaiFunctionTool | OpenaiCustomTool;
+
 export interface OpenaiNamedToolChoice {
   type: 'function';
   function: { name: string };
 }
 
-export type OpenaiToolChoice = 'none' | 'auto' | 'required' | OpenaiNamedToolChoice;
+export interface OpenaiNamedCustomToolChoice {
+  type: 'custom';
+  custom: { name: string };
+}
+
+export type OpenaiToolChoice =
+  | 'none'
+  | 'auto'
+  | 'required'
+  | OpenaiNamedToolChoice
+  | OpenaiNamedCustomToolChoice;
 
 /** POST /v1/chat/completions body. */
 export interface ChatCompletionRequest {
@@ -116,7 +153,7 @@ export interface ChatCompletionRequest {
   stop?: string | string[] | null;
   stream?: boolean | null;
   stream_options?: { include_usage?: boolean } | null;
-  tools?: OpenaiFunctionTool[];
+  tools?: OpenaiTool[];
   tool_choice?: OpenaiToolChoice;
   parallel_tool_calls?: boolean;
   reasoning_effort?: string | null;
@@ -168,12 +205,18 @@ export interface ChatCompletion {
   service?: unknown;
 }
 
-/** A tool call fragment in a stream; the first fragment of a call carries `id` and the name. */
+/**
+ * A tool call fragment in a stream; the first fragment of a call carries `id` and the name. A
+ * custom tool call streams as `{index, id, type: 'custom', custom: {name, input: ''}}`, then
+ * pieces of its input in `custom.input` (the openai package's chunk type models function
+ * fragments only; this is the non-streamed call's shape, cut as function arguments are).
+ */
 export interface OpenaiToolCallDelta {
   index: number;
   id?: string;
-  type?: 'function';
+  type?: 'function' | 'custom';
   function?: { name?: string; arguments?: string };
+  custom?: { name?: string; input?: string };
 }
 
 export interface ChatCompletionChunkDelta {
