@@ -185,8 +185,10 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     metrics,
     metricsToken: config.metricsToken,
     snapshot,
+    // Each check says its own state: during the drain the store is still open (the calls in
+    // flight write to it), and only `accepting` turns false.
     checks: () => ({
-      store: !closing && (store.root as unknown as { isOperational(): boolean }).isOperational(),
+      store: (store.root as unknown as { isOperational(): boolean }).isOperational(),
       accepting: !closing,
     }),
   });

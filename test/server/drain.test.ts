@@ -104,7 +104,11 @@ for (const engine of ENGINES) {
 
     const ready = await settle(forReady.request('GET', '/api/health/ready'));
     t.equal(ready.status, 503, 'readiness says not ready');
-    t.match(parse(ready.body), { status: 'unavailable', checks: { accepting: false } });
+    t.same(
+      parse(ready.body),
+      { status: 'unavailable', checks: { store: true, accepting: false } },
+      'the store is still open and says so; only accepting is false',
+    );
     t.equal(ready.headers.connection, 'close');
     t.ok(await closedWithin(forReady, 2000), 'the connection is closed after the answer');
 
