@@ -27,6 +27,11 @@ export function loadUws(): UwsModule | null {
     if (process.env.UWS_USE_FALLBACK) return (cached = null);
     cached = require('@trufflesuite/uws-js-unofficial') as UwsModule;
     if (typeof cached.App !== 'function' || typeof cached.us_socket_local_port !== 'function') cached = null;
+    // uWS writes `uWebSockets: 20` into every answer unless its event loop is told to be silent.
+    // `_cfg` is in the typings without a word on its keys; in this build (uWS_cfg, disassembled)
+    // it sets the loop's no-mark flag for a key whose character codes sum to 655, which 'silent'
+    // does. Loop-wide, so once for every app; test/http/engine-headers.test.ts checks it holds.
+    else cached._cfg('silent');
   } catch {
     cached = null;
   }
