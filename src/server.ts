@@ -3,7 +3,7 @@ import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
-import { registerPlatform } from './control/platform.js';
+import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
 import { AuditKeys } from './crypto/audit-keys.js';
@@ -188,8 +188,10 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     metrics,
     metricsToken: config.metricsToken,
     snapshot,
+    // Each check says its own state: during the drain the store is still open (the calls in
+    // flight write to it), and only `accepting` turns false.
     checks: () => ({
-      store: !closing && (store.root as unknown as { isOperational(): boolean }).isOperational(),
+      store: (store.root as unknown as { isOperational(): boolean }).isOperational(),
       accepting: !closing,
     }),
   });
@@ -197,6 +199,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const handler = createHttpHandler(router, {
     logger,
     onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
+    answeredWhileDraining: new Set(PROBE_ROUTES),
   });
   let server: HttpServer;
   try {

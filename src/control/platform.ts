@@ -17,6 +17,12 @@ export interface PlatformDeps {
   readonly checks: () => Record<string, boolean>;
 }
 
+/**
+ * The probes, answered during the drain too: liveness stays 200 while the process drains (a
+ * failed liveness probe would only get it killed before its drain ends), readiness answers 503.
+ */
+export const PROBE_ROUTES: readonly string[] = ['/api/health/live', '/api/health/ready'];
+
 export function registerPlatform(router: Router<RouteHandler>, deps: PlatformDeps): void {
   router.add('GET', '/health', (ctx) => {
     ctx.json(200, { status: 'ok', version: deps.version, storage: 'lmdb', region: deps.region });

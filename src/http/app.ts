@@ -11,7 +11,15 @@ export interface AppHooks {
   readonly logger: Logger;
   /** Called once per request when its response is complete (or the client left). */
   readonly onFinish: (ctx: Ctx, status: number, seconds: number) => void;
+  /**
+   * Routes still answered during the drain (the health probes, so readiness can say it is not
+   * ready); every other request that arrives then is refused with 503 `unavailable`.
+   */
+  readonly answeredWhileDraining?: ReadonlySet<string>;
 }
+
+/** How long a client refused during the drain should wait: about as long as a reconnect takes. */
+const DRAIN_RETRY_AFTER = { 'retry-after': '1' } as const;
 
 const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const REQUEST_ID_PREFIX = `req_${randomBase62(6)}`;
@@ -24,12 +32,13 @@ function requestIdFor(given: string | undefined): string {
 }
 
 /**
- * Turns the router into the adapter's handler: request ids, 404/405/413, one catch for every
- * error, and the finish hook for metrics. Handlers answer through `ctx` and may throw
- * ServiceError; anything else thrown is logged as a bug and answered with 500.
+ * Turns the router into the adapter's handler: request ids, 404/405/413, 503 during the drain,
+ * one catch for every error, and the finish hook for metrics. Handlers answer through `ctx` and
+ * may throw ServiceError; anything else thrown is logged as a bug and answered with 500.
  */
 export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks): HttpHandler {
   const logger = hooks.logger;
+  const answeredWhileDraining = hooks.answeredWhileDraining ?? new Set<string>();
   const finish = (ctx: Ctx, status: number): void => {
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     hooks.onFinish(ctx, status, seconds);
@@ -75,6 +84,17 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     }
     const ctx = new Ctx(req, res, requestId, match.route, match.params, startedAt, finish);
     res.onAbort(() => ctx.clientGone());
+    if (req.draining && !answeredWhileDraining.has(match.route)) {
+      // A request on a connection kept alive from before the drain: not started (no provider call,
+      // no audit event). The adapter closes the connection after this answer, so the client's
+      // retry opens a new one, which reaches another instance.
+      ctx.fail(
+        new ServiceError('unavailable', 'govgate is shutting down; send the request again', {
+          headers: DRAIN_RETRY_AFTER,
+        }),
+      );
+      return;
+    }
     if (req.bodyError === 'too_large') {
       ctx.fail(new ServiceError('payload_too_large', 'the request body is larger than 5 MiB'));
       return;

@@ -1,5 +1,7 @@
 /** Counts requests in flight so a server can drain them before it closes. */
 export class InFlight {
+  /** Set when the drain begins; read once per request and once per answer (a plain field read). */
+  draining = false;
   private count = 0;
   private waiters: (() => void)[] = [];
 

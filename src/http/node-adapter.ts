@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse as NodeRes } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, Server as NetServer } from 'node:net';
 import { InFlight } from './in-flight.js';
 import {
   type HttpHandler,
@@ -13,6 +13,7 @@ import {
 } from './types.js';
 
 const EMPTY = Buffer.alloc(0);
+const netClose = NetServer.prototype.close;
 
 class NodeResponse implements ServerResponse {
   aborted = false;
@@ -54,7 +55,9 @@ class NodeResponse implements ServerResponse {
     const res = this.res;
     res.statusCode = status;
     for (const name in headers) res.setHeader(name, headers[name] as string);
-    if (closeConnection) res.setHeader('connection', 'close');
+    // During the drain every answer closes its connection (node ends the socket after it): the
+    // client then reconnects, and the closed listener sends it to another instance.
+    if (closeConnection || this.inFlight.draining) res.setHeader('connection', 'close');
     res.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
     res.end(body);
     this.inFlight.leave();
@@ -63,8 +66,15 @@ class NodeResponse implements ServerResponse {
   stream(status: number, headers: OutgoingHeaders): void {
     if (this.done || this.started) return;
     this.started = true;
-    this.res.writeHead(status, headers as Record<string, string>);
-    this.res.flushHeaders();
+    const res = this.res;
+    if (!this.inFlight.draining) res.writeHead(status, headers as Record<string, string>);
+    else {
+      // The application's own Connection header (keep-alive on SSE) gives way to close.
+      for (const name in headers) if (name !== 'connection') res.setHeader(name, headers[name] as string);
+      res.setHeader('connection', 'close');
+      res.writeHead(status);
+    }
+    res.flushHeaders();
   }
 
   write(chunk: string | Uint8Array): boolean {
@@ -76,8 +86,12 @@ class NodeResponse implements ServerResponse {
   end(chunk?: string | Uint8Array): void {
     if (this.done) return;
     this.done = true;
+    // A stream whose head went out before the drain did not say close: its socket is ended after
+    // the last chunk (queued behind it), so no request follows on it.
+    const socket = this.inFlight.draining ? this.res.socket : null;
     if (chunk === undefined) this.res.end();
     else this.res.end(chunk);
+    socket?.end();
     this.inFlight.leave();
   }
 }
@@ -96,12 +110,14 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
   const inFlight = new InFlight();
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
     inFlight.enter();
+    // Read on arrival: a request that came before the drain is served even if its body ends after.
+    const draining = inFlight.draining;
     const out = new NodeResponse(res, inFlight);
     const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
     const headers = flatHeaders(req);
     const method = (req.method ?? 'GET').toUpperCase();
     const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      handler({ method, path, query, headers, body, bodyError }, out);
+      handler({ method, path, query, headers, body, bodyError, draining }, out);
     };
     const declared = headers['content-length'] === undefined ? -1 : Number(headers['content-length']);
     if (declared > MAX_BODY_BYTES) {
@@ -147,9 +163,13 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
         async close(graceMs = 10_000) {
           if (closed) return;
           closed = true;
-          const stopped = new Promise<void>((r) => server.close(() => r()));
-          server.closeIdleConnections();
+          // net's close, not http's: http's also closes the idle kept-alive connections at once, and
+          // a request already on its way on one would meet a reset instead of the 503 that says
+          // why. Such connections stay open through the drain, as on uWS, which cannot close them.
+          const stopped = new Promise<void>((r) => netClose.call(server, () => r()));
+          inFlight.draining = true;
           await inFlight.drained(graceMs);
+          server.close(); // http's part now: stops its timeout checker
           server.closeAllConnections();
           await stopped;
         },

@@ -11,6 +11,12 @@ export interface ServerRequest {
   readonly body: Buffer;
   /** Set when the body was refused while reading it; the body is then empty. */
   readonly bodyError: 'too_large' | undefined;
+  /**
+   * The request arrived after the server began to drain (on a connection kept alive from before:
+   * the listener is closed by then). The application refuses it; the adapter closes the
+   * connection after every answer sent during the drain.
+   */
+  readonly draining: boolean;
 }
 
 export type OutgoingHeaders = Readonly<Record<string, string>>;
@@ -36,7 +42,11 @@ export type HttpHandler = (req: ServerRequest, res: ServerResponse) => void;
 export interface HttpServer {
   readonly engine: 'uws' | 'node';
   readonly port: number;
-  /** Stops accepting, waits for in-flight requests (at most `graceMs`), then closes. */
+  /**
+   * Drains: stops listening and marks the requests that still arrive on open connections
+   * `draining` (synchronously, before the first await), answers with `Connection: close` from
+   * then on, waits for the requests in flight (at most `graceMs`), then closes every connection.
+   */
   close(graceMs?: number): Promise<void>;
 }
 

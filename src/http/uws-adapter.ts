@@ -27,6 +27,11 @@ export function loadUws(): UwsModule | null {
     if (process.env.UWS_USE_FALLBACK) return (cached = null);
     cached = require('@trufflesuite/uws-js-unofficial') as UwsModule;
     if (typeof cached.App !== 'function' || typeof cached.us_socket_local_port !== 'function') cached = null;
+    // uWS writes `uWebSockets: 20` into every answer unless its event loop is told to be silent.
+    // `_cfg` is in the typings without a word on its keys; in this build (uWS_cfg, disassembled)
+    // it sets the loop's no-mark flag for a key whose character codes sum to 655, which 'silent'
+    // does. Loop-wide, so once for every app; test/http/engine-headers.test.ts checks it holds.
+    else cached._cfg('silent');
   } catch {
     cached = null;
   }
@@ -79,13 +84,20 @@ class UwsResponse implements ServerResponse {
     this.done = true;
     this.started = true;
     const res = this.res;
+    // During the drain every answer closes its connection: the client then reconnects, and the
+    // closed listener sends it to another instance.
+    const close = closeConnection || this.inFlight.draining;
     res.cork(() => {
       res.writeStatus(statusLine(status));
       for (const name in headers) res.writeHeader(name, headers[name] as string);
-      // HEAD: headers only. (endWithoutBody with a reported length stalls the connection in this
-      // uWS build, so no Content-Length is sent for HEAD.)
-      if (this.head) res.endWithoutBody();
-      else res.end(body, closeConnection);
+      if (this.head) {
+        // HEAD: headers only. (endWithoutBody with a reported length stalls the connection in this
+        // uWS build, so no Content-Length is sent for HEAD; and its close flag writes a bogus
+        // Content-Length and does not close, so the header is said here and the client, or the
+        // end of the drain, closes the connection.)
+        if (close) res.writeHeader('Connection', 'close');
+        res.endWithoutBody();
+      } else res.end(body, close);
     });
     this.inFlight.leave();
   }
@@ -97,12 +109,23 @@ class UwsResponse implements ServerResponse {
     this.pendingHeaders = headers;
   }
 
-  private flushHead(): void {
+  /**
+   * Writes a stream's status and headers. During the drain the application's own `Connection`
+   * header (keep-alive on SSE) gives way to `Connection: close`, which this writes unless
+   * `uwsCloses` (uWS writes it itself when `end` closes the connection).
+   */
+  private flushHead(uwsCloses: boolean): void {
     const headers = this.pendingHeaders;
     if (headers === undefined) return;
     this.pendingHeaders = undefined;
-    this.res.writeStatus(this.pendingStatus);
-    for (const name in headers) this.res.writeHeader(name, headers[name] as string);
+    const res = this.res;
+    res.writeStatus(this.pendingStatus);
+    if (!this.inFlight.draining) {
+      for (const name in headers) res.writeHeader(name, headers[name] as string);
+      return;
+    }
+    for (const name in headers) if (name !== 'connection') res.writeHeader(name, headers[name] as string);
+    if (!uwsCloses) res.writeHeader('Connection', 'close');
   }
 
   /**
@@ -125,7 +148,7 @@ class UwsResponse implements ServerResponse {
     const data = this.takePending();
     const res = this.res;
     res.cork(() => {
-      this.flushHead();
+      this.flushHead(false);
       res.write(data);
     });
   };
@@ -142,9 +165,15 @@ class UwsResponse implements ServerResponse {
     this.done = true;
     const res = this.res;
     const data = this.pending.length > 0 ? this.takePending(chunk) : (chunk ?? EMPTY);
+    // A stream whose head is still pending goes out whole, with a Content-Length, and uWS can close
+    // the connection after it. Once chunks are out, this uWS build would write end's
+    // `Connection: close` into the chunked body, so such a stream ends without closing: a stream
+    // flushed during the drain said close in its head (the client closes), one flushed before it
+    // keeps its connection until the drain ends (a request sent on it meanwhile is refused).
+    const close = this.pendingHeaders !== undefined && this.inFlight.draining;
     res.cork(() => {
-      this.flushHead();
-      res.end(data);
+      this.flushHead(close);
+      res.end(data, close);
     });
     this.inFlight.leave();
   }
@@ -170,6 +199,8 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
 
   app.any('/*', (res, req) => {
     inFlight.enter();
+    // Read on arrival: a request that came before the drain is served even if its body ends after.
+    const draining = inFlight.draining;
     // Everything from `req` must be copied now: it is invalid after this callback returns.
     const method = req.getCaseSensitiveMethod().toUpperCase();
     const out = new UwsResponse(res, inFlight, method === 'HEAD');
@@ -185,7 +216,7 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     const chunked = headers['transfer-encoding'] !== undefined;
 
     const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      const request: ServerRequest = { method, path, query, headers, body, bodyError };
+      const request: ServerRequest = { method, path, query, headers, body, bodyError, draining };
       handler(request, out);
     };
 
@@ -246,6 +277,9 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
           if (closed) return;
           closed = true;
           uws.us_listen_socket_close(socket);
+          // Connections kept alive stay open (uWS cannot close only the idle ones); a request sent
+          // on one is refused and its connection closed. app.close() below closes what is left.
+          inFlight.draining = true;
           await inFlight.drained(graceMs);
           (app as unknown as { close?: () => void }).close?.();
         },

@@ -19,6 +19,13 @@ export interface MockUpstream {
     | { kind: 'status'; status: number; body?: unknown }
     | { kind: 'hang' }
     | { kind: 'delay'; ms: number }
+    /** Answers normally once `open` resolves (a test decides when, instead of sleeping). */
+    | { kind: 'gate'; open: Promise<void> }
+    /**
+     * An OpenAI stream answered normally, except that it begins once `start` resolves (at once
+     * without it) and its second half waits for `resume`.
+     */
+    | { kind: 'paused-stream'; start?: Promise<void>; resume: Promise<void> }
     /** SSE headers and one chunk, then nothing (the stream never ends). */
     | { kind: 'stall-stream' }
     /**
@@ -96,13 +103,8 @@ function openaiAnswer(
   };
 }
 
-/** `openaiStream`'s bytes after a BOM, cut as the `byte-stream` behaviour says. */
-function byteStream(
-  res: ServerResponse,
-  body: Record<string, unknown>,
-  reply: string | undefined,
-  size: number,
-) {
+/** `openaiStream`'s events, as written one by one. */
+function openaiStreamEvents(body: Record<string, unknown>, reply: string | undefined): string[] {
   const parts: string[] = [];
   const collector = {
     writeHead: () => collector,
@@ -112,7 +114,33 @@ function byteStream(
     },
   };
   openaiStream(collector as unknown as ServerResponse, body, reply);
-  const bytes = Buffer.from(`\uFEFF${parts.join('')}`, 'utf8');
+  return parts;
+}
+
+/** `openaiStream`'s first half of events, then the rest once `resume` resolves. */
+function pausedStream(
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  reply: string | undefined,
+  resume: Promise<void>,
+) {
+  const events = openaiStreamEvents(body, reply);
+  const half = Math.ceil(events.length / 2);
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.write(events.slice(0, half).join(''));
+  void resume.then(() => {
+    if (!res.destroyed) res.end(events.slice(half).join(''));
+  });
+}
+
+/** `openaiStream`'s bytes after a BOM, cut as the `byte-stream` behaviour says. */
+function byteStream(
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  reply: string | undefined,
+  size: number,
+) {
+  const bytes = Buffer.from(`\uFEFF${openaiStreamEvents(body, reply).join('')}`, 'utf8');
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   let at = 0;
   const next = (): void => {
@@ -392,6 +420,12 @@ export async function startMockUpstream(): Promise<MockUpstream> {
           byteStream(res, body, state.reply, b.bytes);
           return;
         }
+        if (path === '/v1/chat/completions' && body.stream && b.kind === 'paused-stream') {
+          const begin = (): void => pausedStream(res, body, state.reply, b.resume);
+          if (b.start) void b.start.then(begin);
+          else begin();
+          return;
+        }
         if (path === '/v1/chat/completions') {
           if (body.stream) openaiStream(res, body, state.reply, state.customInput);
           else json(res, openaiAnswer(body, state.reply, state.customInput));
@@ -423,6 +457,7 @@ export async function startMockUpstream(): Promise<MockUpstream> {
         }
       };
       if (b.kind === 'delay') setTimeout(answer, b.ms);
+      else if (b.kind === 'gate') void b.open.then(answer);
       else answer();
     });
   });

@@ -6,6 +6,8 @@ import { randomBase62 } from '../../src/util/ids.js';
 import { exited, startCli } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
+import { RawConnection } from '../helpers/raw-http.js';
+import { ENGINES } from '../helpers/service.js';
 
 // What `govgate start` prints and how it stops, as an operator sees it.
 
@@ -150,3 +152,61 @@ t.test(
     );
   },
 );
+
+for (const engine of ENGINES) {
+  t.test(
+    `after SIGTERM a kept-alive connection gets 503, the call in flight its answer (${engine})`,
+    async (t) => {
+      const upstream = await startMockUpstream();
+      t.teardown(() => upstream.close());
+      let openGate = (): void => {};
+      t.teardown(() => openGate());
+      const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+      t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+      const pat = `gk_pat_${randomBase62(40)}`;
+      const run = await startCli(dir, pat, AGENT_KEY_LINE, {
+        SERVICE_EGRESS_ALLOW: upstream.hostPort,
+        SERVICE_HTTP_SERVER: engine,
+        SERVICE_LOG_LEVEL: 'info',
+      });
+      t.teardown(() => run.child.kill('SIGKILL'));
+      const agentKey = /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
+      const put = await callHttp(`${run.base}/api/settings/providers`, {
+        method: 'PUT',
+        token: pat,
+        body: JSON.stringify({
+          providers: [{ name: 'openai', api_key: 'sk-x-0001', base_url: `${upstream.url}/v1` }],
+        }),
+      });
+      t.equal(put.status, 200);
+      const auth = { authorization: `Bearer ${agentKey}`, 'content-type': 'application/json' };
+      const body = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'wait' }] });
+      const kept = await RawConnection.open(run.base);
+      t.teardown(() => kept.destroy());
+      t.equal((await kept.request('GET', '/api/health/live')).status, 200);
+      upstream.behaviour = { kind: 'gate', open: new Promise<void>((r) => (openGate = r)) };
+      const inflight = await RawConnection.open(run.base);
+      t.teardown(() => inflight.destroy());
+      const held = inflight
+        .request('POST', '/v1/chat/completions', { headers: auth, body, ms: 20_000 })
+        .catch((err: Error) => ({ status: 0, headers: {} as Record<string, string>, body: err.message }));
+      for (let i = 0; i < 500 && upstream.requests.length < 1; i++)
+        await new Promise((r) => setTimeout(r, 10));
+
+      run.child.kill('SIGTERM');
+      // Logged in the signal handler right before the drain begins, in the same turn.
+      for (let i = 0; i < 500 && !run.out().includes('"shutting down"'); i++)
+        await new Promise((r) => setTimeout(r, 10));
+      const refused = await kept.request('POST', '/v1/chat/completions', { headers: auth, body });
+      t.equal(refused.status, 503);
+      t.match(JSON.parse(refused.body), { error: { code: 'unavailable' } });
+      t.equal(refused.headers.connection, 'close');
+      t.equal(upstream.requests.length, 1, 'the refused call never reached the provider');
+      openGate();
+      const answered = await held;
+      t.equal(answered.status, 200, 'the call in flight is answered');
+      t.equal(answered.headers.connection, 'close');
+      t.equal(await exited(run.child), 0, 'the drain ends and the process exits 0');
+    },
+  );
+}

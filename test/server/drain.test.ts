@@ -1,0 +1,240 @@
+import { rmSync } from 'node:fs';
+import t from 'tap';
+import { startMockUpstream } from '../helpers/mock-upstream.js';
+import { RawConnection, type RawResponse } from '../helpers/raw-http.js';
+import { ENGINES, startService, useMockUpstream } from '../helpers/service.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** True when the server closes `conn` within `ms`. */
+function closedWithin(conn: RawConnection, ms: number): Promise<boolean> {
+  return Promise.race([conn.closed.then(() => true), sleep(ms).then(() => false)]);
+}
+
+function parse(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return body;
+  }
+}
+
+function errorCode(res: RawResponse): string | undefined {
+  return (parse(res.body) as { error?: { code?: string } } | undefined)?.error?.code;
+}
+
+/** A request that failed at the socket (closed, no answer) as an answer with status 0, so the test goes on. */
+function settle(pending: Promise<RawResponse>): Promise<RawResponse> {
+  return pending.catch((err: Error) => ({ status: 0, headers: {}, headerCounts: {}, body: err.message }));
+}
+
+const chat = (stream: boolean): string =>
+  JSON.stringify({ model: 'gpt-test', stream, messages: [{ role: 'user', content: 'finish me' }] });
+
+for (const engine of ENGINES) {
+  t.test(`during the drain (${engine})`, async (t) => {
+    const upstream = await startMockUpstream();
+    t.teardown(() => upstream.close());
+    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+    t.teardown(() => rmSync(svc.dataDir, { recursive: true, force: true }));
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    const auth = { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' };
+    const chatsUpstream = (): number =>
+      upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+
+    // Connections that served a request before the drain and stay open (keep-alive).
+    const keptOpen = async (): Promise<RawConnection> => {
+      const conn = await RawConnection.open(svc.url);
+      t.teardown(() => conn.destroy());
+      const res = await conn.request('GET', '/api/health/live');
+      t.equal(res.status, 200);
+      t.not(res.headers.connection, 'close', 'kept alive before the drain');
+      return conn;
+    };
+    const forReady = await keptOpen();
+    const forLive = await keptOpen();
+    const forHead = await keptOpen();
+    const forHealth = await keptOpen();
+    const forChat = await keptOpen();
+
+    // Two calls in flight, held at the provider until the test opens the gate. The stream then
+    // pauses halfway, so its head goes out (chunked) during the drain, before its end.
+    let openGate = (): void => {};
+    let resume = (): void => {};
+    const gate = new Promise<void>((r) => (openGate = r));
+    t.teardown(() => openGate());
+    t.teardown(() => resume());
+    // Long enough that the gateway releases text (it holds the last 96 characters) before the pause.
+    upstream.reply = 'a sentence of ordinary words, '.repeat(20);
+    const wholeConn = await keptOpen();
+    const shortConn = await keptOpen();
+    const streamConn = await keptOpen();
+    upstream.behaviour = { kind: 'gate', open: gate };
+    const whole = settle(
+      wholeConn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(false), ms: 30_000 }),
+    );
+    // A stream sent at once when the gate opens: its answer may go out whole (uWS then sends a
+    // Content-Length and closes the connection itself).
+    const short = settle(
+      shortConn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(true), ms: 30_000 }),
+    );
+    for (let i = 0; i < 500 && chatsUpstream() < 2; i++) await sleep(10);
+    upstream.behaviour = {
+      kind: 'paused-stream',
+      start: gate,
+      resume: new Promise<void>((r) => (resume = r)),
+    };
+    const streamed = settle(
+      streamConn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(true), ms: 30_000 }),
+    );
+    for (let i = 0; i < 500 && chatsUpstream() < 3; i++) await sleep(10);
+    t.equal(chatsUpstream(), 3, 'the three calls reached the provider');
+
+    // The drain starts synchronously: the listener is closed and new requests are refused from here.
+    const drained = svc.service.close(10_000);
+
+    const fresh = await RawConnection.open(svc.url).then(
+      (c) => {
+        c.destroy();
+        return 'connected';
+      },
+      () => 'refused',
+    );
+    t.equal(fresh, 'refused', 'a new connection is refused');
+
+    const ready = await settle(forReady.request('GET', '/api/health/ready'));
+    t.equal(ready.status, 503, 'readiness says not ready');
+    t.same(
+      parse(ready.body),
+      { status: 'unavailable', checks: { store: true, accepting: false } },
+      'the store is still open and says so; only accepting is false',
+    );
+    t.equal(ready.headers.connection, 'close');
+    t.ok(await closedWithin(forReady, 2000), 'the connection is closed after the answer');
+
+    const live = await settle(forLive.request('GET', '/api/health/live'));
+    t.equal(live.status, 200, 'the process is alive while it drains');
+    t.equal(live.headers.connection, 'close');
+    t.ok(await closedWithin(forLive, 2000), 'the connection is closed after the answer');
+
+    const head = await settle(forHead.request('HEAD', '/api/health/live'));
+    t.equal(head.status, 200);
+    t.equal(head.headers.connection, 'close', 'HEAD answers say close too');
+
+    const health = await settle(forHealth.request('GET', '/health'));
+    t.equal(health.status, 503);
+    t.equal(errorCode(health), 'unavailable');
+
+    const refused = await settle(
+      forChat.request('POST', '/v1/chat/completions', {
+        headers: auth,
+        body: chat(false),
+      }),
+    );
+    t.equal(refused.status, 503, 'a new call on a kept-alive connection is refused');
+    t.equal(errorCode(refused), 'unavailable');
+    t.match(parse(refused.body), {
+      type: 'error',
+      error: { type: 'api_error', code: 'unavailable', request_id: refused.headers['x-request-id'] },
+    });
+    t.ok(refused.headers['x-request-id'], 'X-Request-Id');
+    t.equal(refused.headers['retry-after'], '1');
+    t.equal(refused.headers.connection, 'close');
+    t.equal(refused.headerCounts.connection, 1, 'one Connection header');
+    t.ok(await closedWithin(forChat, 2000), 'the connection is closed after the refusal');
+    t.equal(chatsUpstream(), 3, 'the refused call never reached the provider');
+
+    openGate();
+    const wholeRes = await whole;
+    t.equal(wholeRes.status, 200, 'the call in flight finishes');
+    t.equal(wholeRes.headers.connection, 'close', 'its answer tells the client not to reuse the connection');
+    t.equal(wholeRes.headerCounts.connection, 1, 'one Connection header');
+    t.ok(await closedWithin(wholeConn, 2000), 'and its connection is closed after it');
+    const shortRes = await short;
+    t.equal(shortRes.status, 200, 'a short stream in flight finishes');
+    t.match(shortRes.body, /data: \[DONE\]/);
+    t.equal(shortRes.headers.connection, 'close', 'it says close');
+    t.equal(shortRes.headerCounts.connection, 1, 'one Connection header');
+    for (let i = 0; i < 500 && !streamConn.received.includes('ordinary'); i++) await sleep(10);
+    t.match(streamConn.received, /^HTTP\/1\.1 200 [\s\S]*ordinary/, 'the stream began during the drain');
+    resume();
+    const streamRes = await streamed;
+    t.equal(streamRes.status, 200, 'the stream in flight finishes');
+    t.match(streamRes.body, /data: \[DONE\]/);
+    t.equal(streamRes.headers.connection, 'close', 'a stream answered during the drain says close');
+    t.equal(streamRes.headerCounts.connection, 1, 'one Connection header');
+
+    await drained;
+    for (const conn of [forHead, forHealth, shortConn, streamConn])
+      t.ok(await closedWithin(conn, 2000), 'every connection is closed once the drain ends');
+
+    // The store closed cleanly and holds the two calls, not the refused one.
+    const again = await startService({ engine, dataDir: svc.dataDir });
+    const audit = await again.call('/api/audit?event_type=llm_call&limit=1000', { token: svc.pat });
+    await again.close();
+    t.equal(audit.status, 200);
+    t.equal(audit.body.data?.length, 3, 'only the calls that were in flight are audited');
+  });
+}
+
+for (const engine of ENGINES) {
+  t.test(`a stream whose head went out before the drain (${engine})`, async (t) => {
+    const upstream = await startMockUpstream();
+    t.teardown(() => upstream.close());
+    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+    t.teardown(() => rmSync(svc.dataDir, { recursive: true, force: true }));
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    const auth = { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' };
+    const chatsUpstream = (): number =>
+      upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+    // Long enough that the gateway releases text (it holds the last 96 characters) before the pause.
+    upstream.reply = 'a sentence of ordinary words, '.repeat(20);
+
+    let resume = (): void => {};
+    upstream.behaviour = { kind: 'paused-stream', resume: new Promise<void>((r) => (resume = r)) };
+    t.teardown(() => resume());
+    const streamConn = await RawConnection.open(svc.url);
+    t.teardown(() => streamConn.destroy());
+    const streamed = settle(
+      streamConn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(true), ms: 30_000 }),
+    );
+    for (let i = 0; i < 500 && !streamConn.received.includes('ordinary'); i++) await sleep(10);
+    t.match(streamConn.received, /^HTTP\/1\.1 200 [\s\S]*ordinary/, 'the head and some text are out');
+
+    // A call held at the provider keeps the drain going after the stream ends.
+    let openGate = (): void => {};
+    upstream.behaviour = { kind: 'gate', open: new Promise<void>((r) => (openGate = r)) };
+    t.teardown(() => openGate());
+    const heldConn = await RawConnection.open(svc.url);
+    t.teardown(() => heldConn.destroy());
+    const held = settle(
+      heldConn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(false), ms: 30_000 }),
+    );
+    for (let i = 0; i < 500 && chatsUpstream() < 2; i++) await sleep(10);
+    t.equal(chatsUpstream(), 2, 'both calls reached the provider');
+
+    const drained = svc.service.close(10_000);
+    resume();
+    const res = await streamed;
+    t.equal(res.status, 200);
+    t.match(res.body, /data: \[DONE\]/, 'the stream ends whole');
+    t.not(res.headers.connection, 'close', 'its head had said keep-alive');
+    if (engine === 'node') {
+      t.ok(await closedWithin(streamConn, 2000), 'its connection is ended after the stream');
+    } else {
+      // uWS cannot close a connection after a chunked answer (its end() would write the
+      // Connection header into the body: uws-adapter.ts); the next request on it is refused.
+      const next = await settle(
+        streamConn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(false) }),
+      );
+      t.equal(next.status, 503);
+      t.equal(next.headers.connection, 'close');
+      t.ok(await closedWithin(streamConn, 2000), 'and its connection is closed after the refusal');
+    }
+    t.equal(chatsUpstream(), 2);
+
+    openGate();
+    t.equal((await held).status, 200);
+    await drained;
+  });
+}
