@@ -239,14 +239,25 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
       scope_id: { type: 'string', required: true, maxLength: 200 },
     });
     const orgId = policy.org_id;
+    let scopeId = body.scope_id;
     if (body.scope_type === 'agent') {
-      // Another org's agent is reported as missing, as everywhere else.
-      if (identity.getAgent(body.scope_id)?.org_id !== orgId)
-        throw new ServiceError('not_found', `agent ${body.scope_id} not found`, { param: 'scope_id' });
-    } else if (body.scope_id !== orgId) {
+      // Named by its agent_id (as an operator writes it everywhere else) or its UUID; recorded by
+      // the UUID. Another org's agent is reported as missing, as everywhere else.
+      const byUuid = identity.getAgent(scopeId);
+      const agent = byUuid?.org_id === orgId ? byUuid : identity.getAgentByName(orgId, scopeId);
+      if (agent === undefined)
+        throw new ServiceError(
+          'not_found',
+          `agent ${body.scope_id} not found (give its agent_id or agent_uuid)`,
+          {
+            param: 'scope_id',
+          },
+        );
+      scopeId = agent.agent_uuid;
+    } else if (scopeId !== orgId) {
       throw new ServiceError('not_found', `org ${body.scope_id} not found`, { param: 'scope_id' });
     }
-    const { assignment, replaced } = policies.assign(orgId, policy.id, body.scope_type, body.scope_id, p.id);
+    const { assignment, replaced } = policies.assign(orgId, policy.id, body.scope_type, scopeId, p.id);
     await adminEvent(orgId, p, 'policy_assigned', {
       policy_id: policy.id,
       version_no: policies.get(orgId, policy.id)?.active_version ?? null,

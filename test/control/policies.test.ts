@@ -544,10 +544,28 @@ t.test('policies over HTTP', async (t) => {
     t.equal(h.policies.effective(a.orgId, a.agent2Uuid).policy.mode, 'observe');
 
     const agentOnly = await make('agent-only', 'lockdown');
+    // An agent is named by its agent_id (as everywhere an operator writes one) or its UUID; the
+    // assignment records the UUID either way.
+    const byName = await h.call(`${P}/${agentOnly}/assignments`, {
+      token: orgAdmin,
+      body: { scope_type: 'agent', scope_id: 'alpha-one' },
+    });
+    t.equal(byName.status, 201, JSON.stringify(byName.body));
+    t.equal(byName.body.scope_id, a.agentUuid);
+    assertError(
+      t,
+      await h.call(`${P}/${agentOnly}/assignments`, {
+        token: orgAdmin,
+        body: { scope_type: 'agent', scope_id: 'beta-one' },
+      }),
+      'not_found',
+      "another org's agent_id is missing here",
+    );
     await h.call(`${P}/${agentOnly}/assignments`, {
       token: orgAdmin,
       body: { scope_type: 'agent', scope_id: a.agentUuid },
     });
+    t.equal((await h.call(`${P}/${agentOnly}/assignments`, { token: orgAdmin })).body.data.length, 1);
     let e1 = h.policies.effective(a.orgId, a.agentUuid);
     t.equal(e1.policy_id, agentOnly, 'the agent assignment wins');
     t.equal(e1.policy.mode, 'lockdown');
