@@ -105,17 +105,20 @@ interface MlDsaMaterial {
 const INSTRUCTIONS: readonly string[] = Object.freeze([
   'Every org audit chain is sealed with two signatures: Ed25519 and ML-DSA-65 (post-quantum). ' +
     'A seal is valid only if BOTH verify with the keys listed here.',
-  '1. Export the chain: GET /api/audit/export?format=jsonl and save the response as chain.jsonl.',
+  '1. Export the chain: GET /api/audit/export?format=jsonl and save the response as chain.jsonl ' +
+    '(with curl, use -f: a failed download must not leave an error body or an empty file behind).',
   '2. Save this document (the response of GET /api/audit/signing-key) as keys.json.',
-  '3. Run: npx govgate verify chain.jsonl --keys keys.json',
+  '3. In a checkout of govgate (npm ci builds it), run: ' +
+    'node dist/src/cli.js verify chain.jsonl --keys keys.json ' +
+    '(run it there: outside a checkout, npm exec would fetch a package of that name from the npm registry).',
   '4. "intact" (exit 0) means every event hash, every link to the previous event and every seal ' +
     'checked out, and a valid seal covers every event. "compromised" (exit 1) means at least one ' +
     'did not: broken_events lists each line (the event seq) with its reason (content_modified, ' +
     'chain_broken, checkpoint_mismatch, signature_invalid or unauthorized_erasure). "unsealed" ' +
     '(exit 3) means nothing is wrong but some events are covered by no valid seal ' +
     '(unsealed_events, after seq sealed_through): hashes and links alone prove nothing, since ' +
-    'anyone can compute them; export again once the chain is quiet. "empty" means there were no ' +
-    'events.',
+    'anyone can compute them; export again once the chain is quiet. "empty" (exit 0) means there ' +
+    'were no events: an empty file reads so too, so check the download.',
   '5. To check a seal by hand: a seal is a C2SP signed note. Its text is the lines up to the ' +
     'blank line: origin (govgate/<org_id>), tree size, base64 Merkle root, "head <hash of the ' +
     'last event>", "alg ed25519+ml-dsa-65", each ending in a newline. After the blank line comes ' +

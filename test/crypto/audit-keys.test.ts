@@ -81,7 +81,10 @@ t.test('first load generates a pair of both algorithms, 0600 files and a public 
   const text = doc.instructions.join('\n');
   t.match(text, 'GET /api/audit/export?format=jsonl');
   t.match(text, 'keys.json');
-  t.match(text, 'npx govgate verify chain.jsonl --keys keys.json');
+  t.match(text, 'node dist/src/cli.js verify chain.jsonl --keys keys.json');
+  // npx outside a checkout fetches whatever package holds the name from the public registry.
+  t.notMatch(text, /npx/);
+  t.match(text, /empty.*check the download/s);
   t.match(text, /intact/);
   t.match(text, /compromised/);
   t.match(text, /BOTH/);
