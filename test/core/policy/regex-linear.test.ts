@@ -169,3 +169,21 @@ t.test('a stored version keeps loading: a refused regex fails closed', async (t)
   t.equal(evaluate(stored(rule('^any', 'i')), a).outcome, 'block');
   t.equal(evaluate(stored(rule('^none')), a).outcome, 'allow');
 });
+
+t.test('legacy octal escapes name their character, as in JavaScript; the i flag refuses them', async (t) => {
+  for (const [pattern, text] of [
+    ['\\01', '\u0001'],
+    ['a\\7', 'a\u0007'],
+    ['\\101', 'A'],
+  ] as const) {
+    const checked = checkRegex(pattern);
+    t.ok(checked.ok, pattern);
+    if (checked.ok) {
+      t.ok(checked.regex.test(text), `${pattern} matches its character`);
+      t.notOk(checked.regex.test(pattern.slice(1)), `${pattern} does not match its digits`);
+    }
+  }
+  const folded = checkRegex('\\01', 'i');
+  t.equal(folded.ok, false);
+  t.ok(checkRegex('\\x01', 'i').ok, 'the hex escape is the way under i');
+});
