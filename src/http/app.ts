@@ -1,7 +1,7 @@
 import { ServiceError } from '../core/errors.js';
-import { randomBase62 } from '../util/ids.js';
 import type { Logger } from '../util/log.js';
 import { Ctx } from './context.js';
+import { requestIdFor } from './request-id.js';
 import type { Router } from './router.js';
 import type { HttpHandler } from './types.js';
 
@@ -20,16 +20,6 @@ export interface AppHooks {
 
 /** How long a client refused during the drain should wait: about as long as a reconnect takes. */
 const DRAIN_RETRY_AFTER = { 'retry-after': '1' } as const;
-
-const REQUEST_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
-const REQUEST_ID_PREFIX = `req_${randomBase62(6)}`;
-let requestCounter = 0;
-
-/** A caller's X-Request-Id is kept when it is sane; otherwise one is made (unique per process). */
-function requestIdFor(given: string | undefined): string {
-  if (given !== undefined && REQUEST_ID_RE.test(given)) return given;
-  return `${REQUEST_ID_PREFIX}${(++requestCounter).toString(36)}`;
-}
 
 /**
  * Turns the router into the adapter's handler: request ids, 404/405/413, 503 during the drain,

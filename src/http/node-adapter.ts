@@ -1,6 +1,9 @@
 import { createServer, type IncomingMessage, type ServerResponse as NodeRes } from 'node:http';
 import { type AddressInfo, Server as NetServer } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { errorBody } from '../core/errors.js';
 import { InFlight } from './in-flight.js';
+import { requestIdFor } from './request-id.js';
 import {
   type HttpHandler,
   type HttpServer,
@@ -106,6 +109,34 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
   return out;
 }
 
+/**
+ * What node:http's parser refuses (a method it does not know, such as `XMETH1` or a lower-case
+ * `get`, or a malformed request line or header) never reaches the handler. Node would answer a
+ * bare 400 with no body and no request id; this answers in the contract's shape instead, and
+ * closes the connection (the parser cannot find the next request in it). Headers over the size
+ * limit keep node's 431, and a connection that is already gone is just let go.
+ */
+function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  if (err.code === 'HPE_HEADER_OVERFLOW') {
+    socket.end('HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n');
+    return;
+  }
+  const requestId = requestIdFor(undefined);
+  const why = err.code === 'HPE_INVALID_METHOD' ? 'an unknown HTTP method' : 'a malformed request';
+  const body = JSON.stringify(
+    errorBody('invalid_request', `the request is not valid HTTP/1.1: ${why}`, requestId),
+  );
+  socket.end(
+    'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
+      `Connection: close\r\n\r\n${body}`,
+  );
+}
+
 export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
   const inFlight = new InFlight();
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
@@ -150,6 +181,7 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
       /* the response's close handler reports the abort */
     });
   });
+  server.on('clientError', answerUnparsable);
   return new Promise((resolve, reject) => {
     const failed = (err: NodeJS.ErrnoException): void => reject(new ListenError(opts.host, opts.port, err));
     server.once('error', failed);
