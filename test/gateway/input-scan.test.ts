@@ -127,6 +127,107 @@ t.test('input detection beyond message content', async (t) => {
         },
       ],
     ];
+    // Whatever else a message, part, tool call or tool carries travels with the caller's bytes.
+    const hi = [{ role: 'user', content: 'hi' }];
+    const call = (extra: Record<string, unknown>, fn: Record<string, unknown> = {}) => [
+      { role: 'user', content: 'hi' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'f', arguments: '{}', ...fn }, ...extra },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'c1', content: 'ok' },
+    ];
+    const loose: [string, Record<string, unknown>][] = [
+      ['messages[].name', { messages: [{ role: 'user', content: 'hi', name: SECRET }] }],
+      ['an unknown message member', { messages: [{ role: 'user', content: 'hi', note: { k: SECRET } }] }],
+      [
+        'a content part member',
+        { messages: [{ role: 'user', content: [{ type: 'text', text: 'hi', x: SECRET }] }] },
+      ],
+      [
+        'an image_url member',
+        {
+          messages: [
+            {
+              role: 'user',
+              content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png', x: SECRET } }],
+            },
+          ],
+        },
+      ],
+      ['a tool_call member', { messages: call({ x: SECRET }) }],
+      ['a tool_call function member', { messages: call({}, { x: SECRET }) }],
+      [
+        'a tool_call_id',
+        { messages: [...call({}).slice(0, 2), { role: 'tool', tool_call_id: SECRET, content: 'ok' }] },
+      ],
+      ['a tool member', { messages: hi, tools: [{ type: 'function', x: SECRET, function: { name: 'f' } }] }],
+      [
+        'a function member',
+        { messages: hi, tools: [{ type: 'function', function: { name: 'f', x: SECRET } }] },
+      ],
+      [
+        'a description that is not a string',
+        { messages: hi, tools: [{ type: 'function', function: { name: 'f', description: { d: SECRET } } }] },
+      ],
+      [
+        'a custom tool carrying function.description',
+        {
+          messages: hi,
+          tools: [{ type: 'custom', custom: { name: 'f' }, function: { name: 'f', description: SECRET } }],
+        },
+      ],
+      [
+        'a custom tool member',
+        { messages: hi, tools: [{ type: 'custom', custom: { name: 'f', x: SECRET } }] },
+      ],
+      [
+        'a grammar definition that is not a string',
+        {
+          messages: hi,
+          tools: [
+            {
+              type: 'custom',
+              custom: {
+                name: 'f',
+                format: { type: 'text', grammar: { syntax: 'regex', definition: [SECRET] } },
+              },
+            },
+          ],
+        },
+      ],
+      [
+        'a custom call carrying function.arguments',
+        {
+          messages: [
+            { role: 'user', content: 'hi' },
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [
+                {
+                  id: 'c1',
+                  type: 'custom',
+                  custom: { name: 'f', input: 'x' },
+                  function: { name: 'f', arguments: SECRET },
+                },
+              ],
+            },
+            { role: 'tool', tool_call_id: 'c1', content: 'ok' },
+          ],
+        },
+      ],
+      [
+        'a tool_choice member',
+        { messages: hi, tool_choice: { type: 'function', function: { name: 'f', x: SECRET } } },
+      ],
+      ['an enum-like field', { messages: hi, service_tier: SECRET }],
+      ['an object key', { messages: hi, metadata: { [SECRET]: 'v' } }],
+    ];
+    for (const [name, body] of loose) cases.push([name, { model: 'gpt-4o', ...body } as any]);
     for (const [name, body] of cases) {
       upstream.requests.length = 0;
       const res = await strictOpenai.chat.completions.create(body);

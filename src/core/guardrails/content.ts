@@ -78,7 +78,7 @@ interface ToolCallLike {
 interface ToolLike {
   type?: unknown;
   function?: { description?: unknown; parameters?: unknown };
-  custom?: { description?: unknown; format?: { grammar?: { definition?: unknown } } | null };
+  custom?: { description?: unknown; format?: { grammar?: { definition?: unknown } | null } | null };
 }
 
 interface RequestLike {
@@ -142,8 +142,8 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
     if (typeof content === 'string') out.push({ message: i, part: -1, text: content });
     else if (Array.isArray(content)) {
       for (let j = 0; j < content.length; j++) {
-        const p = content[j] as { text?: unknown; refusal?: unknown; image_url?: { url?: unknown } } | null;
-        if (!p) continue;
+        const p = content[j] as PartLike | null;
+        if (!p || typeof p !== 'object') continue;
         if (typeof p.text === 'string') out.push({ message: i, part: j, text: p.text });
         else if (typeof p.refusal === 'string')
           out.push({ message: i, part: j, text: p.refusal, field: 'refusal' });
@@ -153,6 +153,7 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
           const key = `messages[${i}].content[${j}].image_url.url`;
           out.push({ message: -1, part: -1, text: p.image_url.url, field: 'request', key });
         }
+        partRest(p, `messages[${i}].content[${j}]`, out);
       }
     }
     // Only assistant messages carry these; the checks cost a missing-property lookup elsewhere.
@@ -161,28 +162,108 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
     if (Array.isArray(calls)) {
       for (let k = 0; k < calls.length; k++) {
         const call = calls[k] as ToolCallLike | null;
-        if (call?.type === 'custom') {
+        if (!call || typeof call !== 'object') continue;
+        const at = `messages[${i}].tool_calls[${k}]`;
+        rest(call, TOOL_CALL_READ, at, out);
+        if (call.type === 'custom') {
           // Free text, read by the tool as it is: no JSON escapes to decode.
           const input = call.custom?.input;
           if (typeof input === 'string')
             out.push({ message: i, part: k, text: input, field: 'custom_input' });
+          if (call.custom) rest(call.custom, INPUT_READ, `${at}.custom`, out);
+          if (call.function) rest(call.function, NOTHING_READ, `${at}.function`, out);
           continue;
         }
-        const args = call?.function?.arguments;
+        const args = call.function?.arguments;
         if (typeof args === 'string') {
           out.push({ message: i, part: k, text: args, field: 'arguments' });
-          if (args.includes('\\'))
-            decodedArguments(args, `messages[${i}].tool_calls[${k}].function.arguments`, out);
+          if (args.includes('\\')) decodedArguments(args, `${at}.function.arguments`, out);
         }
+        if (call.function) rest(call.function, ARGUMENTS_READ, `${at}.function`, out);
+        if (call.custom) rest(call.custom, NOTHING_READ, `${at}.custom`, out);
       }
     }
-    const legacy = (m.function_call as { arguments?: unknown } | null | undefined)?.arguments;
+    const legacyCall = m.function_call as { arguments?: unknown } | null | undefined;
+    const legacy = legacyCall?.arguments;
     if (typeof legacy === 'string') {
       out.push({ message: i, part: -1, text: legacy, field: 'arguments' });
       if (legacy.includes('\\')) decodedArguments(legacy, `messages[${i}].function_call.arguments`, out);
     }
+    if (legacyCall && typeof legacyCall === 'object')
+      rest(legacyCall, ARGUMENTS_READ, `messages[${i}].function_call`, out);
+    rest(m, MESSAGE_READ, `messages[${i}]`, out);
   }
   return out;
+}
+
+/**
+ * Whatever else the caller put in a message, a content part, a tool call or a tool travels to an
+ * OpenAI-compatible provider with the caller's bytes: a participant `name`, a `tool_call_id`, a
+ * member govgate does not know. Its strings (keys included) are scanned as a `request` item,
+ * refused rather than rewritten. Each set names the members read above, or carrying no free text.
+ */
+const MESSAGE_READ: ReadonlySet<string> = new Set([
+  'role',
+  'content',
+  'refusal',
+  'tool_calls',
+  'function_call',
+]);
+const TOOL_CALL_READ: ReadonlySet<string> = new Set(['type', 'function', 'custom']);
+const ARGUMENTS_READ: ReadonlySet<string> = new Set(['arguments']);
+const INPUT_READ: ReadonlySet<string> = new Set(['input']);
+const NOTHING_READ: ReadonlySet<string> = new Set();
+const PART_READ: ReadonlySet<string> = new Set([
+  'type',
+  'text',
+  'refusal',
+  'image_url',
+  'input_audio',
+  'file',
+]);
+const IMAGE_URL_READ: ReadonlySet<string> = new Set(['url']);
+/** Audio and file contents are base64: scanning the encoding finds nothing it carries. */
+const AUDIO_READ: ReadonlySet<string> = new Set(['data']);
+const FILE_READ: ReadonlySet<string> = new Set(['file_data']);
+
+interface PartLike {
+  text?: unknown;
+  refusal?: unknown;
+  image_url?: { url?: unknown } | null;
+  input_audio?: unknown;
+  file?: unknown;
+}
+
+/** The members of `obj` not in `read`: their strings, and keys, as one `request` item each. */
+function rest(obj: object, read: ReadonlySet<string>, path: string, out: TextItem[]): void {
+  for (const key in obj) {
+    if (read.has(key)) continue;
+    const at = `${path}.${key}`;
+    const text = joinedStrings((obj as Record<string, unknown>)[key], at);
+    const all = text === '' ? key : `${key}\n${text}`;
+    out.push({ message: -1, part: -1, text: all, field: 'request', key: at });
+  }
+}
+
+function partRest(p: PartLike, path: string, out: TextItem[]): void {
+  rest(p, PART_READ, path, out);
+  const nested: [unknown, ReadonlySet<string>, string][] = [
+    [p.image_url, IMAGE_URL_READ, 'image_url'],
+    [p.input_audio, AUDIO_READ, 'input_audio'],
+    [p.file, FILE_READ, 'file'],
+  ];
+  for (const [value, read, key] of nested) {
+    if (value === undefined || value === null) continue;
+    if (typeof value === 'object' && !Array.isArray(value)) rest(value, read, `${path}.${key}`, out);
+    else {
+      const text = joinedStrings(value, `${path}.${key}`);
+      if (text !== '') out.push({ message: -1, part: -1, text, field: 'request', key: `${path}.${key}` });
+    }
+  }
+  const url = p.image_url?.url;
+  // A data: URL is base64 content, like audio; any other non-http(s) URL is text to scan.
+  if (typeof url === 'string' && !/^(?:https?|data):/i.test(url))
+    out.push({ message: -1, part: -1, text: url, field: 'request', key: `${path}.image_url.url` });
 }
 
 /**
@@ -202,10 +283,12 @@ function decodedArguments(args: string, path: string, out: TextItem[]): void {
 }
 
 /**
- * Top-level chat request fields that carry no free text (numbers, flags, enums, identifiers), or
- * that are scanned on their own (messages, tools, user). Every other field is forwarded as is to
- * OpenAI-compatible providers, so its strings are scanned (prediction, response_format, stop,
- * metadata, legacy functions, ...).
+ * Top-level chat request fields whose strings are not scanned here: scanned on their own
+ * (messages, tools, user), or checked by validation to hold no text (temperature a number, stream
+ * and parallel_tool_calls booleans), or the model, which routes the call. Every other field is
+ * forwarded as is to OpenAI-compatible providers, so its strings are scanned, enums included (an
+ * unchecked `service_tier` can carry anything): prediction, response_format, stop, metadata,
+ * tool_choice, legacy functions, ...
  */
 const NO_FREE_TEXT = new Set([
   'model',
@@ -213,25 +296,8 @@ const NO_FREE_TEXT = new Set([
   'tools',
   'user',
   'temperature',
-  'top_p',
-  'max_tokens',
-  'max_completion_tokens',
   'stream',
-  'stream_options',
-  'tool_choice',
   'parallel_tool_calls',
-  'reasoning_effort',
-  'n',
-  'seed',
-  'logprobs',
-  'top_logprobs',
-  'presence_penalty',
-  'frequency_penalty',
-  'logit_bias',
-  'service_tier',
-  'store',
-  'modalities',
-  'verbosity',
 ]);
 
 /**
@@ -246,18 +312,24 @@ export function requestTexts(request: RequestLike): TextItem[] {
   if (Array.isArray(tools)) {
     for (let t = 0; t < tools.length; t++) {
       const tool = tools[t] as ToolLike | null;
-      if (tool?.type === 'custom') {
+      if (!tool || typeof tool !== 'object') continue;
+      rest(tool, TOOL_READ, `tools[${t}]`, out);
+      if (tool.type === 'custom') {
         customToolTexts(tool, t, out);
+        if (tool.function) rest(tool.function, NOTHING_READ, `tools[${t}].function`, out);
         continue;
       }
-      const fn = tool?.function;
-      if (!fn) continue;
+      if (tool.custom) rest(tool.custom, NOTHING_READ, `tools[${t}].custom`, out);
+      const fn = tool.function;
+      if (!fn || typeof fn !== 'object') continue;
+      const at = `tools[${t}].function`;
       if (typeof fn.description === 'string')
         out.push({ message: t, part: -1, text: fn.description, field: 'description' });
       if (fn.parameters !== undefined && fn.parameters !== null) {
-        const text = joinedStrings(fn.parameters, `tools[${t}].function.parameters`);
+        const text = joinedStrings(fn.parameters, `${at}.parameters`);
         if (text !== '') out.push({ message: t, part: -1, text, field: 'parameters' });
       }
+      rest(fn, typeof fn.description === 'string' ? FUNCTION_READ : PARAMETERS_READ, at, out);
     }
   }
   if (typeof request.user === 'string')
@@ -278,15 +350,38 @@ export function requestTexts(request: RequestLike): TextItem[] {
  */
 function customToolTexts(tool: ToolLike, t: number, out: TextItem[]): void {
   const custom = tool.custom;
-  if (!custom) return;
+  if (!custom || typeof custom !== 'object') return;
+  const at = `tools[${t}].custom`;
   if (typeof custom.description === 'string')
     out.push({ message: t, part: -1, text: custom.description, field: 'description' });
-  const definition = custom.format?.grammar?.definition;
+  const format = custom.format;
+  const definition = format?.grammar?.definition;
   if (typeof definition === 'string') {
-    const key = `tools[${t}].custom.format.grammar.definition`;
+    const key = `${at}.format.grammar.definition`;
     out.push({ message: -1, part: -1, text: definition, field: 'request', key });
   }
+  rest(custom, typeof custom.description === 'string' ? CUSTOM_READ : FORMAT_READ, at, out);
+  if (format && typeof format === 'object') {
+    rest(format, GRAMMAR_READ, `${at}.format`, out);
+    const grammar = format.grammar;
+    if (grammar && typeof grammar === 'object')
+      rest(
+        grammar,
+        typeof definition === 'string' ? DEFINITION_READ : NOTHING_READ,
+        `${at}.format.grammar`,
+        out,
+      );
+  }
 }
+
+const TOOL_READ: ReadonlySet<string> = new Set(['type', 'function', 'custom']);
+const FUNCTION_READ: ReadonlySet<string> = new Set(['description', 'parameters']);
+/** A description that is not a string is not read above: its strings are scanned with the rest. */
+const PARAMETERS_READ: ReadonlySet<string> = new Set(['parameters']);
+const CUSTOM_READ: ReadonlySet<string> = new Set(['description', 'format']);
+const FORMAT_READ: ReadonlySet<string> = new Set(['format']);
+const GRAMMAR_READ: ReadonlySet<string> = new Set(['grammar']);
+const DEFINITION_READ: ReadonlySet<string> = new Set(['definition']);
 
 /** Every non-empty string of a JSON value (see `stringsIn`), joined by newlines. */
 export function joinedStrings(value: unknown, path: string): string {
@@ -378,8 +473,9 @@ export function redactMessages(
 export const MAX_VALUE_DEPTH = 64;
 
 /**
- * Every string in a JSON value, for the detectors (all of them: a cap would let a secret hide
- * behind enough harmless strings), once the value is checked to be something the audit trail can
+ * Every string in a JSON value, object keys included (a key is forwarded as much as a value), for
+ * the detectors (all of them: a cap would let a secret hide behind enough harmless strings), once
+ * the value is checked to be something the audit trail can
  * carry: finite numbers only (JSON.parse reads 1e400 as Infinity, which canonical JSON refuses)
  * and at most MAX_VALUE_DEPTH levels. Otherwise a 400 naming `param`.
  */
@@ -400,7 +496,11 @@ export function stringsIn(value: unknown, param: string): string[] {
           },
         );
       if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
-      else for (const k in v) walk((v as Record<string, unknown>)[k], depth + 1);
+      else
+        for (const k in v) {
+          out.push(k);
+          walk((v as Record<string, unknown>)[k], depth + 1);
+        }
     }
   };
   walk(value, 0);
