@@ -23,6 +23,7 @@ import type { Ctx } from '../http/context.js';
 import type { Metrics } from '../metrics/index.js';
 import type { MessagesCall, Provider } from '../providers/types.js';
 import {
+  ANTHROPIC_STOP,
   type AnthropicMessage,
   type AnthropicMessagesRequest,
   anthropicRequestToOpenai,
@@ -169,6 +170,37 @@ function asServiceError(err: unknown): ServiceError {
   return isServiceError(err)
     ? err
     : new ServiceError('upstream_error', 'provider call failed', { cause: err });
+}
+
+type Choice = ChatCompletion['choices'][number];
+type AnswerMessage = Choice['message'] & { function_call?: { name: string; arguments: string } };
+
+/**
+ * A guarded answer's choice as the guard read it, as a guarded stream's chunks are: the message's
+ * text, refusal and calls (each from the member its type names), the finish. `logprobs` would
+ * repeat the tokens of text the guard redacted, and members govgate does not know (an `audio`
+ * transcript, `annotations`, a `function` member on a custom call) were never scanned.
+ */
+function guardedChoice(c: Choice): Choice {
+  const m = c.message as AnswerMessage;
+  const message: AnswerMessage = { role: 'assistant', content: m.content ?? null };
+  if (m.refusal !== undefined) message.refusal = m.refusal;
+  if (m.tool_calls !== undefined)
+    message.tool_calls = m.tool_calls.map((tc) =>
+      tc.type === 'custom'
+        ? { id: tc.id, type: 'custom', custom: { name: tc.custom.name, input: tc.custom.input } }
+        : {
+            id: tc.id,
+            type: 'function',
+            function: { name: tc.function.name, arguments: tc.function.arguments },
+          },
+    );
+  const legacy = m.function_call;
+  if (legacy) message.function_call = { name: legacy.name, arguments: legacy.arguments };
+  const out: Choice = { index: c.index, message, finish_reason: c.finish_reason, logprobs: null };
+  const stop = c[ANTHROPIC_STOP];
+  if (stop !== undefined) out[ANTHROPIC_STOP] = stop;
+  return out;
 }
 
 /** The tools an answer calls (functions and custom tools), over all its choices. */
@@ -569,11 +601,13 @@ export class GatewayService {
           const guarded = guardAnthropicMessage(guard, message, outputTypes);
           if ('blocked' in guarded) blocked = guarded.blocked.finding;
           else message = guarded.message;
-        } else
+        } else {
           for (const choice of choices) {
             const m = choice.message;
             if (m && (blocked = this.guardMessage(guard, m, outputTypes))) break;
           }
+          if (!blocked) completion.choices = choices.map(guardedChoice);
+        }
         outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
         if (blocked) {
           outcome = 'block';
@@ -679,6 +713,14 @@ export class GatewayService {
       note(r.findings);
       if (r.kind === 'block') return r.finding;
       tc.function.arguments = r.text;
+    }
+    // The legacy single call (a request with `functions`), read as a tool call is.
+    const legacy = (message as AnswerMessage).function_call;
+    if (legacy) {
+      const r = guardText(guard, decodedJson(legacy.arguments));
+      note(r.findings);
+      if (r.kind === 'block') return r.finding;
+      legacy.arguments = r.text;
     }
     return undefined;
   }

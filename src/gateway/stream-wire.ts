@@ -64,6 +64,10 @@ export function canonicalWire(
   let usage: OpenaiUsage | null | undefined;
   let finish: string | null = null;
   const toolCalls: string[] = [];
+  // One name per call (choice, index), read as the output guard holds calls: a call is a custom
+  // tool's from its first fragment that says so, and then only `custom` names it; a name repeated
+  // in a later fragment is the same call.
+  let calls: Map<string, { name: string; custom: boolean }> | undefined;
   return {
     events: provider.chatStream({ request, cancel })[Symbol.asyncIterator](),
     governor: guard.active ? new OutputStreamGovernor(guard) : undefined,
@@ -72,8 +76,16 @@ export function canonicalWire(
       for (const choice of c.choices) {
         if (choice.finish_reason && (finish === null || choice.index === 0)) finish = choice.finish_reason;
         for (const tc of choice.delta.tool_calls ?? []) {
-          const name = tc.function?.name || tc.custom?.name;
-          if (name) toolCalls.push(name);
+          const key = `${choice.index}:${tc.index}`;
+          calls ??= new Map();
+          let call = calls.get(key);
+          if (!call) calls.set(key, (call = { name: '', custom: false }));
+          if (!call.custom && (tc.type === 'custom' || tc.custom)) {
+            call.custom = true;
+            call.name = '';
+          }
+          const name = call.custom ? tc.custom?.name : tc.function?.name;
+          if (name) call.name = name;
         }
       }
     },
@@ -87,7 +99,11 @@ export function canonicalWire(
     },
     usage: () => usage,
     finishReason: () => finish,
-    toolCalls,
+    get toolCalls() {
+      toolCalls.length = 0;
+      for (const call of calls?.values() ?? []) if (call.name) toolCalls.push(call.name);
+      return toolCalls;
+    },
   };
 }
 

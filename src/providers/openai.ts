@@ -151,6 +151,11 @@ function isChatCompletion(value: unknown): value is ChatCompletion {
     if (content !== undefined && content !== null && typeof content !== 'string') return false;
     const refusal = message.refusal;
     if (refusal !== undefined && refusal !== null && typeof refusal !== 'string') return false;
+    const legacy = message.function_call;
+    if (legacy !== undefined && legacy !== null) {
+      if (!isObject(legacy) || typeof legacy.name !== 'string' || typeof legacy.arguments !== 'string')
+        return false;
+    }
     const calls = message.tool_calls;
     if (calls === undefined || calls === null) continue;
     if (!Array.isArray(calls)) return false;
