@@ -5,6 +5,7 @@ import {
   anthropicRequestTexts,
   costOf,
   decodedJson,
+  embeddingTexts,
   estimateCost,
   guardText,
   type OutputGuard,
@@ -12,7 +13,6 @@ import {
   priceOf,
   type Redaction,
   redactAnthropicRequest,
-  redactMessages,
   redactRequest,
   requestTexts,
 } from '../core/guardrails/index.js';
@@ -890,16 +890,27 @@ export class GatewayService {
       typeof request.input === 'string'
         ? [request.input]
         : (request.input as unknown[]).filter((x): x is string => typeof x === 'string');
+    const endUser = request.user;
     let gov = this.deps.governor.decide(agent, {
       type: 'EMBEDDING_CALL',
       model: request.model,
       provider: provider.name,
-      texts: inputs.map((text, i) => ({ message: i, part: -1, text })),
+      texts: embeddingTexts(request, inputs),
       flagsHeader: ctx.header('x-service-flags'),
     });
     // Token-id inputs (number arrays) were not scanned.
     if (typeof request.input !== 'string' && inputs.length < (request.input as unknown[]).length)
       gov = refuseTokenInputs(gov);
+    if (gov.decision.outcome === 'allow' && gov.decision.redact.length > 0) {
+      const held = { messages: inputs.map((content) => ({ role: 'user', content })), user: request.user };
+      const redaction = redactRequest(held, gov.scan, gov.decision.redact);
+      if (redaction.stuck) gov = refuseUnredactable(gov, redaction.stuck);
+      else if (redaction.changed > 0) {
+        const redacted = held.messages.map((m) => m.content);
+        request.input = typeof request.input === 'string' ? (redacted[0] ?? '') : redacted;
+        if (held.user !== undefined) request.user = held.user as string;
+      }
+    }
     const decision = gov.decision;
     const base: AuditInput = {
       org_id: agent.orgId,
@@ -916,7 +927,7 @@ export class GatewayService {
         gov.scan.summary.pii.length + gov.scan.summary.secrets.length > 0
           ? { input: detectionRecord(gov.scan) }
           : null,
-      personal: typeof request.user === 'string' ? { end_user: request.user } : {},
+      personal: typeof endUser === 'string' ? { end_user: endUser } : {},
     };
     const service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
     if (decision.outcome !== 'allow') {
@@ -966,13 +977,6 @@ export class GatewayService {
         service: blocked,
       });
       return;
-    }
-    if (decision.redact.length > 0) {
-      const msgs = inputs.map((content) => ({ role: 'user', content }));
-      if (redactMessages(msgs, gov.scan, decision.redact) > 0) {
-        const redacted = msgs.map((m) => m.content);
-        request.input = typeof request.input === 'string' ? (redacted[0] ?? '') : redacted;
-      }
     }
     const ac = new AbortController();
     ctx.res.onAbort(() => ac.abort());

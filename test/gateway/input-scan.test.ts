@@ -315,6 +315,43 @@ t.test('input detection beyond message content', async (t) => {
     t.equal(upstream.requests.length, 0, 'the provider was not called');
   });
 
+  t.test('embeddings: user is redacted in place, any other member is scanned', async (t) => {
+    upstream.requests.length = 0;
+    const res = (await openai.embeddings.create({
+      model: 'gpt-embed',
+      input: 'hello',
+      user: EMAIL,
+      encoding_format: 'float',
+    })) as any;
+    t.equal(res.service.blocked, false);
+    t.equal((upstream.requests.at(-1)?.body as any)?.user, '[EMAIL]', 'the provider never saw the address');
+    t.notMatch(lastRaw(), EMAIL);
+    for (const [name, extra] of [
+      ['user', { user: SECRET }],
+      ['a member govgate does not know', { note: { k: SECRET } }],
+    ] as const) {
+      upstream.requests.length = 0;
+      const blocked = (await strictOpenai.embeddings.create({
+        model: 'gpt-embed',
+        input: 'hello',
+        ...extra,
+      } as any)) as any;
+      t.equal(blocked.service.blocked, true, `${name}: blocked`);
+      t.equal(blocked.service.rule_id, 'detector:secrets', name);
+      t.equal(upstream.requests.length, 0, `${name}: the provider was not called`);
+    }
+    // Under the default policy a secret cannot be redacted out of a member it does not rewrite.
+    upstream.requests.length = 0;
+    const refused = (await openai.embeddings.create({
+      model: 'gpt-embed',
+      input: 'hello',
+      note: SECRET,
+    } as any)) as any;
+    t.equal(refused.service.blocked, true);
+    t.match(refused.service.reason, /note, which cannot be redacted in place/);
+    t.equal(upstream.requests.length, 0);
+  });
+
   t.test('a field nested too deeply to inspect is refused, not forwarded', async (t) => {
     upstream.requests.length = 0;
     let deep: unknown = SECRET;

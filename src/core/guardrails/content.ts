@@ -238,7 +238,7 @@ interface PartLike {
 function rest(obj: object, read: ReadonlySet<string>, path: string, out: TextItem[]): void {
   for (const key in obj) {
     if (read.has(key)) continue;
-    const at = `${path}.${key}`;
+    const at = path === '' ? key : `${path}.${key}`;
     const text = joinedStrings((obj as Record<string, unknown>)[key], at);
     const all = text === '' ? key : `${key}\n${text}`;
     out.push({ message: -1, part: -1, text: all, field: 'request', key: at });
@@ -392,6 +392,22 @@ export function joinedStrings(value: unknown, path: string): string {
   return out;
 }
 
+/** Embedding request members read on their own, or that carry no text (`dimensions` is checked). */
+const EMBEDDING_READ: ReadonlySet<string> = new Set(['model', 'input', 'user', 'dimensions']);
+
+/**
+ * The texts of an embedding request: its string inputs, `user` (redacted in place), and the
+ * strings of every other member (`encoding_format`, members govgate does not know), which are
+ * forwarded as they are and so scanned as `request` items.
+ */
+export function embeddingTexts(request: Record<string, unknown>, inputs: readonly string[]): TextItem[] {
+  const out: TextItem[] = inputs.map((text, i) => ({ message: i, part: -1, text }));
+  if (typeof request.user === 'string')
+    out.push({ message: -1, part: -1, text: request.user, field: 'user' });
+  rest(request, EMBEDDING_READ, '', out);
+  return out;
+}
+
 /** What redactRequest did. */
 export interface Redaction {
   /** Number of texts rewritten. */
@@ -458,15 +474,6 @@ export function redactRequest(
     }
   }
   return { changed, stuck };
-}
-
-/** Rewrites message contents in place, replacing findings of `categories` with placeholders. */
-export function redactMessages(
-  messages: MessageLike[],
-  scan: ContentScan,
-  categories: readonly DetectionCategory[],
-): number {
-  return redactRequest({ messages }, scan, categories).changed;
 }
 
 /** Nesting a governed value may have (JCS stops at 512; real arguments stay far below). */

@@ -1,9 +1,9 @@
 export { anthropicRequestTexts, redactAnthropicRequest, redactedJson } from './anthropic-content.js';
 export {
   type ContentScan,
+  embeddingTexts,
   messageTexts,
   type Redaction,
-  redactMessages,
   redactRequest,
   requestTexts,
   type ScannedText,
