@@ -7,7 +7,7 @@ import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
 import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
 import type { IdentityRepo } from '../identity/repo.js';
-import { isRole, ROLES, type Role, roleAtLeast } from '../identity/roles.js';
+import { isRole, minRole, ROLES, type Role, roleAtLeast } from '../identity/roles.js';
 import type { AgentRecord, Principal } from '../identity/types.js';
 import {
   DEFAULT_BASE_URL,
@@ -138,10 +138,22 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
         { param: 'role' },
       );
     }
+    // Nor above the credential that issues it: a token narrowed to a role, or to a lifetime,
+    // would otherwise mint its user's full role without an end (`role` left out takes the lower
+    // of the two; the expiry is at most the issuing token's).
+    const caller = p.role as Role;
+    if (body.role !== undefined && isRole(body.role) && !roleAtLeast(caller, body.role)) {
+      throw new ServiceError(
+        'forbidden',
+        `a token cannot carry a role above the credential that issues it (${caller})`,
+        { param: 'role' },
+      );
+    }
     const issued = identity.createPat(user, {
       name: body.name,
-      role: isRole(body.role) ? body.role : undefined,
+      role: isRole(body.role) ? body.role : minRole(user.role, caller),
       expiresDays: body.expires_days,
+      notAfter: identity.getCredential(p.credential_id)?.expires_at,
     });
     await adminEvent(user.org_id, p, 'token_created', {
       token_id: issued.record.credential_id,

@@ -88,10 +88,16 @@ export class IdentityRepo {
       name?: string | undefined;
       role?: Role | null;
       expiresDays?: number | undefined;
+      /** The latest expiry allowed (the issuing credential's own), whatever `expiresDays` says. */
+      notAfter?: string | null | undefined;
       secret?: string;
     },
   ): IssuedCredential {
     const secret = opts.secret ?? (kind === 'pat' ? newPat() : newAgentKey());
+    let expiresAt = expiry(opts.expiresDays);
+    const notAfter = opts.notAfter ?? null;
+    if (notAfter !== null && (expiresAt === null || Date.parse(expiresAt) > Date.parse(notAfter)))
+      expiresAt = notAfter;
     const record: CredentialRecord = {
       kind,
       credential_id: newId(kind === 'pat' ? 'tok_' : 'key_', 16),
@@ -101,7 +107,7 @@ export class IdentityRepo {
       role: opts.role ?? null,
       last4: secret.slice(-4),
       created_at: nowIso(),
-      expires_at: expiry(opts.expiresDays),
+      expires_at: expiresAt,
       revoked_at: null,
     };
     const hash = hashCredential(secret);
@@ -119,6 +125,7 @@ export class IdentityRepo {
       name?: string | undefined;
       role?: Role | undefined;
       expiresDays?: number | undefined;
+      notAfter?: string | null | undefined;
       secret?: string;
     },
   ): IssuedCredential {

@@ -375,6 +375,28 @@ function runMatrix(engine: Engine): void {
       assertError(t, await svc.call('/api/settings/providers', { token: dev }), 'forbidden');
     });
 
+    t.test('a narrowed token mints nothing above itself: not its role, not its lifetime', async (t) => {
+      const narrowed = await svc.call('/api/tokens', {
+        token: user('admin').pat,
+        body: { name: 'ci', role: 'requester', expires_days: 1 },
+      });
+      t.equal(narrowed.status, 201);
+      const ci = narrowed.body.token as string;
+      const minted = await svc.call('/api/tokens', { token: ci, body: { name: 'minted' } });
+      t.equal(minted.status, 201, JSON.stringify(minted.body));
+      t.equal(minted.body.role, 'requester', "the issuing token's role, not the user's");
+      t.equal(minted.body.expires_at, narrowed.body.expires_at, "and at most the issuing token's lifetime");
+      t.equal((await svc.call('/api/me', { token: minted.body.token })).body.role, 'requester');
+      const longer = await svc.call('/api/tokens', { token: ci, body: { name: 'longer', expires_days: 30 } });
+      t.equal(longer.body.expires_at, narrowed.body.expires_at);
+      assertError(
+        t,
+        await svc.call('/api/tokens', { token: ci, body: { name: 'up', role: 'admin' } }),
+        'forbidden',
+        'role',
+      );
+    });
+
     t.test('a token cannot carry a role above its user (400)', async (t) => {
       const above = await svc.call('/api/tokens', {
         token: svc.pat,
