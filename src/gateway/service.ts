@@ -3,6 +3,7 @@ import type { Finding } from '../core/detect/index.js';
 import { isServiceError, ServiceError } from '../core/errors.js';
 import {
   anthropicRequestTexts,
+  argsDigest,
   costOf,
   decodedJson,
   embeddingTexts,
@@ -137,11 +138,13 @@ function refuseTokenInputs(gov: GovernResult): GovernResult {
   );
 }
 
-/** SHA-256 over the texts a call's detectors scanned, in order: the content an approval is for. */
-function textsDigest(texts: readonly { text: string }[]): string {
-  let all = '';
-  for (const t of texts) all += `${t.text}\u0000`;
-  return sha256Hex(all);
+/**
+ * What an approval of a model call is for: the whole request as the caller sent it, canonical
+ * (JCS), hashed. Roles, message boundaries and every setting are part of it: an approved prompt
+ * cannot be re-roled into a system prompt, nor the approved call asked for `n` times over.
+ */
+function requestDigest(request: unknown): string {
+  return argsDigest(request);
 }
 
 /** Beta feature names, comma-separated, as Anthropic spells them: `name-of-feature-YYYY-MM-DD`. */
@@ -320,13 +323,14 @@ export class GatewayService {
         texts,
         flagsHeader: ctx.header('x-service-flags'),
         payload,
-        // An approval is for this call: the same model, tools and content (hashed only when an
-        // approval is looked up).
+        // An approval is for this call: the same model, provider and request, beta features
+        // included (hashed only when an approval is looked up).
         context: () => ({
           model: request.model,
           provider: provider.name,
           payload,
-          content: textsDigest(texts),
+          content: requestDigest(forwarded ?? request),
+          beta: forward?.call.beta ?? null,
         }),
         pipelineId: ids.pipelineId,
       });
@@ -897,6 +901,10 @@ export class GatewayService {
       provider: provider.name,
       texts: embeddingTexts(request, inputs),
       flagsHeader: ctx.header('x-service-flags'),
+      // An approval is for this call: the same model, provider and request (inputs, user,
+      // dimensions, ...), hashed only when an approval is looked up.
+      context: () => ({ model: request.model, provider: provider.name, content: requestDigest(request) }),
+      pipelineId: ids.pipelineId,
     });
     // Token-id inputs (number arrays) were not scanned.
     if (typeof request.input !== 'string' && inputs.length < (request.input as unknown[]).length)

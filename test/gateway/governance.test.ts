@@ -228,6 +228,16 @@ t.test('governance on the gateway and the govern API', async (t) => {
       messages: [{ role: 'user' as const, content: 'something else entirely' }],
     })) as any;
     t.equal(other.service.outcome, 'needs_approval', 'a different prompt is a different call');
+    // The same texts in other roles, or at another size, are other calls too.
+    for (const variant of [
+      { ...body, messages: [{ role: 'system' as const, content: 'please' }] },
+      { ...body, n: 8 },
+      { ...body, max_tokens: 100_000 },
+      { ...body, messages: [...body.messages, { role: 'user' as const, content: '' }] },
+    ]) {
+      const refused = (await openai.chat.completions.create(variant)) as any;
+      t.equal(refused.service.outcome, 'needs_approval', `not approved: ${JSON.stringify(variant)}`);
+    }
     t.equal(upstream.requests.length, 0);
     const second = (await openai.chat.completions.create(body)) as any;
     t.equal(second.service.blocked, false);
@@ -249,6 +259,10 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal(first.service.rule_id, 'approve-embedding');
     const approvalId = first.service.approval?.request_id as string;
     t.match(approvalId, /^apr_/);
+    // Another embedding is another call: its own approval, never this one's.
+    const other = (await openai.embeddings.create({ ...body, input: 'the customer list' })) as any;
+    t.equal(other.service.outcome, 'needs_approval');
+    t.not(other.service.approval?.request_id, approvalId, 'a different input is a different approval');
     const mine = await svc.call('/v1/me/approvals', { token: svc.agentKey });
     const pending = mine.body.data.find((a: { id: string }) => a.id === approvalId);
     t.equal(pending?.behavior_type, 'EMBEDDING_CALL');
@@ -257,6 +271,15 @@ t.test('governance on the gateway and the govern API', async (t) => {
       body: { decision: 'approve', reason: 'ok' },
     });
     t.equal(decided.status, 200);
+    t.equal(upstream.requests.length, 0);
+    for (const variant of [
+      { ...body, input: 'the customer list' },
+      { ...body, dimensions: 8 },
+      { ...body, user: 'someone-else' },
+    ]) {
+      const refused = (await openai.embeddings.create(variant)) as any;
+      t.equal(refused.service.outcome, 'needs_approval', `not approved: ${JSON.stringify(variant)}`);
+    }
     t.equal(upstream.requests.length, 0);
     const second = (await openai.embeddings.create(body)) as any;
     t.equal(second.service.blocked, false);
