@@ -430,7 +430,7 @@ export class GatewayService {
     // With both limits set, the larger is what a provider may honour (Anthropic gets
     // max_completion_tokens first): price that one.
     const limit = Math.max(request.max_tokens ?? 0, request.max_completion_tokens ?? 0);
-    const estimate = estimateCost(request.model, chars, limit > 0 ? limit : undefined);
+    const estimate = estimateCost(request.model, chars, limit > 0 ? limit : undefined, request.n ?? 1);
     if (estimate !== undefined && estimate <= budget) return gov;
     const reason =
       estimate === undefined

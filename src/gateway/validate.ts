@@ -19,6 +19,8 @@ export const LIMITS = {
    * bounded like a text rather than only by the body limit (real grammars are a few KB).
    */
   maxGrammarDefinition: 100_000,
+  /** OpenAI's own limit on `n`. */
+  maxChoices: 128,
 } as const;
 
 const CHAT_ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
@@ -197,6 +199,14 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
       );
     }
   }
+  const n = value.n;
+  // Each choice is generated (and paid for) in full: the budget prices n of them.
+  if (
+    n !== undefined &&
+    n !== null &&
+    (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > LIMITS.maxChoices)
+  )
+    bad(`n must be an integer from 1 to ${LIMITS.maxChoices}`, 'n');
   checkTools(value.tools, true);
   checkOpenaiToolChoice(value.tool_choice);
   checkOptional(value, 'parallel_tool_calls', 'boolean');

@@ -51,6 +51,22 @@ t.test(
       t.equal(both.body.service.blocked, true, `priced at the larger limit: ${JSON.stringify(body)}`);
     }
 
+    // Every choice may write up to the limit: 100 tokens within budget, 50 choices of them not.
+    const many = await svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      body: { model: 'gpt-4o-mini', max_tokens: 100, n: 50, messages: [{ role: 'user', content: 'hi' }] },
+    });
+    t.equal(many.body.service.blocked, true, 'n choices are priced n times');
+    t.equal(many.body.service.rule_id, 'budget');
+    for (const n of [0, 129, 1.5, '8']) {
+      const bad = await svc.call('/v1/chat/completions', {
+        token: svc.agentKey,
+        body: { model: 'gpt-4o-mini', max_tokens: 10, n, messages: [{ role: 'user', content: 'hi' }] },
+      });
+      t.equal(bad.status, 400, `n ${JSON.stringify(n)}`);
+      t.equal(bad.body.error.param, 'n');
+    }
+
     const unpriced = await chat('gpt-test', 10);
     t.equal(unpriced.body.service.blocked, true, 'an unpriced model cannot be checked: fail closed');
     t.match(unpriced.body.service.reason, /no price is known/);

@@ -71,8 +71,10 @@ export function estimateCost(
   model: string,
   promptChars: number,
   maxTokens: number | null | undefined,
+  choices = 1,
 ): number | undefined {
   const price = priceOf(model);
   if (!price) return undefined;
-  return costOf(price, Math.ceil(promptChars / 4), maxTokens ?? ASSUMED_COMPLETION_TOKENS);
+  // Each of `n` choices may write up to the limit; the prompt is read once.
+  return costOf(price, Math.ceil(promptChars / 4), (maxTokens ?? ASSUMED_COMPLETION_TOKENS) * choices);
 }
