@@ -1,20 +1,15 @@
 // detect(): every enabled detector over one text. Printable ASCII (the common case) is scanned as
 // is after one check. For other text, the PII, secret and injection scans read a normalized view
-// (normalize.ts: invisible and format characters removed, NFKC compatibility forms, and for injection
-// Cyrillic/Greek look-alikes folded to Latin), and their offsets are mapped back to the original
-// text, so `jo\u00ADhn@example.com` or a full-width AWS key is still found and its span covers the
+// (normalize.ts: invisible and format characters removed, NFKC compatibility forms), the injection
+// scan a view of that one with look-alikes and accents folded to Latin letters and combining marks
+// removed (injection-view.ts), and their offsets are mapped back to the original text, so
+// `jo\u00ADhn@example.com`, a full-width AWS key or `Ignóre` is still found and its span covers the
 // whole disguise; then unicode tricks are looked for in the original text. The pass that builds the
 // view also notes which kinds of character occur, and the scans for kinds that do not are skipped.
 
 import { emptyInjectionScores, scanInjection } from './injection.js';
-import {
-  foldConfusables,
-  isAscii,
-  normalizedView,
-  originalEnd,
-  originalStart,
-  type View,
-} from './normalize.js';
+import { accentIn, injectionView } from './injection-view.js';
+import { isAscii, normalizedView, originalEnd, originalStart, type ViewMap } from './normalize.js';
 import { scanPii } from './pii.js';
 import { piiMask } from './pii-mask.js';
 import { scanSecrets } from './secrets.js';
@@ -43,7 +38,11 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
     mapBack(findings, 0, view);
     if (injection) {
       const from = findings.length;
-      scores = scanInjection(foldConfusables(view.text), findings);
+      const folded = injectionView(view);
+      const unaccented = (s: number, e: number): boolean =>
+        !accentIn(view.text, originalStart(folded, s), originalEnd(folded, e - 1));
+      scores = scanInjection(folded.text, findings, unaccented);
+      mapBack(findings, from, folded);
       mapBack(findings, from, view);
     } else {
       scores = emptyInjectionScores();
@@ -57,8 +56,8 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
   return { findings, injection: scores };
 }
 
-/** Maps the view offsets of findings[from..] to spans of the original text. */
-function mapBack(findings: Finding[], from: number, view: View): void {
+/** Maps the view offsets of findings[from..] to spans of the text the view was made from. */
+function mapBack(findings: Finding[], from: number, view: ViewMap): void {
   if (view.edits.length === 0) return;
   for (let k = from; k < findings.length; k++) {
     const f = findings[k]!;

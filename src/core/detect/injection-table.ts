@@ -11,6 +11,8 @@ export interface InjectionPattern {
   readonly weight: number;
   /** Sticky; matched at the trigger's offset. */
   readonly re: RegExp;
+  /** Written in one case (`DAN`, `END OF …`): a match must be in those letters, not in accented ones. */
+  readonly caseSensitive: boolean;
 }
 
 // Hidden HTML comments that address the model: `<!-- … -->` (up to COMMENT_MAX characters) whose
@@ -89,7 +91,13 @@ function build(): Built {
     const triggers = d.triggers.split(' ');
     const head = triggers.map(escapeRegExp).join('|');
     const re = new RegExp(`(?:${head})${d.tail}`, d.caseSensitive ? 'y' : 'iy');
-    const p: InjectionPattern = { id, type: d.type, weight: d.weight, re };
+    const p: InjectionPattern = {
+      id,
+      type: d.type,
+      weight: d.weight,
+      re,
+      caseSensitive: d.caseSensitive === true,
+    };
     patterns.push(p);
     for (const t of triggers) {
       if (t === '') throw new Error(`injection pattern ${id}: empty trigger`);
@@ -109,6 +117,7 @@ function build(): Built {
     type: COMMENT_TYPE,
     weight: COMMENT_WEIGHT,
     re: /<!--/y,
+    caseSensitive: false,
   };
   patterns.push(comment);
   lists.set('<!--', [comment]);
