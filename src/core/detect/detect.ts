@@ -6,9 +6,12 @@
 // `jo\u00ADhn@example.com`, a full-width AWS key or `Ignóre` is still found and its span covers the
 // whole disguise; then unicode tricks are looked for in the original text. The pass that builds the
 // view also notes which kinds of character occur, and the scans for kinds that do not are skipped.
+// In any text, digits written for letters in a word (`1gn0re`) are read as the letters for the
+// injection scan (leet.ts; one code unit each, so offsets hold).
 
 import { emptyInjectionScores, scanInjection } from './injection.js';
 import { accentIn, injectionView } from './injection-view.js';
+import { foldLeet } from './leet.js';
 import { isAscii, normalizedView, originalEnd, originalStart, type ViewMap } from './normalize.js';
 import { scanPii } from './pii.js';
 import { piiMask } from './pii-mask.js';
@@ -27,7 +30,7 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
     // Fast path: nothing to normalize and no trick possible.
     scanPii(text, mask, findings);
     if (secrets) scanSecrets(text, findings);
-    scores = injection ? scanInjection(text, findings) : emptyInjectionScores();
+    scores = injection ? scanInjection(foldLeet(text), findings) : emptyInjectionScores();
   } else {
     // One pass over the text builds the view and tells which kinds of character occur: most
     // non-ASCII prose (accents, Cyrillic, CJK ideographs) has nothing the view changes, and most has
@@ -41,7 +44,7 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
       const folded = injectionView(view);
       const unaccented = (s: number, e: number): boolean =>
         !accentIn(view.text, originalStart(folded, s), originalEnd(folded, e - 1));
-      scores = scanInjection(folded.text, findings, unaccented);
+      scores = scanInjection(foldLeet(folded.text), findings, unaccented);
       mapBack(findings, from, folded);
       mapBack(findings, from, view);
     } else {

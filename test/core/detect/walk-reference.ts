@@ -9,6 +9,7 @@
 
 import { detect } from '../../../src/core/detect/index.js';
 import { emptyInjectionScores, scanInjection } from '../../../src/core/detect/injection.js';
+import { foldLeet } from '../../../src/core/detect/leet.js';
 import { scanPii } from '../../../src/core/detect/pii.js';
 import { piiMask } from '../../../src/core/detect/pii-mask.js';
 import { scanSecrets } from '../../../src/core/detect/secrets.js';
@@ -63,7 +64,7 @@ export function referenceDetect(text: string, opts: DetectOptions = {}): Detecti
       }
       return true;
     };
-    scores = scanInjection(folded.text, findings, unaccented);
+    scores = scanInjection(foldLeet(folded.text), findings, unaccented);
     mapBack(findings, from, folded);
     if (view !== undefined) mapBack(findings, from, view);
   } else {
