@@ -58,45 +58,49 @@ export function accentIn(text: string, from: number, to: number): boolean {
 // about a sixth of the fold's cost on German prose. Texts past KEEP_SCRATCH bytes get their own.
 const KEEP_SCRATCH = 1 << 20;
 let scratch = Buffer.allocUnsafeSlow(1 << 14);
+let scratchBytes = new Uint8Array(scratch.buffer);
 let scratchWords = new Uint32Array(scratch.buffer);
 
-/** A copy area of at least `bytes` bytes, aligned for 32-bit reads. */
+/** A copy area of at least `bytes` bytes and three more (to round the Latin-1 copy to whole words). */
 function copyArea(bytes: number): Buffer {
-  if (bytes <= scratch.length) return scratch;
-  if (bytes > KEEP_SCRATCH) return Buffer.allocUnsafeSlow(bytes);
+  if (bytes + 3 <= scratch.length) return scratch;
+  if (bytes + 3 > KEEP_SCRATCH) return Buffer.allocUnsafeSlow(bytes + 3);
   let size = scratch.length;
-  while (size < bytes) size *= 2;
+  while (size < bytes + 3) size *= 2;
   scratch = Buffer.allocUnsafeSlow(size);
+  scratchBytes = new Uint8Array(scratch.buffer);
   scratchWords = new Uint32Array(scratch.buffer);
   return scratch;
 }
 
 /**
  * Latin-1 letters with accents folded, in a byte copy (V8 keeps such a string in one byte a unit).
- * The loop passes over four ASCII bytes at a time.
+ * The loop passes over four ASCII bytes at a time (the copy is padded with zeros to whole words).
  */
 function foldLatin1(text: string): string {
   const first = text.search(LATIN1_LETTER);
   if (first === -1) return text;
   const n = text.length;
-  const bytes = copyArea(n);
-  bytes.write(text, 0, n, 'latin1');
-  const words = bytes === scratch ? scratchWords : new Uint32Array(bytes.buffer, 0, bytes.length >>> 2);
-  const whole = n >>> 2;
+  const buf = copyArea(n);
+  buf.write(text, 0, n, 'latin1');
+  const own = buf !== scratch;
+  const bytes = own ? new Uint8Array(buf.buffer, 0, buf.length) : scratchBytes;
+  const words = own ? new Uint32Array(buf.buffer, 0, buf.length >>> 2) : scratchWords;
+  const whole = (n + 3) >>> 2;
+  for (let i = n; i < whole * 4; i++) bytes[i] = 0;
   let changed = false;
   for (let k = first >>> 2; k < whole; k++) {
     if ((words[k]! & 0x80808080) === 0) continue;
-    for (let i = k * 4; i < k * 4 + 4; i++) changed = foldByte(bytes, i) || changed;
+    for (let i = k * 4; i < k * 4 + 4; i++) {
+      const b = bytes[i]!;
+      if (b < 0xc0) continue;
+      const to = LATIN1_FOLD[b]!;
+      if (to === 0) continue;
+      bytes[i] = to;
+      changed = true;
+    }
   }
-  for (let i = Math.max(first, whole * 4); i < n; i++) changed = foldByte(bytes, i) || changed;
-  return changed ? bytes.toString('latin1', 0, n) : text;
-}
-
-function foldByte(bytes: Buffer, i: number): boolean {
-  const to = LATIN1_FOLD[bytes[i]!]!;
-  if (to === 0) return false;
-  bytes[i] = to;
-  return true;
+  return changed ? buf.toString('latin1', 0, n) : text;
 }
 
 /**
