@@ -17,21 +17,30 @@ import { isAsciiLetter, isUpper } from './chars.js';
 import { INJECTION_WORDS } from './injection-table.js';
 
 const LEET = ['0', '1', '3', '4', '5', '7', '@', '$'];
-const AS_LETTER: Readonly<Record<string, string>> = {
-  '0': 'o',
-  '1': 'i',
-  '3': 'e',
-  '4': 'a',
-  '5': 's',
-  '7': 't',
-  '@': 'a',
-  $: 's',
-};
 const MIN_LENGTH = 3;
 
-function isLeet(c: number): boolean {
-  // 0 1 3 4 5 7 @ $
-  return c === 48 || c === 49 || c === 51 || c === 52 || c === 53 || c === 55 || c === 64 || c === 36;
+/** The letter (lower case) each leet character reads as, by code unit; `1` is tried as `i`, then `l`. */
+const AS_LETTER = new Uint8Array(128);
+for (const [c, l] of Object.entries({ 0: 'o', 1: 'i', 3: 'e', 4: 'a', 5: 's', 7: 't', '@': 'a', $: 's' }))
+  AS_LETTER[c.charCodeAt(0)] = l.charCodeAt(0);
+const ONE = 49;
+
+/** INJECTION_WORDS as a trie over a–z, so a word is rejected at its first letter that leads nowhere. */
+interface Node {
+  end: boolean;
+  next: (Node | undefined)[];
+}
+const ROOT: Node = { end: false, next: [] };
+let longest = 0;
+for (const w of INJECTION_WORDS) {
+  if (!/^[a-z]+$/.test(w)) continue;
+  longest = Math.max(longest, w.length);
+  let node = ROOT;
+  for (let j = 0; j < w.length; j++) {
+    const k = w.charCodeAt(j) - 97;
+    node = node.next[k] ??= { end: false, next: [] };
+  }
+  node.end = true;
 }
 
 /** A character of a word as this fold reads words: ASCII letters, digits, `_`, `@`, `$`. */
@@ -49,14 +58,16 @@ export function foldLeet(text: string): string {
   foldTo.length = 0;
   for (let k = 0; k < LEET.length; k++) {
     const ch = LEET[k]!;
+    let done = 0; // the end of the last word read for this character
     for (let i = text.indexOf(ch); i !== -1; i = text.indexOf(ch, i + 1)) {
+      if (i < done) continue;
       // A word that mixes letters with these characters has one of them next to a letter.
       if (!isAsciiLetter(text.charCodeAt(i - 1)) && !isAsciiLetter(text.charCodeAt(i + 1))) continue;
-      tryWord(text, i);
+      done = tryWord(text, i);
     }
   }
   if (foldAt.length === 0) return text;
-  // Few words, each found once per leet character next to a letter: order them, skip repeats.
+  // Few words, each found once per kind of leet character in it: order them, skip repeats.
   const order = foldAt.map((_, k) => k).sort((a, b) => foldAt[a]! - foldAt[b]!);
   let out = '';
   let pos = 0;
@@ -69,31 +80,70 @@ export function foldLeet(text: string): string {
   return out + text.slice(pos);
 }
 
-/** Records the word around offset `i` if it reads as a pattern word. */
-function tryWord(text: string, i: number): void {
+/**
+ * Records the word around offset `i` if it reads as a pattern word; returns an offset before which
+ * no other start need be tried (the word's end, or `i + 1` when it was given up early).
+ */
+function tryWord(text: string, i: number): number {
+  // The word's extent, given up at the first character no pattern word can hold (another digit, `_`)
+  // or once it is longer than any pattern word: hex ids and identifiers cost a few reads.
   let s = i;
-  while (s > 0 && isWordPart(text.charCodeAt(s - 1))) s--;
+  while (s > 0) {
+    const c = text.charCodeAt(s - 1);
+    if (!isLetterOrLeet(c)) {
+      if (isWordPart(c)) return i + 1;
+      break;
+    }
+    if (i - --s >= longest) return i + 1;
+  }
   let e = i + 1;
-  while (e < text.length && isWordPart(text.charCodeAt(e))) e++;
-  if (e - s < MIN_LENGTH) return;
+  while (e < text.length) {
+    const c = text.charCodeAt(e);
+    if (!isLetterOrLeet(c)) {
+      if (isWordPart(c)) return e;
+      break;
+    }
+    if (++e - s > longest) return e;
+  }
+  if (e - s < MIN_LENGTH) return e;
   let letters = 0;
   let upper = 0;
+  let ones = 0;
   for (let j = s; j < e; j++) {
     const c = text.charCodeAt(j);
     if (isAsciiLetter(c)) {
       letters++;
       if (isUpper(c)) upper++;
-    } else if (!isLeet(c)) return;
+    } else if (c === ONE) ones++;
   }
-  if (letters === 0) return;
-  const word = text.slice(s, e).toLowerCase();
-  let read = word.replace(/[013457@$]/g, (c) => AS_LETTER[c] ?? c);
-  if (!INJECTION_WORDS.has(read)) {
-    if (!word.includes('1')) return;
-    read = read.replace(/i/g, (c, at: number) => (word[at] === '1' ? 'l' : c));
-    if (!INJECTION_WORDS.has(read)) return;
+  let one = 105; // i
+  if (!readsAsWord(text, s, e, one)) {
+    if (ones === 0) return e;
+    one = 108; // l
+    if (!readsAsWord(text, s, e, one)) return e;
+  }
+  let read = '';
+  for (let j = s; j < e; j++) {
+    const c = text.charCodeAt(j);
+    read += String.fromCharCode(isAsciiLetter(c) ? c | 0x20 : c === ONE ? one : AS_LETTER[c]!);
   }
   foldAt.push(s);
   // A word in capitals stays in capitals (`1GN0RE`), for the case-sensitive patterns (`D4N`).
   foldTo.push(upper === letters ? read.toUpperCase() : read);
+  return e;
+}
+
+function isLetterOrLeet(c: number): boolean {
+  return isAsciiLetter(c) || (c < 128 && AS_LETTER[c] !== 0);
+}
+
+/** Whether text[s, e), its leet characters read as letters (`1` as `one`), is a pattern word. */
+function readsAsWord(text: string, s: number, e: number, one: number): boolean {
+  let node: Node | undefined = ROOT;
+  for (let j = s; j < e && node !== undefined; j++) {
+    const c = text.charCodeAt(j);
+    const letter = isAsciiLetter(c) ? c | 0x20 : c === ONE ? one : AS_LETTER[c]!;
+    node = node.next[letter - 97];
+  }
+  return node?.end === true;
 }

@@ -74,6 +74,9 @@ t.test('words that only look like leet keep their digits', async (t) => {
   }
   t.equal(foldLeet('v1.0.3 0x1f3a l33t n00b A1 t0 a11y x86_64'), 'v1.0.3 0x1f3a l33t n00b A1 t0 a11y x86_64');
   t.equal(foldLeet('no digits here at all'), 'no digits here at all');
+  // Only whole words: not a prefix of a pattern word, not a word glued to another digit or `_`.
+  const glued = '1gn0r 1nstruct s3cr3t2 2s3cr3t 1gn0re_x _1gn0re x1gn0re';
+  t.equal(foldLeet(glued), glued);
   t.equal(foldLeet('1gn0re a11 @dmin'), 'ignore all admin', 'the same length, letters in place');
   t.equal(foldLeet('1GN0RE'), 'IGNORE', 'capitals stay capitals');
 });
