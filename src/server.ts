@@ -86,9 +86,12 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     timeoutMs: config.upstreamTimeoutMs,
     connections: config.upstreamConnections,
   });
-  const policies = new PolicyRepo(store);
+  // A version published before regexes were checked may hold conditions that fail closed: the
+  // operator is told once per version, when it is compiled, and the metric counts them.
+  const policies = new PolicyRepo(store, undefined, { warn: (msg, fields) => logger.warn(msg, fields) });
   const snapshot = new LocalSnapshot(identity, settings, pools, policies);
   const metrics = new Metrics();
+  metrics.watchFailClosed(() => policies.failClosedActive());
   const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
   idempotency.sweep();
   const sweeper = setInterval(() => {

@@ -1,6 +1,11 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
-import { compilePolicy, type Problem, parseRuleSetText } from '../core/policy/index.js';
+import {
+  compilePolicy,
+  type FailClosedCondition,
+  type Problem,
+  parseRuleSetText,
+} from '../core/policy/index.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -29,7 +34,35 @@ export interface PoliciesDeps {
 const BASE = '/api/v2/policies';
 const VERSION_NO_RE = /^[1-9][0-9]{0,14}$/;
 
-function policyView(p: PolicyRecord): Record<string, unknown> {
+/** Something a reader of a version should know about it; only `regex_fails_closed` so far. */
+interface Warning {
+  rule_id: string;
+  path: string;
+  code: 'regex_fails_closed';
+  message: string;
+}
+
+/**
+ * The conditions of a stored version that fail closed (docs/policy.md, "Versions published before
+ * this check"), one warning each.
+ */
+function warningsOf(conditions: readonly FailClosedCondition[]): Warning[] {
+  return conditions.map((c) => ({
+    rule_id: c.rule_id,
+    path: c.path,
+    code: 'regex_fails_closed',
+    message:
+      `${c.reason}. Published before regexes were checked, this condition fails closed (it is taken as ` +
+      `${c.taken_as}): ${
+        c.effect === 'allow'
+          ? `the allow rule ${c.rule_id} never matches through it`
+          : `the ${c.effect} rule ${c.rule_id} applies to every action its other conditions select`
+      }, until a corrected version is published`,
+  }));
+}
+
+/** A policy as the API shows it, with the warnings of its active version. */
+function policyView(p: PolicyRecord, warnings: readonly Warning[]): Record<string, unknown> {
   return {
     id: p.id,
     name: p.name,
@@ -38,11 +71,12 @@ function policyView(p: PolicyRecord): Record<string, unknown> {
     created_at: p.created_at,
     active_version: p.active_version,
     draft_version: p.draft_version,
+    warnings,
   };
 }
 
 /** A version as the API shows it; publication and pull-back fields only once they happened. */
-function versionView(v: PolicyVersionRecord): Record<string, unknown> {
+function versionView(v: PolicyVersionRecord, warnings: readonly Warning[]): Record<string, unknown> {
   const out: Record<string, unknown> = {
     policy_id: v.policy_id,
     version_no: v.version_no,
@@ -51,6 +85,7 @@ function versionView(v: PolicyVersionRecord): Record<string, unknown> {
     change_note: v.change_note,
     created_at: v.created_at,
     created_by: v.created_by,
+    warnings,
   };
   if (v.updated_at !== null) {
     out.updated_at = v.updated_at;
@@ -121,6 +156,16 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
   const adminEvent = (orgId: string, p: Principal, type: string, details: Record<string, unknown>) =>
     recordAdminEvent(audit, orgId, p, type, details);
 
+  /** A version with the warnings of its stored rule set (compiled once, as the gateway does). */
+  const showVersion = (v: PolicyVersionRecord, orgId: string): Record<string, unknown> =>
+    versionView(v, warningsOf(policies.failClosedIn(orgId, v.policy_id, v.version_no)));
+  /** A policy with the warnings of its active version. */
+  const showPolicy = (p: PolicyRecord): Record<string, unknown> =>
+    policyView(
+      p,
+      p.active_version === null ? [] : warningsOf(policies.failClosedIn(p.org_id, p.id, p.active_version)),
+    );
+
   /** The policy named in the path, in the org the request acts on (another org's is missing). */
   const policyOf = (ctx: Ctx, p: Principal): PolicyRecord => {
     const orgId = targetOrg(ctx, p, undefined, orgExists);
@@ -162,12 +207,12 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
   router.add('GET', BASE, (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
     const orgId = targetOrg(ctx, p, undefined, orgExists);
-    ctx.json(200, { data: policies.list(orgId).map(policyView), next_cursor: null });
+    ctx.json(200, { data: policies.list(orgId).map(showPolicy), next_cursor: null });
   });
 
   router.add('GET', `${BASE}/:id`, (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
-    ctx.json(200, policyView(policyOf(ctx, p)));
+    ctx.json(200, showPolicy(policyOf(ctx, p)));
   });
 
   router.add('POST', `${BASE}/:id/versions`, async (ctx) => {
@@ -181,13 +226,13 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
       policy_id: policy.id,
       version_no: version.version_no,
     });
-    ctx.json(201, versionView(version));
+    ctx.json(201, showVersion(version, policy.org_id));
   });
 
   router.add('GET', `${BASE}/:id/versions`, (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
-    const policy = policyOf(ctx, p);
-    ctx.json(200, { data: policies.versions(policy.org_id, policy.id).map(versionView) });
+    const { org_id: orgId, id } = policyOf(ctx, p);
+    ctx.json(200, { data: policies.versions(orgId, id).map((v) => showVersion(v, orgId)) });
   });
 
   router.add('PUT', `${BASE}/:id/versions/:n/rules`, async (ctx) => {
@@ -200,7 +245,7 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
       policy_id: policy.id,
       version_no: versionNo,
     });
-    ctx.json(200, versionView(version));
+    ctx.json(200, showVersion(version, policy.org_id));
   });
 
   router.add('POST', `${BASE}/:id/versions/:n/publish`, async (ctx) => {
@@ -214,7 +259,7 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
       version_no: versionNo,
       superseded_version: superseded,
     });
-    ctx.json(200, { ...versionView(version), superseded_version: superseded });
+    ctx.json(200, { ...showVersion(version, policy.org_id), superseded_version: superseded });
   });
 
   router.add('POST', `${BASE}/:id/versions/:n/pull-back`, async (ctx) => {
@@ -228,7 +273,7 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
       version_no: versionNo,
       active_version,
     });
-    ctx.json(200, { ...versionView(version), active_version });
+    ctx.json(200, { ...showVersion(version, policy.org_id), active_version });
   });
 
   router.add('POST', `${BASE}/:id/assignments`, async (ctx) => {

@@ -1,5 +1,8 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
+/** The effects a rule can have: the only label of the fail-closed gauge, so it has four series. */
+const EFFECTS = ['block', 'require_approval', 'redact', 'allow'] as const;
+
 const LATENCY_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 ];
@@ -12,6 +15,8 @@ export class Metrics {
   private readonly phases: Histogram<'phase'>;
   private readonly upstream: Histogram<'provider' | 'outcome'>;
   readonly openStreams: Gauge;
+  /** Read at each scrape: conditions that fail closed in active policy versions, by rule effect. */
+  private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly durationChildren = new Map<string, Histogram.Internal<'route'>>();
   private readonly phaseChildren = new Map<string, Histogram.Internal<'phase'>>();
@@ -51,6 +56,26 @@ export class Metrics {
       help: 'Streamed responses in progress',
       registers: [this.registry],
     });
+    // Labelled by the effect of the rule, not by org: the org count is unbounded, and the warn log
+    // line and the policy API name the org, the version and the rule.
+    const source = (): ReadonlyMap<string, number> => this.failClosedSource();
+    new Gauge({
+      name: 'govgate_policy_fail_closed_conditions',
+      help:
+        'Conditions of active policy versions (as compiled by this process) whose regex the ' +
+        'linear-time engine refuses, so that they fail closed; by the effect of their rule',
+      labelNames: ['effect'],
+      registers: [this.registry],
+      collect() {
+        const counts = source();
+        for (const effect of EFFECTS) this.set({ effect }, counts.get(effect) ?? 0);
+      },
+    });
+  }
+
+  /** Where the fail-closed gauge reads its counts (PolicyRepo.failClosedActive). */
+  watchFailClosed(source: () => ReadonlyMap<string, number>): void {
+    this.failClosedSource = source;
   }
 
   request(route: string, method: string, status: number, seconds: number): void {

@@ -1,5 +1,11 @@
 import { ServiceError } from '../core/errors.js';
-import { type CompiledPolicy, compilePolicy, DEFAULT_POLICY } from '../core/policy/index.js';
+import {
+  type CompiledPolicy,
+  compilePolicy,
+  DEFAULT_POLICY,
+  type Effect,
+  type FailClosedCondition,
+} from '../core/policy/index.js';
 import { newId } from '../util/ids.js';
 import type { Store } from './db.js';
 
@@ -74,6 +80,19 @@ interface OrgMemo {
   readonly agents: Map<string, EffectivePolicy>;
 }
 
+/** A stored version with conditions that fail closed, as compiled by this process. */
+interface FailingVersion {
+  readonly org_id: string;
+  readonly policy_id: string;
+  readonly version_no: number;
+  readonly conditions: readonly FailClosedCondition[];
+}
+
+export interface PolicyRepoOptions {
+  /** Told once per version (per process) that holds conditions that fail closed, when it is compiled. */
+  warn?: (msg: string, fields: Record<string, unknown>) => void;
+}
+
 /**
  * Policies, their versions and assignments in LMDB:
  * `policies` [org, policy] → PolicyRecord, `policyVersions` [org, policy, n] → PolicyVersionRecord,
@@ -87,10 +106,13 @@ export class PolicyRepo {
   generation = 0;
   private readonly compiledCache = new Map<string, CompiledPolicy>();
   private readonly memo = new Map<string, OrgMemo>();
+  /** Versions compiled with conditions that fail closed, by org and cache key; each warned of once. */
+  private readonly failing = new Map<string, FailingVersion>();
 
   constructor(
     private readonly store: Store,
     private readonly clock: () => Date = () => new Date(),
+    private readonly options: PolicyRepoOptions = {},
   ) {}
 
   private now(): string {
@@ -398,7 +420,52 @@ export class PolicyRepo {
     if (!c.ok) throw new Error(`policy ${policyId} version ${versionNo} does not compile`);
     if (this.compiledCache.size >= MAX_COMPILED) this.compiledCache.clear();
     this.compiledCache.set(key, c.policy);
+    if (c.policy.failClosed.length > 0) this.noteFailing(orgId, policyId, versionNo, c.policy.failClosed);
     return c.policy;
+  }
+
+  /**
+   * Records a version with conditions that fail closed and warns of it the first time this process
+   * compiles it (a version evicted from the cache and compiled again is not warned of again).
+   */
+  private noteFailing(
+    orgId: string,
+    policyId: string,
+    versionNo: number,
+    conditions: readonly FailClosedCondition[],
+  ): void {
+    const key = `${orgId}\0${cacheKey(policyId, versionNo)}`;
+    if (this.failing.has(key)) return;
+    this.failing.set(key, { org_id: orgId, policy_id: policyId, version_no: versionNo, conditions });
+    this.options.warn?.('policy version has conditions that fail closed', {
+      org_id: orgId,
+      policy_id: policyId,
+      version_no: versionNo,
+      conditions: conditions.map((c) => ({ rule_id: c.rule_id, path: c.path, reason: c.reason })),
+    });
+  }
+
+  /**
+   * The conditions that fail closed in a stored version (empty for a draft, which is refused at
+   * publish instead, and for a version that does not exist).
+   */
+  failClosedIn(orgId: string, policyId: string, versionNo: number): readonly FailClosedCondition[] {
+    const v = this.version(orgId, policyId, versionNo);
+    if (v === undefined || v.status === 'draft') return [];
+    return this.compiled(orgId, policyId, versionNo)?.failClosed ?? [];
+  }
+
+  /**
+   * Conditions that fail closed in the active versions this process has compiled, by the effect of
+   * their rule (for the metric; a superseded or pulled-back version no longer counts).
+   */
+  failClosedActive(): Map<Effect, number> {
+    const out = new Map<Effect, number>();
+    for (const f of this.failing.values()) {
+      if (this.get(f.org_id, f.policy_id)?.active_version !== f.version_no) continue;
+      for (const c of f.conditions) out.set(c.effect, (out.get(c.effect) ?? 0) + 1);
+    }
+    return out;
   }
 
   /**

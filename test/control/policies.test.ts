@@ -130,7 +130,7 @@ t.test('policies over HTTP', async (t) => {
     t.equal(list.status, 200);
     t.equal(list.body.next_cursor, null);
     const item = (list.body.data as { id: string }[]).find((p) => p.id === id);
-    t.same(item, { ...created.body, active_version: null, draft_version: null });
+    t.same(item, { ...created.body, active_version: null, draft_version: null, warnings: [] });
 
     // Draft v1 from YAML text; it is stored as the parsed rule set.
     const v1 = await h.call(`${P}/${id}/versions`, {

@@ -1,8 +1,9 @@
 // Compiles the injection pattern table: sticky regexes per pattern, a case-insensitive pre-test per
-// trigger, prefix-factored trigger regexes (one for words, one for markers), and the hidden-comment
-// checks.
+// trigger, prefix-factored trigger regexes (one for words, one for markers), the hidden-comment
+// checks, and the words the patterns are written with (for leet.ts).
 
 import { AI, DEFS } from './injection-patterns.js';
+import { addPatternWords } from './injection-words.js';
 import type { InjectionType } from './types.js';
 
 export interface InjectionPattern {
@@ -11,6 +12,8 @@ export interface InjectionPattern {
   readonly weight: number;
   /** Sticky; matched at the trigger's offset. */
   readonly re: RegExp;
+  /** Written in one case (`DAN`, `END OF …`): a match must be in those letters, not in accented ones. */
+  readonly caseSensitive: boolean;
 }
 
 // Hidden HTML comments that address the model: `<!-- … -->` (up to COMMENT_MAX characters) whose
@@ -75,9 +78,10 @@ export interface TriggerEntry {
 }
 
 interface Built {
+  words: Set<string>;
   patterns: InjectionPattern[];
   byTrigger: Map<string, TriggerEntry>;
-  words: RegExp;
+  trigger: RegExp;
   marks: RegExp;
   markPrefixes: string[];
 }
@@ -85,11 +89,22 @@ interface Built {
 function build(): Built {
   const patterns: InjectionPattern[] = [];
   const lists = new Map<string, InjectionPattern[]>();
+  const vocabulary = new Set<string>();
+  for (const re of [COMMENT_AI, COMMENT_ORDER, COMMENT_IGNORE, COMMENT_RULES])
+    addPatternWords(re.source, vocabulary);
   DEFS.forEach((d, id) => {
     const triggers = d.triggers.split(' ');
     const head = triggers.map(escapeRegExp).join('|');
-    const re = new RegExp(`(?:${head})${d.tail}`, d.caseSensitive ? 'y' : 'iy');
-    const p: InjectionPattern = { id, type: d.type, weight: d.weight, re };
+    const source = `(?:${head})${d.tail}`;
+    addPatternWords(source, vocabulary);
+    const re = new RegExp(source, d.caseSensitive ? 'y' : 'iy');
+    const p: InjectionPattern = {
+      id,
+      type: d.type,
+      weight: d.weight,
+      re,
+      caseSensitive: d.caseSensitive === true,
+    };
     patterns.push(p);
     for (const t of triggers) {
       if (t === '') throw new Error(`injection pattern ${id}: empty trigger`);
@@ -109,6 +124,7 @@ function build(): Built {
     type: COMMENT_TYPE,
     weight: COMMENT_WEIGHT,
     re: /<!--/y,
+    caseSensitive: false,
   };
   patterns.push(comment);
   lists.set('<!--', [comment]);
@@ -119,9 +135,10 @@ function build(): Built {
   if (words.length === 0 || marks.length === 0) throw new Error('injection triggers: need words and markers');
   assertDisjoint(words, marks);
   return {
+    words: vocabulary,
     patterns,
     byTrigger,
-    words: new RegExp(`\\b${trieSource(words)}\\b`, 'gi'),
+    trigger: new RegExp(`\\b${trieSource(words)}\\b`, 'gi'),
     marks: new RegExp(trieSource(marks), 'iy'),
     markPrefixes: literalPrefixes(marks),
   };
@@ -166,7 +183,9 @@ export const INJECTION_PATTERNS: readonly InjectionPattern[] = built.patterns;
 /** Patterns by lowercased trigger. */
 export const PATTERNS_BY_TRIGGER: ReadonlyMap<string, TriggerEntry> = built.byTrigger;
 /** Global, case-insensitive: every trigger word (`\b…\b`) in one pass. */
-export const WORD_TRIGGER: RegExp = built.words;
+export const WORD_TRIGGER: RegExp = built.trigger;
+/** Every word (lower case) a pattern match can contain: what a leet word must read as (leet.ts). */
+export const INJECTION_WORDS: ReadonlySet<string> = built.words;
 /** Sticky: the longest marker trigger (`<|`, `[`, `###`, …) at an offset. */
 export const MARK_TRIGGER: RegExp = built.marks;
 /** Every marker trigger starts with one of these (see literalPrefixes). */

@@ -21,8 +21,17 @@ export function emptyInjectionScores(): InjectionScores {
   return { direct: 0, indirect: 0, jailbreak: 0, role_hijack: 0, context_manipulation: 0 };
 }
 
-/** Appends injection findings (score = pattern weight) to `out` and returns the category scores. */
-export function scanInjection(text: string, out: Finding[]): InjectionScores {
+/**
+ * Appends injection findings (score = pattern weight) to `out` and returns the category scores.
+ * `unaccented(start, end)`, when given, tells whether a span of `text` was written without accents
+ * (`text` being a view with accents folded): a pattern written in one case (`DAN`) matches only such a
+ * span, since accents make other words of it (Vietnamese `DẪN` is not `DAN`).
+ */
+export function scanInjection(
+  text: string,
+  out: Finding[],
+  unaccented?: (start: number, end: number) => boolean,
+): InjectionScores {
   const scores = emptyInjectionScores();
   let seen: Uint8Array | undefined;
   let commentEnd = -1;
@@ -67,6 +76,7 @@ export function scanInjection(text: string, out: Finding[]): InjectionScores {
       const p = list[k]!;
       p.re.lastIndex = at;
       if (!p.re.test(text)) continue;
+      if (p.caseSensitive && unaccented !== undefined && !unaccented(at, p.re.lastIndex)) continue;
       out.push({ category: 'injection', type: p.type, start: at, end: p.re.lastIndex, score: p.weight });
       seen ??= new Uint8Array(INJECTION_PATTERNS.length);
       seen[p.id] = 1;

@@ -1,10 +1,10 @@
 // The normalized view the PII, secret and injection scans read when a text holds anything outside
 // ASCII: every default-ignorable and format character removed, every other character that NFKC
 // changes replaced by its NFKC form (full-width `ＡＫＩＡ` → `AKIA`, `ｊａｎｅ＠` → `jane@`, math
-// alphanumerics, ligatures, compatibility spaces → space), and for the injection scan also Cyrillic
-// and Greek look-alikes folded to the Latin letter they imitate (`Ignоre` with a Cyrillic о →
-// `Ignore`). The view lists the characters it changed, so each of its code units maps back to the
-// original character it came from and findings map back to spans that cover the whole disguise.
+// alphanumerics, ligatures, compatibility spaces → space). The injection scan reads a further view of
+// this one, with look-alikes and accents folded (injection-view.ts). The view lists the characters it
+// changed, so each of its code units maps back to the original character it came from and findings
+// map back to spans that cover the whole disguise.
 // Most non-ASCII prose has nothing to change (accents, Cyrillic, CJK ideographs); then the view is
 // the text itself and there is nothing to map.
 //
@@ -12,7 +12,7 @@
 // shapes, which composition does not create.
 
 import { BEYOND_LATIN1 } from './chars.js';
-import { CHANGES, codePointAt, flagsOf, formOf, LATIN, WORD } from './uchar.js';
+import { CHANGES, codePointAt, FOLDS, flagsOf, formOf, LATIN, WORD } from './uchar.js';
 
 /**
  * True when every code unit is ASCII (the detectors' fast path): one SIMD pass over a one-byte string
@@ -50,9 +50,9 @@ export function normalizedView(text: string): View {
   // or dashes) is checked by two regexes, which V8 runs on its one-byte strings far faster than the
   // walk below (the first fails at once). Such text holds no invisible, Cyrillic or Greek character
   // unless it holds one that changes (the soft hyphen); `present` then names the Latin letters it
-  // may hold.
+  // may hold, accented ones among them.
   if (!BEYOND_LATIN1.test(text) && !LATIN1_CHANGES.test(text)) {
-    return { text, edits: [], present: WORD | LATIN };
+    return { text, edits: [], present: WORD | LATIN | FOLDS };
   }
   const n = text.length;
   let present = 0;
@@ -96,8 +96,11 @@ export function normalizedView(text: string): View {
   return { text: edits.length === 0 ? text : out + text.slice(pos), edits, present };
 }
 
+/** The map of a view (this one, or the injection view of one) back to the text it was made from. */
+export type ViewMap = Pick<View, 'edits'>;
+
 /** Where the original character under code unit `v` of the view starts. */
-export function originalStart(view: View, v: number): number {
+export function originalStart(view: ViewMap, v: number): number {
   const k = lastEditAt(view.edits, v);
   if (k < 0) return v;
   const e = view.edits;
@@ -107,7 +110,7 @@ export function originalStart(view: View, v: number): number {
 }
 
 /** Where the original character under code unit `v` of the view ends. */
-export function originalEnd(view: View, v: number): number {
+export function originalEnd(view: ViewMap, v: number): number {
   const k = lastEditAt(view.edits, v);
   if (k < 0) return v + 1;
   const e = view.edits;
@@ -129,107 +132,4 @@ function lastEditAt(edits: number[], v: number): number {
     else hi = mid;
   }
   return lo - 1;
-}
-
-/** Cyrillic and Greek letters that look like a Latin letter, with that letter (same case). */
-export const CONFUSABLES: Readonly<Record<string, string>> = {
-  // Cyrillic
-  а: 'a',
-  в: 'b',
-  е: 'e',
-  ё: 'e',
-  һ: 'h',
-  і: 'i',
-  ї: 'i',
-  ј: 'j',
-  к: 'k',
-  м: 'm',
-  н: 'h',
-  о: 'o',
-  р: 'p',
-  с: 'c',
-  т: 't',
-  у: 'y',
-  х: 'x',
-  ѕ: 's',
-  ԁ: 'd',
-  ԛ: 'q',
-  ԝ: 'w',
-  ӏ: 'l',
-  А: 'A',
-  В: 'B',
-  Е: 'E',
-  Ё: 'E',
-  Һ: 'H',
-  І: 'I',
-  Ї: 'I',
-  Ј: 'J',
-  К: 'K',
-  М: 'M',
-  Н: 'H',
-  О: 'O',
-  Р: 'P',
-  С: 'C',
-  Т: 'T',
-  У: 'Y',
-  Х: 'X',
-  Ѕ: 'S',
-  Ԁ: 'D',
-  Ԛ: 'Q',
-  Ԝ: 'W',
-  Ӏ: 'l',
-  // Greek
-  α: 'a',
-  ε: 'e',
-  ι: 'i',
-  κ: 'k',
-  ν: 'v',
-  ο: 'o',
-  ρ: 'p',
-  τ: 't',
-  υ: 'u',
-  χ: 'x',
-  γ: 'y',
-  ϲ: 'c',
-  ϳ: 'j',
-  Α: 'A',
-  Β: 'B',
-  Ε: 'E',
-  Ζ: 'Z',
-  Η: 'H',
-  Ι: 'I',
-  Κ: 'K',
-  Μ: 'M',
-  Ν: 'N',
-  Ο: 'O',
-  Ρ: 'P',
-  Τ: 'T',
-  Υ: 'Y',
-  Χ: 'X',
-  Ϲ: 'C',
-};
-const GREEK_CYRILLIC_BLOCKS = /[\u0370-\u052f]/;
-const FOLD = new Uint16Array(0x530 - 0x370);
-for (const [from, to] of Object.entries(CONFUSABLES)) FOLD[from.charCodeAt(0) - 0x370] = to.charCodeAt(0);
-
-/** `text` with Cyrillic/Greek look-alikes folded to Latin; one code unit each, so offsets are kept. */
-export function foldConfusables(text: string): string {
-  // A regex finds the first code unit of the two blocks (it rejects a one-byte string at once).
-  const first = text.search(GREEK_CYRILLIC_BLOCKS);
-  if (first === -1) return text;
-  // The code units copied natively (UTF-16LE, unpooled so the array is aligned), folded in place,
-  // and decoded back: Cyrillic prose folds several letters per word.
-  const bytes = Buffer.allocUnsafeSlow(text.length * 2);
-  bytes.write(text, 'utf16le');
-  const units = new Uint16Array(bytes.buffer, bytes.byteOffset, text.length);
-  let folded = false;
-  for (let i = first; i < units.length; i++) {
-    const k = units[i]! - 0x370;
-    if (k < 0 || k >= FOLD.length) continue;
-    const to = FOLD[k]!;
-    if (to === 0) continue;
-    units[i] = to;
-    folded = true;
-  }
-  return folded ? bytes.toString('utf16le') : text;
 }

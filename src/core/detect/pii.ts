@@ -13,11 +13,14 @@ const NUMERIC = PII_BIT.phone | PII_BIT.card | PII_BIT.iban | PII_BIT.ssn | PII_
 const DIGITS = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'];
 const DIGIT = /[0-9]/;
 
-/** Appends PII findings of the types in `mask` (see pii-mask.ts) to `out`, unsorted. */
-export function scanPii(text: string, mask: number, out: Finding[]): void {
+/**
+ * Appends PII findings of the types in `mask` (see pii-mask.ts) to `out`, unsorted. `digits`: whether
+ * the text holds a digit, when the caller knows (detect() asks once for PII and leet).
+ */
+export function scanPii(text: string, mask: number, out: Finding[], digits?: boolean): void {
   if (mask === 0 || text.length === 0) return;
   if ((mask & PII_BIT.email) !== 0 && text.indexOf('@') !== -1) scanEmails(text, mask, out);
-  if (!hasDigit(text)) return;
+  if (!(digits ?? hasDigit(text))) return;
   if ((mask & NUMERIC) !== 0) scanNumericPii(text, mask, out);
   if ((mask & PII_BIT.ipv6) !== 0 && text.indexOf(':') !== -1) scanIpv6(text, mask, out);
   if ((mask & PII_BIT.dob) !== 0) scanDob(text, mask, out);
@@ -30,7 +33,7 @@ export function scanPii(text: string, mask: number, out: Finding[]): void {
  * Arabic or Devanagari text that byte is in many letters, and ten searches cost three times one
  * regex scan (in mostly-ASCII two-byte text they cost less, but the scan is cheap there too).
  */
-function hasDigit(text: string): boolean {
+export function hasDigit(text: string): boolean {
   if (BEYOND_LATIN1.test(text)) return DIGIT.test(text);
   for (let d = 0; d < 10; d++) if (text.indexOf(DIGITS[d]!) !== -1) return true;
   return false;

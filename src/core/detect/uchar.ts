@@ -3,6 +3,8 @@
 // script in common use, the emoji and the math alphanumerics; a map for the rest), so the scans over
 // non-ASCII text read one table entry per character instead of running property regexes.
 
+import { LOOKALIKES } from './lookalikes.js';
+
 /** Default_Ignorable_Code_Point or general category Cf: invisible and format characters. */
 export const INVISIBLE = 1;
 /** NFKC changes it, or it is INVISIBLE (removed from the normalized view). */
@@ -12,12 +14,18 @@ export const WORD = 4;
 export const LATIN = 8;
 /** Cyrillic or Greek script. */
 export const CYRILLIC_GREEK = 16;
+/**
+ * The injection scan's view changes (a character of) its normalized form: a look-alike of a Latin
+ * letter, a letter with accents, a combining mark (see foldOf).
+ */
+export const FOLDS = 32;
 const KNOWN = 128;
 
 const RE_INVISIBLE = /^[\p{Default_Ignorable_Code_Point}\p{Cf}]$/u;
 const RE_WORD = /^[\p{L}\p{M}]$/u;
 const RE_LATIN = /^\p{sc=Latin}$/u;
 const RE_CYRILLIC_GREEK = /^[\p{sc=Cyrillic}\p{sc=Greek}]$/u;
+const RE_MARK = /^[\p{Mn}\p{Me}]$/u;
 
 const TABLE_END = 0x20000;
 const table = new Uint8Array(TABLE_END);
@@ -34,6 +42,8 @@ function compute(cp: number): number {
   if (RE_LATIN.test(ch)) f |= LATIN;
   if (RE_CYRILLIC_GREEK.test(ch)) f |= CYRILLIC_GREEK;
   if (f & CHANGES) forms.set(cp, f & INVISIBLE ? '' : ch.normalize('NFKC'));
+  const form = f & CHANGES ? forms.get(cp)! : ch;
+  for (const c of form) if (foldOf(c.codePointAt(0)!) !== KEEP) f |= FOLDS;
   return f;
 }
 
@@ -78,6 +88,58 @@ export function flagsIn(text: string): number {
     if (cp > 0xffff) i++;
   }
   return all;
+}
+
+// ---- the injection fold
+
+/** foldOf(): the character stays. */
+export const KEEP = 1;
+/** foldOf(): a combining mark (Mn, Me), removed after an ASCII character. */
+export const STRIP = 2;
+
+const LOOKALIKE = new Map<number, number>();
+for (const [from, to] of Object.entries(LOOKALIKES)) LOOKALIKE.set(from.codePointAt(0)!, to.charCodeAt(0));
+/** foldOf() per BMP code point, 0 until computed (read directly by the fold's loop); the rest in a map. */
+export const FOLD_TABLE = new Uint16Array(0x10000);
+const folds = FOLD_TABLE;
+const astralFolds = new Map<number, number>();
+
+/**
+ * How the injection view treats a character of the normalized view: KEEP, STRIP, or the code unit of
+ * the Latin letter it folds to: a look-alike (lookalikes.ts), or a letter with accents whose
+ * canonical decomposition is a Latin letter or a look-alike followed by combining marks (`ó`, `ё`,
+ * `ά`, `İ`). Digits are KEEP: leet is read word by word (leet.ts).
+ */
+export function foldOf(cp: number): number {
+  if (cp < 0x10000) {
+    const f = folds[cp]!;
+    return f !== 0 ? f : (folds[cp] = computeFold(cp));
+  }
+  let f = astralFolds.get(cp);
+  if (f === undefined) {
+    f = computeFold(cp);
+    astralFolds.set(cp, f);
+  }
+  return f;
+}
+
+/** Whether foldOf() takes an accent off the character (not a look-alike): a mark, or a letter with marks. */
+export function isAccented(cp: number): boolean {
+  const f = foldOf(cp);
+  return f === STRIP || (f > STRIP && !LOOKALIKE.has(cp));
+}
+
+function computeFold(cp: number): number {
+  const ch = String.fromCodePoint(cp);
+  if (RE_MARK.test(ch)) return STRIP;
+  const direct = LOOKALIKE.get(cp);
+  if (direct !== undefined) return direct;
+  const d = ch.normalize('NFD');
+  if (d === ch) return KEEP;
+  const base = d.codePointAt(0)!;
+  for (const c of d.slice(base > 0xffff ? 2 : 1)) if (!RE_MARK.test(c)) return KEEP;
+  if ((base >= 65 && base <= 90) || (base >= 97 && base <= 122)) return base;
+  return LOOKALIKE.get(base) ?? KEEP;
 }
 
 /** The NFKC form of a CHANGES code point ('' for an invisible one). */

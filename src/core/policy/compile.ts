@@ -10,6 +10,7 @@ import {
   type CompiledRule,
   EFFECTS,
   type Effect,
+  type FailClosedCondition,
   MODES,
   type Mode,
   type Problem,
@@ -90,6 +91,7 @@ function compileRule(
   p: Problem[],
   info: RuleInfo[],
   stored: boolean,
+  failClosed: FailClosedCondition[],
 ) {
   if (!isRecord(node)) {
     p.push({ path, message: `rule must be an object, got ${typeName(node)}` });
@@ -156,7 +158,12 @@ function compileRule(
   // A stored version's regex the linear-time engine refuses fails closed: a restrictive rule
   // matches, an allow rule does not.
   const closedAs = stored && effect !== undefined ? effect !== 'allow' : undefined;
-  const test = compileCondition(when, `${path}.when`, p, 0, { omit, closedAs });
+  const onClosed = (at: string, reason: string, takenAs: boolean): void => {
+    // A disabled rule never matches: its conditions fail nothing.
+    if (typeof id === 'string' && effect !== undefined && enabled !== false)
+      failClosed.push(Object.freeze({ rule_id: id, effect, path: at, reason, taken_as: takenAs }));
+  };
+  const test = compileCondition(when, `${path}.when`, p, 0, { omit, closedAs, onClosed });
   if (typeof id === 'string' && effect !== undefined) {
     info.push({
       id,
@@ -257,6 +264,7 @@ export function compilePolicy(ruleSet: unknown, options: CompileOptions = {}): C
   const rulesNode = ruleSet.rules;
   const indexed: Indexed[] = [];
   const info: RuleInfo[] = [];
+  const failClosed: FailClosedCondition[] = [];
   if (!Array.isArray(rulesNode)) {
     p.push({ path: 'rules', message: `rules must be a list (may be empty), got ${typeName(rulesNode)}` });
   } else if (rulesNode.length > MAX_RULES) {
@@ -274,7 +282,7 @@ export function compilePolicy(ruleSet: unknown, options: CompileOptions = {}): C
           });
         } else seen.set(node.id, i);
       }
-      const r = compileRule(node, i, path, p, info, options.stored === true);
+      const r = compileRule(node, i, path, p, info, options.stored === true, failClosed);
       if (r) indexed.push(r);
     });
   }
@@ -298,6 +306,7 @@ export function compilePolicy(ruleSet: unknown, options: CompileOptions = {}): C
     rules: Object.freeze(info),
     ruleDetections: detectionsRead(rulesNode),
     index,
+    failClosed: Object.freeze(failClosed),
   });
   return { ok: true, policy };
 }

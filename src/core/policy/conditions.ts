@@ -126,6 +126,7 @@ function compileLeaf(
   path: string,
   problems: Problem[],
   closedAs: boolean | undefined,
+  onClosed: OnClosed | undefined,
 ): Predicate {
   const { field, op } = node;
   const start = problems.length;
@@ -148,7 +149,7 @@ function compileLeaf(
     else problems.push({ path: `${path}.field`, message: compiled.message });
   }
   if (typeof op !== 'string' || !(OPS as readonly string[]).includes(op)) return TRUE;
-  const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs);
+  const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs, onClosed);
   if (get === null || test === null || problems.length > start) return TRUE;
   const read = get;
   return (a) => test(read(a));
@@ -161,6 +162,7 @@ function compileOp(
   path: string,
   problems: Problem[],
   closedAs: boolean | undefined,
+  onClosed: OnClosed | undefined,
 ): ((x: unknown) => boolean) | null {
   const value = node.value;
   const bad = (message: string) => {
@@ -217,6 +219,7 @@ function compileOp(
       const checked = checkRegex(value, flags);
       if (!checked.ok && checked.legacy === true && closedAs !== undefined) {
         const closed = closedAs;
+        onClosed?.(path, checked.message, closed);
         return () => closed;
       }
       if (!checked.ok) return bad(checked.message);
@@ -240,7 +243,11 @@ export interface ConditionOptions {
    * one that makes its rule match if it is restrictive (not allow), flipped under each `not`.
    */
   closedAs?: boolean;
+  /** Told of each condition that fails closed: the path of its value, why, and the value it takes. */
+  onClosed?: OnClosed;
 }
+
+export type OnClosed = (path: string, message: string, takenAs: boolean) => void;
 
 /**
  * Compiles a condition object. All keys present must hold (AND): name keys, one field/op/value
@@ -273,8 +280,8 @@ export function compileCondition(
   }
   const rest: Predicate[] = [];
   const hasLeaf = Object.hasOwn(node, 'field') || Object.hasOwn(node, 'op') || Object.hasOwn(node, 'value');
-  const closedAs = options.closedAs;
-  if (hasLeaf) rest.push(compileLeaf(node, path, problems, closedAs));
+  const { closedAs, onClosed } = options;
+  if (hasLeaf) rest.push(compileLeaf(node, path, problems, closedAs, onClosed));
   else if (Object.hasOwn(node, 'flags')) {
     problems.push({ path: `${path}.flags`, message: 'flags is only allowed with op matches' });
   }
@@ -287,13 +294,14 @@ export function compileCondition(
       continue;
     }
     const parts = items.map((item, i) =>
-      compileCondition(item, `${at}[${i}]`, problems, depth + 1, { closedAs }),
+      compileCondition(item, `${at}[${i}]`, problems, depth + 1, { closedAs, onClosed }),
     );
     rest.push(group === 'all' ? and(parts) : or(parts));
   }
   if (Object.hasOwn(node, 'not')) {
     const inner = compileCondition(node.not, `${path}.not`, problems, depth + 1, {
       closedAs: closedAs === undefined ? undefined : !closedAs,
+      onClosed,
     });
     rest.push((a) => !inner(a));
   }

@@ -17,6 +17,7 @@ export {
   type DetectionSummary,
   type Effect,
   type EffectiveFlags,
+  type FailClosedCondition,
   MODES,
   type Mode,
   type Problem,

@@ -152,6 +152,23 @@ export interface CompiledPolicy {
   readonly ruleDetections: ReadonlySet<'pii' | 'secrets' | 'injection' | 'unicode'>;
   /** Index: behavior type (or '*' for an unknown type: untyped rules only) → candidates. Internal. */
   readonly index: ReadonlyMap<string, TypeBucket>;
+  /**
+   * Conditions of a stored version whose regex the linear-time engine refuses, in rule-set order:
+   * each fails closed (see CompileOptions.stored). Empty for every rule set compiled otherwise.
+   */
+  readonly failClosed: readonly FailClosedCondition[];
+}
+
+/** A condition that fails closed, as the operator is told of it. */
+export interface FailClosedCondition {
+  readonly rule_id: string;
+  readonly effect: Effect;
+  /** Where the refused regex is: `rules[2].when.all[0].value`. */
+  readonly path: string;
+  /** Why the engine refuses it. */
+  readonly reason: string;
+  /** The value the condition takes instead (true: it holds; false under a `not` or in an allow rule). */
+  readonly taken_as: boolean;
 }
 
 /** Parsed X-Service-Flags header (each key optional). */

@@ -1,14 +1,15 @@
 // The detectors' path for non-ASCII text as it was before the pre-checks (commit 8b00fc4), written out
 // plainly as the reference of the differential tests in nonascii.test.ts: it reads every character,
-// maps every code unit of the normalized view to its character, folds look-alikes one code unit at a
-// time, and looks for invisible runs and mixed-script words as the old walk did (that part is the old
-// code). It shares with src/ only what the pre-checks do not touch: the per-code-point table
-// (uchar.ts), the look-alike table, the scanners that read the view, and the exemptions for invisible
-// characters. Slow on purpose; do not optimise it.
+// maps every code unit of the normalized view to its character, builds the injection view one
+// character at a time (its fold, or a mark joining the ASCII character before it) with every code
+// unit mapped, and looks for invisible runs and mixed-script words as the old walk did (that part is
+// the old code). It shares with src/ only what the pre-checks do not touch: the per-code-point table
+// (uchar.ts, the fold of each character included), the scanners that read the view, and the
+// exemptions for invisible characters. Slow on purpose; do not optimise it.
 
 import { detect } from '../../../src/core/detect/index.js';
 import { emptyInjectionScores, scanInjection } from '../../../src/core/detect/injection.js';
-import { CONFUSABLES } from '../../../src/core/detect/normalize.js';
+import { foldLeet } from '../../../src/core/detect/leet.js';
 import { scanPii } from '../../../src/core/detect/pii.js';
 import { piiMask } from '../../../src/core/detect/pii-mask.js';
 import { scanSecrets } from '../../../src/core/detect/secrets.js';
@@ -23,9 +24,12 @@ import {
   CYRILLIC_GREEK,
   codePointAt,
   flagsOf,
+  foldOf,
   formOf,
   INVISIBLE,
+  isAccented,
   LATIN,
+  STRIP,
   WORD,
 } from '../../../src/core/detect/uchar.js';
 import { scanInvisibleRun } from '../../../src/core/detect/unicode.js';
@@ -52,7 +56,16 @@ export function referenceDetect(text: string, opts: DetectOptions = {}): Detecti
   if (view !== undefined) mapBack(findings, 0, view);
   if (injection) {
     const from = findings.length;
-    scores = scanInjection(referenceFold(scanned), findings);
+    const folded = referenceInjectionView(scanned);
+    // A pattern written in one case matches no span that had an accent taken off.
+    const unaccented = (s: number, e: number): boolean => {
+      for (let i = folded.start[s]!; i < folded.end[e - 1]!; i++) {
+        if (isAccented(codePointAt(scanned, i))) return false;
+      }
+      return true;
+    };
+    scores = scanInjection(foldLeet(folded.text), findings, unaccented);
+    mapBack(findings, from, folded);
     if (view !== undefined) mapBack(findings, from, view);
   } else {
     scores = emptyInjectionScores();
@@ -117,11 +130,35 @@ export function referenceView(text: string): ReferenceView | undefined {
   return changed ? { text: out, start: Int32Array.from(start), end: Int32Array.from(end) } : undefined;
 }
 
-/** Cyrillic/Greek look-alikes folded to Latin, one code unit each. */
-export function referenceFold(text: string): string {
+/**
+ * The injection view of a normalized view's text, every code unit mapped to the character of `text`
+ * it came from: each character folded (uchar.ts foldOf), a combining mark after an ASCII character
+ * joined to it (that character then ends after the mark), everything else as it is.
+ */
+export function referenceInjectionView(text: string): ReferenceView {
+  const start: number[] = [];
+  const end: number[] = [];
   let out = '';
-  for (let i = 0; i < text.length; i++) out += CONFUSABLES[text[i]!] ?? text[i]!;
-  return out;
+  for (let i = 0; i < text.length; ) {
+    const cp = codePointAt(text, i);
+    const len = cp > 0xffff ? 2 : 1;
+    const f = foldOf(cp);
+    if (f === STRIP && out.length > 0 && out.charCodeAt(out.length - 1) < 0x80) {
+      end[out.length - 1] = i + len;
+    } else if (f > STRIP) {
+      out += String.fromCharCode(f);
+      start.push(i);
+      end.push(i + len);
+    } else {
+      out += text.slice(i, i + len);
+      for (let k = i; k < i + len; k++) {
+        start.push(k);
+        end.push(k + 1);
+      }
+    }
+    i += len;
+  }
+  return { text: out, start: Int32Array.from(start), end: Int32Array.from(end) };
 }
 
 /** The unicode findings: runs of invisible characters, then mixed-script words, every character read. */

@@ -187,3 +187,27 @@ t.test('legacy octal escapes name their character, as in JavaScript; the i flag 
   t.equal(folded.ok, false);
   t.ok(checkRegex('\\x01', 'i').ok, 'the hex escape is the way under i');
 });
+
+t.test('a stored version lists the conditions that fail closed, for the operator', async (t) => {
+  const stored = (r: unknown) => {
+    const c = compilePolicy(r, { stored: true });
+    if (!c.ok) throw new Error(JSON.stringify(c.problems));
+    return c.policy;
+  };
+  t.same(stored(rule('(a)\\1')).failClosed, [
+    {
+      rule_id: 'r',
+      effect: 'block',
+      path: 'rules[0].when.all[0].value',
+      reason:
+        'regex cannot run in linear time: backreferences, lookarounds and large counted repeats such as {1000} are not supported',
+      taken_as: true,
+    },
+  ]);
+  t.match(stored(rule('x', 'u', 'allow')).failClosed, [
+    { effect: 'allow', taken_as: false, reason: /flag u/ },
+  ]);
+  t.same(stored(rule('^fine$', 'i')).failClosed, [], 'a supported regex');
+  const ok = compilePolicy(rule('^fine$'));
+  t.same(ok.ok && ok.policy.failClosed, [], 'a rule set compiled for submission has none');
+});
