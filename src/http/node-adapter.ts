@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse as NodeRes } from 'node:http';
-import { type AddressInfo, Server as NetServer } from 'node:net';
+import { type AddressInfo, Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorBody } from '../core/errors.js';
 import { InFlight } from './in-flight.js';
@@ -18,15 +18,35 @@ import {
 const EMPTY = Buffer.alloc(0);
 const netClose = NetServer.prototype.close;
 
+/** How many requests node has parsed on a connection, counted on its socket. */
+const ARRIVED = Symbol('govgate.requestsArrived');
+/** How many answers node holds behind an earlier one on a connection, not written yet. */
+const QUEUED = Symbol('govgate.answersQueued');
+type CountedSocket = Socket & { [ARRIVED]?: number; [QUEUED]?: number };
+
+/**
+ * node parses requests pipelined on one connection at once and writes their answers in order,
+ * each held until the one before it is written. So during the drain only the last answer on a
+ * connection may close it: an earlier one that did would cut off the answers queued behind it,
+ * calls already made and audited. The last one closes it instead, or the 503 of a request parsed
+ * after the drain began.
+ */
 class NodeResponse implements ServerResponse {
   aborted = false;
   started = false;
   private done = false;
   private abortListeners: (() => void)[] | undefined;
 
+  /**
+   * `seq`: this request's place among those parsed on `socket` (1 for the first); `queuedLost`:
+   * the server's `close` listener for a connection with answers queued on it.
+   */
   constructor(
     private readonly res: NodeRes,
     private readonly inFlight: InFlight,
+    private readonly socket: CountedSocket,
+    private readonly seq: number,
+    private readonly queuedLost: (this: CountedSocket) => void,
   ) {
     res.on('close', () => {
       if (!this.done) this.markAborted();
@@ -40,6 +60,38 @@ class NodeResponse implements ServerResponse {
     const listeners = this.abortListeners;
     this.abortListeners = undefined;
     if (listeners) for (const l of listeners) l();
+  }
+
+  /** During the drain, whether this answer closes its connection: no request came after it on it. */
+  private closesInDrain(): boolean {
+    return this.inFlight.draining && this.socket[ARRIVED] === this.seq;
+  }
+
+  /**
+   * The answer is handed to node; `endSocket`: a stream's, whose head may have said keep-alive, so
+   * its connection is ended after it when it is the last answer on it during the drain. An answer
+   * queued behind an earlier one on its connection (pipelined) is in flight until node writes it:
+   * the end of the drain closes every connection, and would cut it off. Its connection gets one
+   * `close` listener however many answers are queued on it (one each would warn past ten).
+   */
+  private handedOver(endSocket: boolean): void {
+    const socket = this.socket;
+    if (this.res.socket !== null || socket.destroyed) {
+      if (endSocket && this.closesInDrain()) socket.end(); // after the chunks already written to it
+      this.inFlight.leave();
+      return;
+    }
+    const queued = (socket[QUEUED] ?? 0) + 1;
+    socket[QUEUED] = queued;
+    if (queued === 1) socket.on('close', this.queuedLost);
+    this.res.once('finish', () => {
+      const left = (socket[QUEUED] ?? 0) - 1;
+      if (left < 0) return; // the connection closed first, and counted this one
+      socket[QUEUED] = left;
+      if (left === 0) socket.off('close', this.queuedLost);
+      if (endSocket && this.closesInDrain()) socket.end();
+      this.inFlight.leave();
+    });
   }
 
   onAbort(listener: () => void): void {
@@ -58,19 +110,19 @@ class NodeResponse implements ServerResponse {
     const res = this.res;
     res.statusCode = status;
     for (const name in headers) res.setHeader(name, headers[name] as string);
-    // During the drain every answer closes its connection (node ends the socket after it): the
-    // client then reconnects, and the closed listener sends it to another instance.
-    if (closeConnection || this.inFlight.draining) res.setHeader('connection', 'close');
+    // During the drain the last answer on a connection closes it (node ends the socket after it):
+    // the client then reconnects, and the closed listener sends it to another instance.
+    if (closeConnection || this.closesInDrain()) res.setHeader('connection', 'close');
     res.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength);
     res.end(body);
-    this.inFlight.leave();
+    this.handedOver(false);
   }
 
   stream(status: number, headers: OutgoingHeaders): void {
     if (this.done || this.started) return;
     this.started = true;
     const res = this.res;
-    if (!this.inFlight.draining) res.writeHead(status, headers as Record<string, string>);
+    if (!this.closesInDrain()) res.writeHead(status, headers as Record<string, string>);
     else {
       // The application's own Connection header (keep-alive on SSE) gives way to close.
       for (const name in headers) if (name !== 'connection') res.setHeader(name, headers[name] as string);
@@ -90,12 +142,10 @@ class NodeResponse implements ServerResponse {
     if (this.done) return;
     this.done = true;
     // A stream whose head went out before the drain did not say close: its socket is ended after
-    // the last chunk (queued behind it), so no request follows on it.
-    const socket = this.inFlight.draining ? this.res.socket : null;
+    // the last chunk, so no request follows on it.
     if (chunk === undefined) this.res.end();
     else this.res.end(chunk);
-    socket?.end();
-    this.inFlight.leave();
+    this.handedOver(true);
   }
 }
 
@@ -139,11 +189,19 @@ function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void 
 
 export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
   const inFlight = new InFlight();
+  /** A connection closed with answers queued on it: node never writes them, nothing is in flight. */
+  const queuedLost = function (this: CountedSocket): void {
+    for (let n = this[QUEUED] ?? 0; n > 0; n--) inFlight.leave();
+    this[QUEUED] = 0;
+  };
   const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
     inFlight.enter();
     // Read on arrival: a request that came before the drain is served even if its body ends after.
     const draining = inFlight.draining;
-    const out = new NodeResponse(res, inFlight);
+    const socket = req.socket as CountedSocket;
+    const seq = (socket[ARRIVED] ?? 0) + 1;
+    socket[ARRIVED] = seq;
+    const out = new NodeResponse(res, inFlight, socket, seq, queuedLost);
     const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
     const headers = flatHeaders(req);
     const method = (req.method ?? 'GET').toUpperCase();

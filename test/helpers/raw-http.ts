@@ -9,10 +9,18 @@ export interface RawResponse {
   readonly body: string;
 }
 
+export interface RawRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers?: Record<string, string>;
+  readonly body?: string;
+}
+
 /**
  * One HTTP/1.1 connection the test holds on to, so it can send a request on a connection that
- * stays open between requests (what fetch's pool hides). One request at a time; answers with a
- * Content-Length, chunked, or (for HEAD) without a body are read.
+ * stays open between requests (what fetch's pool hides). `request` sends one and reads its
+ * answer; `send` writes several at once (pipelined) and `answer` reads their answers in order.
+ * Answers with a Content-Length, chunked, or (for HEAD) without a body are read.
  */
 export class RawConnection {
   private buffer = Buffer.alloc(0);
@@ -60,23 +68,41 @@ export class RawConnection {
   }
 
   /** Sends one request and reads its answer; rejects when the connection closes first or after `ms`. */
-  async request(
+  request(
     method: string,
     path: string,
     opts: { headers?: Record<string, string>; body?: string; ms?: number } = {},
   ): Promise<RawResponse> {
-    const body = opts.body ?? '';
-    let head = `${method} ${path} HTTP/1.1\r\nHost: test\r\n`;
-    for (const [k, v] of Object.entries(opts.headers ?? {})) head += `${k}: ${v}\r\n`;
-    if (body !== '' || method === 'POST') head += `Content-Length: ${Buffer.byteLength(body)}\r\n`;
-    this.socket.write(`${head}\r\n${body}`);
-    const deadline = Date.now() + (opts.ms ?? 5000);
+    this.send({ method, path, headers: opts.headers, body: opts.body });
+    return this.answer({ head: method === 'HEAD', ms: opts.ms, what: `${method} ${path}` });
+  }
+
+  /** Writes the requests in one write, without waiting for an answer (HTTP/1.1 pipelining). */
+  send(...requests: RawRequest[]): void {
+    let text = '';
+    for (const { method, path, headers, body = '' } of requests) {
+      text += `${method} ${path} HTTP/1.1\r\nHost: test\r\n`;
+      for (const [k, v] of Object.entries(headers ?? {})) text += `${k}: ${v}\r\n`;
+      if (body !== '' || method === 'POST') text += `Content-Length: ${Buffer.byteLength(body)}\r\n`;
+      text += `\r\n${body}`;
+    }
+    this.socket.write(text);
+  }
+
+  /**
+   * Reads the next answer (`head`: one to a HEAD, without a body); rejects when the connection
+   * closes first or after `ms`.
+   */
+  async answer(opts: { head?: boolean; ms?: number; what?: string } = {}): Promise<RawResponse> {
+    const ms = opts.ms ?? 5000;
+    const what = opts.what ?? 'the request';
+    const deadline = Date.now() + ms;
     for (;;) {
-      const parsed = this.parse(method === 'HEAD');
+      const parsed = this.parse(opts.head === true);
       if (parsed !== undefined) return parsed;
-      if (this.ended) throw new Error(`connection closed before a complete answer to ${method} ${path}`);
+      if (this.ended) throw new Error(`connection closed before a complete answer to ${what}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no complete answer to ${method} ${path} within ${opts.ms ?? 5000} ms`);
+      if (left <= 0) throw new Error(`no complete answer to ${what} within ${ms} ms`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         this.waiter = () => {

@@ -1,10 +1,20 @@
 import { rmSync } from 'node:fs';
-import t from 'tap';
+import t, { type Test } from 'tap';
+import { createLogger } from '../../src/util/log.js';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
-import { RawConnection, type RawResponse } from '../helpers/raw-http.js';
-import { ENGINES, startService, useMockUpstream } from '../helpers/service.js';
+import { RawConnection, type RawRequest, type RawResponse } from '../helpers/raw-http.js';
+import { ENGINES, startService, type TestService, useMockUpstream } from '../helpers/service.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves once `done()` is true (polled every 10 ms); rejects after 5 s. */
+async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (done()) return;
+    await sleep(10);
+  }
+  throw new Error(`still waiting after 5 s: ${what}`);
+}
 
 /** True when the server closes `conn` within `ms`. */
 function closedWithin(conn: RawConnection, ms: number): Promise<boolean> {
@@ -238,3 +248,162 @@ for (const engine of ENGINES) {
     await drained;
   });
 }
+
+/**
+ * Two requests pipelined on one kept-alive connection before the drain (node:http: uWS closes
+ * such a connection without an answer, test/server/pipelining.test.ts). node runs both at once and
+ * writes their answers in order, the second queued behind the first: every answer must reach
+ * the client, and only the last one on the connection may close it (an earlier one that said
+ * close would cut off the answers queued behind it, calls already made and audited).
+ */
+t.test('requests pipelined before the drain are all answered (node)', async (t) => {
+  /** A service whose provider holds each call until the test opens its gate. */
+  const start = async (t: Test) => {
+    const upstream = await startMockUpstream();
+    t.teardown(() => upstream.close());
+    const lines: { msg?: string; request_id?: string }[] = [];
+    const logger = createLogger('debug', (line) => lines.push(JSON.parse(line)));
+    const svc = await startService({
+      engine: 'node',
+      env: { SERVICE_EGRESS_ALLOW: upstream.hostPort },
+      logger,
+    });
+    t.teardown(() => rmSync(svc.dataDir, { recursive: true, force: true }));
+    await useMockUpstream(svc, svc.pat, upstream.url);
+    const conn = await RawConnection.open(svc.url);
+    t.teardown(() => conn.destroy());
+    const gates: (() => void)[] = [];
+    t.teardown(() => {
+      for (const open of gates) open();
+    });
+    return {
+      svc,
+      conn,
+      /** The next provider calls wait for the returned function. */
+      gate(): () => void {
+        let open = (): void => {};
+        upstream.behaviour = { kind: 'gate', open: new Promise<void>((r) => (open = r)) };
+        gates.push(open);
+        return open;
+      },
+      /** Resolves once `n` chat calls have reached the provider. */
+      atProvider: (n: number) =>
+        until(
+          () => upstream.requests.filter((r) => r.path === '/v1/chat/completions').length >= n,
+          `${n} calls at the provider`,
+        ),
+      /** Resolves once the gateway has handed the answer to request `id` to the adapter. */
+      answered: (id: string) =>
+        until(() => lines.some((l) => l.msg === 'request' && l.request_id === id), `the answer to ${id}`),
+    };
+  };
+  const post = (svc: TestService, id: string, content: string, stream = false): RawRequest => ({
+    method: 'POST',
+    path: '/v1/chat/completions',
+    headers: {
+      authorization: `Bearer ${svc.agentKey}`,
+      'content-type': 'application/json',
+      'x-request-id': id,
+    },
+    body: JSON.stringify({ model: 'gpt-test', stream, messages: [{ role: 'user', content }] }),
+  });
+
+  for (const stream of [false, true]) {
+    t.test(`two calls in one write, the first ${stream ? 'streamed' : 'whole'}`, async (t) => {
+      const { svc, conn, gate, atProvider } = await start(t);
+      const open = gate();
+      conn.send(post(svc, 'req-first', 'FIRST', stream), post(svc, 'req-second', 'SECOND'));
+      await atProvider(2);
+
+      const drained = svc.service.close(10_000);
+      open();
+      const a = await settle(conn.answer({ ms: 10_000, what: 'FIRST' }));
+      const b = await settle(conn.answer({ ms: 10_000, what: 'SECOND' }));
+      t.equal(a.status, 200, 'the first call is answered');
+      t.equal(a.headers['x-request-id'], 'req-first');
+      t.match(a.body, stream ? /upstream-openai: FIRST[\s\S]*data: \[DONE\]/ : /upstream-openai: FIRST/);
+      t.not(a.headers.connection, 'close', 'the first answer leaves the connection open for the second');
+      t.equal(b.status, 200, 'the second call, made and audited, is answered too');
+      t.equal(b.headers['x-request-id'], 'req-second');
+      t.match(b.body, /upstream-openai: SECOND/);
+      t.equal(b.headers.connection, 'close', 'the last answer on the connection closes it');
+      t.equal(b.headerCounts.connection, 1, 'one Connection header');
+      t.ok(await closedWithin(conn, 2000), 'the connection is closed after the last answer');
+      await drained;
+    });
+  }
+
+  t.test('the second answered first, during the drain', async (t) => {
+    const { svc, conn, gate, atProvider, answered } = await start(t);
+    const openFirst = gate();
+    conn.send(post(svc, 'req-first', 'FIRST'));
+    await atProvider(1);
+    const openSecond = gate();
+    conn.send(post(svc, 'req-second', 'SECOND')); // pipelined: the first is not answered yet
+    await atProvider(2);
+
+    const drained = svc.service.close(10_000);
+    openSecond();
+    await answered('req-second'); // queued behind the first, which is still at the provider
+    openFirst();
+    const a = await settle(conn.answer({ ms: 10_000, what: 'FIRST' }));
+    const b = await settle(conn.answer({ ms: 10_000, what: 'SECOND' }));
+    t.equal(a.status, 200);
+    t.equal(a.headers['x-request-id'], 'req-first', 'the answers come in the order of the requests');
+    t.not(a.headers.connection, 'close');
+    t.equal(b.status, 200, 'the answer queued during the drain is written');
+    t.equal(b.headers['x-request-id'], 'req-second');
+    t.equal(b.headers.connection, 'close', 'and it closes the connection');
+    t.ok(await closedWithin(conn, 2000));
+    await drained;
+  });
+
+  t.test('the second answered before the drain', async (t) => {
+    const { svc, conn, gate, atProvider, answered } = await start(t);
+    const open = gate();
+    conn.send(post(svc, 'req-first', 'FIRST'), {
+      method: 'GET',
+      path: '/api/health/live',
+      headers: { 'x-request-id': 'req-live' },
+    });
+    await atProvider(1);
+    await answered('req-live'); // queued behind the first, saying keep-alive
+
+    const drained = svc.service.close(10_000);
+    open();
+    const a = await settle(conn.answer({ ms: 10_000, what: 'FIRST' }));
+    const b = await settle(conn.answer({ ms: 10_000, what: 'the probe' }));
+    t.equal(a.status, 200);
+    t.equal(a.headers['x-request-id'], 'req-first');
+    t.not(a.headers.connection, 'close', 'not the last answer on its connection');
+    t.equal(b.status, 200, 'the end of the drain does not cut off an answer still queued');
+    t.equal(b.headers['x-request-id'], 'req-live');
+    await drained;
+    t.ok(await closedWithin(conn, 2000), 'the end of the drain closes the connection');
+  });
+
+  t.test('a client that leaves with answers queued does not hold the drain up', async (t) => {
+    const { svc, conn, gate, atProvider, answered } = await start(t);
+    const warnings: string[] = [];
+    const warned = (w: Error): void => void warnings.push(w.name);
+    process.on('warning', warned);
+    t.teardown(() => process.off('warning', warned));
+    gate();
+    const probes = Array.from({ length: 12 }, (_, i) => ({
+      method: 'GET',
+      path: '/api/health/live',
+      headers: { 'x-request-id': `req-live-${i}` },
+    }));
+    conn.send(post(svc, 'req-first', 'FIRST'), ...probes); // more than ten: one listener per connection
+    await atProvider(1);
+    await answered('req-live-11');
+    conn.destroy();
+
+    // The call held at the provider is given up with its client; the probes' answers will never
+    // be written. Nothing is left in flight, so the drain ends long before its 10 s.
+    const began = Date.now();
+    await svc.service.close(10_000);
+    t.ok(Date.now() - began < 5000, `the drain ended after ${Date.now() - began} ms`);
+    t.same(warnings, [], 'no MaxListenersExceededWarning for the queued answers');
+  });
+});
