@@ -351,6 +351,15 @@ t.test('governance on the gateway and the govern API', async (t) => {
       payload: { tool: 'payments.transfer', args: { amount: 10 } },
     });
     t.equal(small.body.outcome, 'allow');
+    // An amount that is not a number cannot slip past the threshold: the rule fails closed.
+    for (const amount of ['250000', [250000], { value: 250000 }, true]) {
+      const disguised = await govern({
+        type: 'TOOL_CALL',
+        payload: { tool: 'payments.transfer', args: { amount } },
+      });
+      t.equal(disguised.body.outcome, 'needs_approval', `amount ${JSON.stringify(amount)}`);
+      t.notOk(disguised.body.mandate);
+    }
 
     // An approval is for the identical action: payload members the rules read are part of it.
     await newVersion(svc, svc.pat, policyId, {

@@ -163,7 +163,8 @@ function compileRule(
     if (typeof id === 'string' && effect !== undefined && enabled !== false)
       failClosed.push(Object.freeze({ rule_id: id, effect, path: at, reason, taken_as: takenAs }));
   };
-  const test = compileCondition(when, `${path}.when`, p, 0, { omit, closedAs, onClosed });
+  const restrictive = effect === undefined ? undefined : effect !== 'allow';
+  const test = compileCondition(when, `${path}.when`, p, 0, { omit, closedAs, onClosed, restrictive });
   if (typeof id === 'string' && effect !== undefined) {
     info.push({
       id,

@@ -127,6 +127,7 @@ function compileLeaf(
   problems: Problem[],
   closedAs: boolean | undefined,
   onClosed: OnClosed | undefined,
+  restrictive: boolean | undefined,
 ): Predicate {
   const { field, op } = node;
   const start = problems.length;
@@ -149,7 +150,7 @@ function compileLeaf(
     else problems.push({ path: `${path}.field`, message: compiled.message });
   }
   if (typeof op !== 'string' || !(OPS as readonly string[]).includes(op)) return TRUE;
-  const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs, onClosed);
+  const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs, onClosed, restrictive);
   if (get === null || test === null || problems.length > start) return TRUE;
   const read = get;
   return (a) => test(read(a));
@@ -163,6 +164,7 @@ function compileOp(
   problems: Problem[],
   closedAs: boolean | undefined,
   onClosed: OnClosed | undefined,
+  restrictive: boolean | undefined,
 ): ((x: unknown) => boolean) | null {
   const value = node.value;
   const bad = (message: string) => {
@@ -197,10 +199,15 @@ function compileOp(
         return bad(`${op} needs a finite number, got ${typeName(value)}`);
       }
       const v = value;
-      if (op === 'gt') return (x) => typeof x === 'number' && x > v;
-      if (op === 'gte') return (x) => typeof x === 'number' && x >= v;
-      if (op === 'lt') return (x) => typeof x === 'number' && x < v;
-      return (x) => typeof x === 'number' && x <= v;
+      // A value that is there but is not a number (`"250000"`, `[250000]`) cannot be compared,
+      // and must not slip past a threshold: the condition takes the value that makes its rule
+      // match if the rule is restrictive (never for allow), as a fail-closed regex does.
+      const other = restrictive === true;
+      const mismatch = (x: unknown): boolean => (x === undefined || x === null ? false : other);
+      if (op === 'gt') return (x) => (typeof x === 'number' ? x > v : mismatch(x));
+      if (op === 'gte') return (x) => (typeof x === 'number' ? x >= v : mismatch(x));
+      if (op === 'lt') return (x) => (typeof x === 'number' ? x < v : mismatch(x));
+      return (x) => (typeof x === 'number' ? x <= v : mismatch(x));
     }
     case 'contains': {
       if (!isPrimitive(value)) return bad('contains needs a string, finite number, boolean or null');
@@ -245,6 +252,12 @@ export interface ConditionOptions {
   closedAs?: boolean;
   /** Told of each condition that fails closed: the path of its value, why, and the value it takes. */
   onClosed?: OnClosed;
+  /**
+   * The value that makes the rule match: true for a restrictive rule (block, require_approval,
+   * redact), false for allow, flipped under each `not`. A numeric comparison on a value that is
+   * present but not a number takes it (fails closed); left out, such a comparison is false.
+   */
+  restrictive?: boolean;
 }
 
 export type OnClosed = (path: string, message: string, takenAs: boolean) => void;
@@ -280,8 +293,8 @@ export function compileCondition(
   }
   const rest: Predicate[] = [];
   const hasLeaf = Object.hasOwn(node, 'field') || Object.hasOwn(node, 'op') || Object.hasOwn(node, 'value');
-  const { closedAs, onClosed } = options;
-  if (hasLeaf) rest.push(compileLeaf(node, path, problems, closedAs, onClosed));
+  const { closedAs, onClosed, restrictive } = options;
+  if (hasLeaf) rest.push(compileLeaf(node, path, problems, closedAs, onClosed, restrictive));
   else if (Object.hasOwn(node, 'flags')) {
     problems.push({ path: `${path}.flags`, message: 'flags is only allowed with op matches' });
   }
@@ -294,7 +307,7 @@ export function compileCondition(
       continue;
     }
     const parts = items.map((item, i) =>
-      compileCondition(item, `${at}[${i}]`, problems, depth + 1, { closedAs, onClosed }),
+      compileCondition(item, `${at}[${i}]`, problems, depth + 1, { closedAs, onClosed, restrictive }),
     );
     rest.push(group === 'all' ? and(parts) : or(parts));
   }
@@ -302,6 +315,7 @@ export function compileCondition(
     const inner = compileCondition(node.not, `${path}.not`, problems, depth + 1, {
       closedAs: closedAs === undefined ? undefined : !closedAs,
       onClosed,
+      restrictive: restrictive === undefined ? undefined : !restrictive,
     });
     rest.push((a) => !inner(a));
   }

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { action, holds } from './helpers.js';
+import { type Action, evaluate } from '../../../src/core/policy/index.js';
+import { action, compileOk, holds, offDetectors, THEN } from './helpers.js';
 
 const a = action({
   tool: 'payments.transfer',
@@ -53,14 +54,33 @@ t.test('gt / gte / lt / lte', async (t) => {
   t.notOk(holds(leaf('args.amount', 'lt', 1500), a));
   t.ok(holds(leaf('args.amount', 'lte', 1500), a));
   t.notOk(holds(leaf('args.amount', 'lte', 1499), a));
+  // A value that is there but is not a number cannot be compared; it must not slip past a
+  // threshold, so a restrictive rule's comparison fails closed, an allow rule's does not hold.
+  const allows = (cond: unknown, x: Action): boolean => {
+    const policy = compileOk({
+      detectors: offDetectors,
+      default: 'block',
+      rules: [{ id: 'r', when: cond, [THEN]: 'allow' }],
+    });
+    return evaluate(policy, x).effect === 'allow';
+  };
   for (const op of ['gt', 'gte', 'lt', 'lte']) {
-    t.notOk(holds(leaf('args.currency', op, 0), a), `${op} on a string is false`);
+    t.ok(holds(leaf('args.currency', op, 0), a), `${op} on a string: a block rule holds`);
+    t.ok(holds(leaf('args.tags', op, 0), a), `${op} on an array: a block rule holds`);
     t.notOk(holds(leaf('args.missing', op, 0), a), `${op} on a missing field is false`);
-    t.notOk(holds(leaf('args.tags', op, 0), a), `${op} on an array is false`);
+    t.notOk(holds(leaf('args.nothing', op, 0), a), `${op} on null is false`);
+    t.notOk(allows(leaf('args.currency', op, 0), a), `${op} on a string: an allow rule does not hold`);
+    t.ok(
+      allows(leaf('args.amount', op, 1500), a) === (op === 'gte' || op === 'lte'),
+      `${op}: allow on a number compares`,
+    );
+    // Under `not` the value flips, so the rule still matches.
+    t.ok(holds({ not: leaf('args.currency', op, 0) }, a), `${op} under not: the block rule holds`);
+    t.notOk(allows({ not: leaf('args.currency', op, 0) }, a), `${op} under not: the allow rule does not`);
   }
-  t.notOk(
-    holds(leaf('args.amount', 'gt', 1), action({ args: { amount: '5000' } })),
-    'numeric string not coerced',
+  t.ok(
+    holds(leaf('args.amount', 'gt', 1000), action({ args: { amount: '5' } })),
+    'a numeric string is not a number: a block rule on it holds (fail closed)',
   );
 });
 
