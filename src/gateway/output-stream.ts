@@ -34,6 +34,8 @@ interface ChoiceHold {
   readonly text: StreamGuard;
   refusal: StreamGuard | undefined;
   readonly tools: Map<number, HeldTool>;
+  /** A legacy `function_call` (a request with `functions`), held like a tool call. */
+  legacy?: { name: string; args: string };
   finished: boolean;
 }
 
@@ -106,6 +108,12 @@ export class OutputStreamGovernor {
     const hold = this.hold(index);
     const delta = choice.delta;
     for (const tc of delta.tool_calls ?? []) holdTool(hold, tc);
+    const legacy = delta.function_call;
+    if (legacy) {
+      hold.legacy ??= { name: '', args: '' };
+      if (typeof legacy.name === 'string' && legacy.name !== '') hold.legacy.name = legacy.name;
+      if (typeof legacy.arguments === 'string') hold.legacy.args += legacy.arguments;
+    }
     let content = '';
     if (typeof delta.content === 'string' && delta.content.length > 0) {
       const step = hold.text.push(delta.content);
@@ -213,6 +221,19 @@ export class OutputStreamGovernor {
       );
     }
     hold.tools.clear();
+    if (hold.legacy) {
+      const checked = guardText(this.guard, decodedJson(hold.legacy.args));
+      for (const f of checked.findings) if (f.category === 'pii') this.pii.add(f.type);
+      if (checked.kind === 'block') {
+        this.blocked = { finding: checked.finding, where: 'tool_call' };
+        return [];
+      }
+      const delta: ChatCompletionChunkDelta = {
+        function_call: { name: hold.legacy.name, arguments: checked.text },
+      };
+      out.push(Object.assign({}, base, { choices: [{ index, delta, finish_reason: null }] }));
+      hold.legacy = undefined;
+    }
     const finishChoice: ChatCompletionChunkChoice = { index, delta: {}, finish_reason: finish ?? 'stop' };
     if (stop) finishChoice[ANTHROPIC_STOP] = stop;
     const last: ChatCompletionChunk = Object.assign({}, base, { choices: [finishChoice] });

@@ -107,6 +107,49 @@ t.test('guarded whole answers carry only what the guard read', async (t) => {
     t.equal(malformed.status, 502, 'a legacy call that is not name and arguments strings is refused');
   });
 
+  t.test('streams: a legacy function_call is held, guarded and passed on', async (t) => {
+    const base = { id: 'chatcmpl-l', object: 'chat.completion.chunk', created: 1, model: 'gpt-test' };
+    const chunk = (delta: unknown, finish: string | null = null): string =>
+      `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const stream = (args: string): string =>
+      chunk({ role: 'assistant', content: null, function_call: { name: 'send', arguments: '' } }) +
+      (args.match(/.{1,5}/g) ?? []).map((p) => chunk({ function_call: { arguments: p } })).join('') +
+      chunk({}, 'function_call') +
+      'data: [DONE]\n\n';
+    const read = async (headers?: Record<string, string>) => {
+      let name = '';
+      let args = '';
+      let last: any;
+      for await (const c of await openai.chat.completions.create(
+        { model: 'gpt-test', stream: true, messages },
+        headers ? { headers } : undefined,
+      )) {
+        const fc = (c.choices[0]?.delta as any)?.function_call;
+        if (fc?.name) name += fc.name;
+        if (fc?.arguments) args += fc.arguments;
+        if (c.choices[0]?.delta?.content) args += c.choices[0].delta.content;
+        last = c;
+      }
+      return { name, args, last };
+    };
+    upstream.behaviour = {
+      kind: 'raw',
+      contentType: 'text/event-stream',
+      body: stream(JSON.stringify({ to: MAIL })),
+    };
+    const redacted = await read();
+    t.equal(redacted.name, 'send');
+    t.equal(redacted.args, '{"to":"[EMAIL]"}');
+    upstream.behaviour = {
+      kind: 'raw',
+      contentType: 'text/event-stream',
+      body: stream(JSON.stringify({ key: KEY })),
+    };
+    const blocked = await read({ 'x-service-flags': 'secrets=block' });
+    t.notMatch(blocked.args, new RegExp(KEY.slice(0, 8)));
+    t.equal(blocked.last.service.blocked, true);
+  });
+
   t.test('streams: one audited name per call, by its type', async (t) => {
     const base = { id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model: 'gpt-test' };
     const chunk = (delta: unknown, finish: string | null = null): string =>

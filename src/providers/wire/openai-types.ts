@@ -224,6 +224,8 @@ export interface ChatCompletionChunkDelta {
   content?: string | null;
   refusal?: string | null;
   tool_calls?: OpenaiToolCallDelta[];
+  /** The legacy single call (a request with `functions`), in fragments like a tool call's. */
+  function_call?: { name?: string; arguments?: string } | null;
 }
 
 export interface ChatCompletionChunkChoice {
