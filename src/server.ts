@@ -165,6 +165,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     snapshot,
     governor,
     audit: events,
+    auditReader: events,
     mandates,
     approvals: approvalDesk,
     tools,

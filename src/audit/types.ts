@@ -65,7 +65,8 @@ export interface AuditSink {
 
 export interface AuditReader {
   get(orgId: string, eventId: string): AuditEvent | undefined;
-  byPipeline(orgId: string, pipelineId: string): AuditEvent[];
+  /** The pipeline's events, oldest first, at most `limit` (default 1000): its index, not a scan. */
+  byPipeline(orgId: string, pipelineId: string, limit?: number): AuditEvent[];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import type { AuditSink } from '../audit/types.js';
+import type { AuditReader, AuditSink } from '../audit/types.js';
 import { adminEvent } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
@@ -6,13 +6,14 @@ import { actionFingerprint, argsDigest, stringsIn } from '../core/guardrails/ind
 import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
 import { actingAgent } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
-import { callIds, checkCallId } from '../gateway/call-ids.js';
+import { callIds } from '../gateway/call-ids.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
 import { requireRole, targetOrg } from '../identity/guard.js';
 import type { Snapshot } from '../snapshot/types.js';
 import { newId } from '../util/ids.js';
+import { registerExecutionRoute } from './execution.js';
 import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
 import type { ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
@@ -21,6 +22,8 @@ export interface GovernDeps {
   readonly snapshot: Snapshot;
   readonly governor: Governor;
   readonly audit: AuditSink;
+  /** The pipeline index, for /v1/govern/execution (see execution.ts). */
+  readonly auditReader: Pick<AuditReader, 'byPipeline'>;
   readonly mandates: MandateAuthority;
   readonly approvals: ApprovalDesk;
   readonly tools: ToolRegistry;
@@ -254,39 +257,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     );
   });
 
-  router.add('POST', '/v1/govern/execution', async (ctx) => {
-    const body = ctx.jsonObject();
-    const agent = actingAgent(ctx, snapshot, body.agent_id);
-    if (body.pipeline_id === undefined || body.pipeline_id === '')
-      throw new ServiceError('invalid_request', 'pipeline_id is required', { param: 'pipeline_id' });
-    const pipelineId = checkCallId(body.pipeline_id, 'pipeline_id');
-    const sessionId =
-      body.session_id === undefined || body.session_id === null
-        ? null
-        : checkCallId(body.session_id, 'session_id');
-    if (typeof body.ok !== 'boolean')
-      throw new ServiceError('invalid_request', 'ok must be a boolean', { param: 'ok' });
-    const output = optionalString(body, 'output_text');
-    const duration = body.duration_ms;
-    if (
-      duration !== undefined &&
-      (typeof duration !== 'number' || !Number.isFinite(duration) || duration < 0)
-    )
-      throw new ServiceError('invalid_request', 'duration_ms must be a non-negative number', {
-        param: 'duration_ms',
-      });
-    const ref = await audit.append({
-      org_id: agent.orgId,
-      event_type: 'govern.execution',
-      agent_id: agent.agentId,
-      session_id: sessionId,
-      pipeline_id: pipelineId,
-      outcome: body.ok ? 'ok' : 'failed',
-      details: { ok: body.ok, duration_ms: duration ?? null, output_chars: output?.length ?? 0 },
-      personal: output === undefined ? {} : { output_text: output },
-    });
-    ctx.json(200, { recorded: true, event_id: ref.id });
-  });
+  registerExecutionRoute(router, { snapshot, audit, auditReader: deps.auditReader });
 
   router.add('POST', '/v1/govern/approve', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'developer');

@@ -529,7 +529,7 @@ t.test('governance on the gateway and the govern API', async (t) => {
       const noise = Array.from({ length: 12 }, () =>
         svc.call('/v1/govern/execution', {
           token: svc.agentKey,
-          body: { pipeline_id: 'pl_noise', ok: true },
+          body: { pipeline_id: allowed.body.pipeline_id, ok: true },
         }),
       );
       const runs = await Promise.all(
@@ -540,7 +540,10 @@ t.test('governance on the gateway and the govern API', async (t) => {
           }),
         ),
       );
-      await Promise.all(noise);
+      t.ok(
+        (await Promise.all(noise)).every((r) => r.status === 200),
+        `trial ${trial}: the noise is recorded`,
+      );
       t.equal(runs.filter((r) => r.status === 200).length, 1, `trial ${trial}: one call runs`);
       t.equal(upstream.requests.length - before, 1, `trial ${trial}: the tool is called once`);
       for (const r of runs) if (r.status !== 200) t.equal(r.body.error.code, 'mandate_invalid');
