@@ -9,9 +9,9 @@
  *   sending the tool without it would let the model call the tool with input the caller ruled out.
  */
 import { ServiceError } from '../../core/errors.js';
-import type { AnthropicTool } from './anthropic-types.js';
-import type { OpenaiCustomTool, OpenaiTool } from './openai-types.js';
-import { stringifyToolInput } from './tool-arguments.js';
+import type { AnthropicTool, AnthropicToolUseBlock } from './anthropic-types.js';
+import type { OpenaiCustomTool, OpenaiTool, OpenaiToolCall } from './openai-types.js';
+import { parseToolArguments, stringifyToolInput } from './tool-arguments.js';
 
 /** The one member of the input an Anthropic model gives a custom tool: the free text. */
 export const CUSTOM_INPUT_KEY = 'input';
@@ -42,6 +42,23 @@ export function customToolToAnthropic(tool: OpenaiCustomTool, index: number): An
 /** A custom call's free-text input as an Anthropic tool_use input. */
 export function customInputToAnthropic(input: string | null | undefined): Record<string, unknown> {
   return { [CUSTOM_INPUT_KEY]: typeof input === 'string' ? input : '' };
+}
+
+/** A call of the history or the answer (a function's or a custom tool's) as an Anthropic tool_use. */
+export function toolUseOf(call: OpenaiToolCall): AnthropicToolUseBlock {
+  return call.type === 'custom'
+    ? {
+        type: 'tool_use',
+        id: call.id,
+        name: call.custom.name,
+        input: customInputToAnthropic(call.custom.input),
+      }
+    : {
+        type: 'tool_use',
+        id: call.id,
+        name: call.function.name,
+        input: parseToolArguments(call.function.arguments),
+      };
 }
 
 /**

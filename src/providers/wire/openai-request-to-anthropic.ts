@@ -29,7 +29,7 @@ import type {
   AnthropicToolResultBlock,
 } from './anthropic-types.js';
 import { isHttpUrl, parseBase64DataUrl } from './conversions.js';
-import { customInputToAnthropic, customToolToAnthropic } from './custom-tools.js';
+import { customToolToAnthropic, toolUseOf } from './custom-tools.js';
 import type {
   ChatCompletionRequest,
   OpenaiAssistantMessage,
@@ -39,7 +39,7 @@ import type {
   OpenaiToolMessage,
   OpenaiUserContentPart,
 } from './openai-types.js';
-import { parseToolArguments, TOOL_ERROR_PREFIX } from './tool-arguments.js';
+import { TOOL_ERROR_PREFIX } from './tool-arguments.js';
 
 export interface OpenaiRequestToAnthropicOptions {
   /** Used when the request sets neither max_completion_tokens nor max_tokens. */
@@ -207,25 +207,7 @@ function addAssistant(pending: PendingMessage[], message: OpenaiAssistantMessage
   }
   const calls = message.tool_calls;
   if (!Array.isArray(calls)) return;
-  for (const call of calls) {
-    addBlock(
-      pending,
-      'assistant',
-      call.type === 'custom'
-        ? {
-            type: 'tool_use',
-            id: call.id,
-            name: call.custom.name,
-            input: customInputToAnthropic(call.custom.input),
-          }
-        : {
-            type: 'tool_use',
-            id: call.id,
-            name: call.function.name,
-            input: parseToolArguments(call.function.arguments),
-          },
-    );
-  }
+  for (const call of calls) addBlock(pending, 'assistant', toolUseOf(call));
 }
 
 function toolResult(message: OpenaiToolMessage): AnthropicToolResultBlock {

@@ -14,9 +14,8 @@
 import { ANTHROPIC_STOP } from './anthropic-stop.js';
 import type { AnthropicContentBlock, AnthropicMessage } from './anthropic-types.js';
 import { anthropicStopOf, openaiIdToAnthropic, openaiUsageToAnthropic } from './conversions.js';
-import { customInputToAnthropic } from './custom-tools.js';
+import { toolUseOf } from './custom-tools.js';
 import type { ChatCompletion } from './openai-types.js';
-import { parseToolArguments } from './tool-arguments.js';
 
 export function openaiResponseToAnthropic(res: ChatCompletion, requestModel: string): AnthropicMessage {
   const choice = res.choices[0];
@@ -29,23 +28,7 @@ export function openaiResponseToAnthropic(res: ChatCompletion, requestModel: str
       content.push({ type: 'text', text: message.refusal });
     }
     if (Array.isArray(message.tool_calls)) {
-      for (const call of message.tool_calls) {
-        content.push(
-          call.type === 'custom'
-            ? {
-                type: 'tool_use',
-                id: call.id,
-                name: call.custom.name,
-                input: customInputToAnthropic(call.custom.input),
-              }
-            : {
-                type: 'tool_use',
-                id: call.id,
-                name: call.function.name,
-                input: parseToolArguments(call.function.arguments),
-              },
-        );
-      }
+      for (const call of message.tool_calls) content.push(toolUseOf(call));
     }
   }
   const stop = anthropicStopOf(choice?.finish_reason, choice?.[ANTHROPIC_STOP]);
