@@ -191,7 +191,8 @@ export function messageTexts(messages: readonly MessageLike[]): TextItem[] {
     }
     if (legacyCall && typeof legacyCall === 'object')
       rest(legacyCall, ARGUMENTS_READ, `messages[${i}].function_call`, out);
-    rest(m, MESSAGE_READ, `messages[${i}]`, out);
+    // Most messages hold only what is read above: no path string is built for them.
+    if (hasUnread(m, MESSAGE_READ)) rest(m, MESSAGE_READ, `messages[${i}]`, out);
   }
   return out;
 }
@@ -232,6 +233,12 @@ interface PartLike {
   image_url?: { url?: unknown } | null;
   input_audio?: unknown;
   file?: unknown;
+}
+
+/** Whether `obj` has a member not in `read`. */
+function hasUnread(obj: object, read: ReadonlySet<string>): boolean {
+  for (const key in obj) if (!read.has(key)) return true;
+  return false;
 }
 
 /** The members of `obj` not in `read`: their strings, and keys, as one `request` item each. */
