@@ -30,7 +30,11 @@ export function startCli(
     out += d.toString();
   });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no start within 20 s: ${out}`)), 20_000);
+    // A start that never gets ready is stopped too: a test that fails must not leave it running.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`no start within 20 s: ${out}`));
+    }, 20_000);
     const check = (): void => {
       const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (m === null || !ready.test(out)) return;
@@ -39,7 +43,10 @@ export function startCli(
       resolve({ child, base: m[1] as string, out: () => out });
     };
     child.stdout?.on('data', check);
-    child.once('exit', (code) => reject(new Error(`exited (${code}) before listening: ${out}`)));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`exited (${code}) before listening: ${out}`));
+    });
   });
 }
 
