@@ -495,6 +495,9 @@ export const MAX_VALUE_DEPTH = 64;
  */
 export function stringsIn(value: unknown, param: string): string[] {
   const out: string[] = [];
+  // Keys are scanned as one text after the values: each string of the result is its own detector
+  // pass for some callers (/v1/govern's payload), and names are many and short.
+  let keys = '';
   const walk = (v: unknown, depth: number): void => {
     if (typeof v === 'string') out.push(v);
     else if (typeof v === 'number') {
@@ -512,11 +515,12 @@ export function stringsIn(value: unknown, param: string): string[] {
       if (Array.isArray(v)) for (const x of v) walk(x, depth + 1);
       else
         for (const k in v) {
-          out.push(k);
+          keys = keys === '' ? k : `${keys}\n${k}`;
           walk((v as Record<string, unknown>)[k], depth + 1);
         }
     }
   };
   walk(value, 0);
+  if (keys !== '') out.push(keys);
   return out;
 }
