@@ -18,6 +18,19 @@ import { decisionRecord, detectionRecord, type Governor, type GovernResult } fro
 import type { ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
 
+/**
+ * What the agent must do for the decision to hold: have it approved, or remove what the policy
+ * wants redacted. govgate rewrites the texts it forwards itself; an action the agent carries out
+ * is the agent's to change (and a changed action is governed again: a mandate binds its args).
+ */
+function obligationsOf(d: GovernResult['decision']): Record<string, unknown>[] {
+  if (d.outcome === 'needs_approval')
+    return [{ type: 'require_approval', tier: d.tier ?? 'standard', reason: d.reason }];
+  if (d.outcome === 'allow' && d.redact.length > 0)
+    return [{ type: 'redact', categories: d.redact, reason: d.reason }];
+  return [];
+}
+
 export interface GovernDeps {
   readonly snapshot: Snapshot;
   readonly governor: Governor;
@@ -206,10 +219,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       session_id: ids.sessionId,
       decided_at: decidedAt,
       rule_id: d.rule_id,
-      obligations:
-        d.outcome === 'needs_approval'
-          ? [{ type: 'require_approval', tier: d.tier ?? 'standard', reason: d.reason }]
-          : [],
+      obligations: obligationsOf(d),
       details: {
         blocking_step: blockingStep(result),
         mode: d.mode,

@@ -351,6 +351,15 @@ t.test('governance on the gateway and the govern API', async (t) => {
       payload: { tool: 'payments.transfer', args: { amount: 10 } },
     });
     t.equal(small.body.outcome, 'allow');
+    // What the policy wants redacted in an action the agent carries out is the agent's to remove:
+    // the decision says so (the mandate binds the arguments as they are), keys included.
+    for (const args of [{ to: 'jane.doe@example.com' }, { 'jane.doe@example.com': true }]) {
+      const pii = await govern({ type: 'TOOL_CALL', payload: { tool: 'mail.send', args } });
+      t.equal(pii.body.outcome, 'allow');
+      t.same(pii.body.obligations, [{ type: 'redact', categories: ['pii'], reason: pii.body.reason }]);
+      t.same(pii.body.details.detections.pii, ['email'], JSON.stringify(args));
+    }
+    t.same(small.body.obligations, [], 'nothing to do for a clean action');
     // An amount that is not a number cannot slip past the threshold: the rule fails closed.
     for (const amount of ['250000', [250000], { value: 250000 }, true]) {
       const disguised = await govern({
