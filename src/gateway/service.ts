@@ -485,6 +485,47 @@ export class GatewayService {
     await Promise.all(events);
   }
 
+  /**
+   * A decision that stops a model call: the approval it asks for (if it does) and the envelope
+   * that says so, the same for chat, messages and embeddings.
+   */
+  private async stopped(
+    ctx: Ctx,
+    agent: ActingAgent,
+    gov: GovernResult,
+    pipelineId: string,
+    behaviorType: 'LLM_CALL' | 'EMBEDDING_CALL',
+    what: string,
+    base: ServiceEnvelope,
+  ): Promise<{ service: ServiceEnvelope; approval: ApprovalRef | undefined }> {
+    const decision = gov.decision;
+    ctx.reason = decision.outcome === 'needs_approval' ? 'needs_approval' : 'policy_block';
+    let approval: ApprovalRef | undefined;
+    if (decision.outcome === 'needs_approval') {
+      approval = await this.deps.requestApproval({
+        org_id: agent.orgId,
+        agent_id: agent.agentId,
+        agent_uuid: agent.agentUuid,
+        fingerprint: gov.fingerprint,
+        tier: decision.tier ?? 'standard',
+        summary: `${what}: ${decision.reason}`,
+        matched_rule: decision.rule_id,
+        pipeline_id: pipelineId,
+        behavior_type: behaviorType,
+        tool: null,
+      });
+    }
+    const service: ServiceEnvelope = {
+      ...base,
+      blocked: true,
+      outcome: decision.outcome,
+      reason: decision.reason,
+      rule_id: decision.rule_id,
+    };
+    if (approval) service.approval = approval;
+    return { service, approval };
+  }
+
   private async answerBlocked(
     ctx: Ctx,
     fe: FrontEnd,
@@ -493,31 +534,16 @@ export class GatewayService {
     record: CallRecord,
   ): Promise<void> {
     const decision = record.gov.decision;
-    ctx.reason = decision.outcome === 'needs_approval' ? 'needs_approval' : 'policy_block';
-    let approval: ApprovalRef | undefined;
-    if (decision.outcome === 'needs_approval') {
-      approval = await this.deps.requestApproval({
-        org_id: agent.orgId,
-        agent_id: agent.agentId,
-        agent_uuid: agent.agentUuid,
-        fingerprint: record.gov.fingerprint,
-        tier: decision.tier ?? 'standard',
-        summary: `LLM call to ${request.model}: ${decision.reason}`,
-        matched_rule: decision.rule_id,
-        pipeline_id: record.ids.pipelineId,
-        behavior_type: 'LLM_CALL',
-        tool: null,
-      });
-    }
+    const { service, approval } = await this.stopped(
+      ctx,
+      agent,
+      record.gov,
+      record.ids.pipelineId,
+      'LLM_CALL',
+      `LLM call to ${request.model}`,
+      record.service,
+    );
     const text = blockMessage(decision, approval);
-    const service: ServiceEnvelope = {
-      ...record.service,
-      blocked: true,
-      outcome: decision.outcome,
-      reason: decision.reason,
-      rule_id: decision.rule_id,
-    };
-    if (approval) service.approval = approval;
     await this.appendCall(
       record,
       {
@@ -941,22 +967,15 @@ export class GatewayService {
     if (decision.outcome !== 'allow') {
       // An embedding has no assistant message: the blocked answer is an empty list with the
       // envelope, which says it as a chat call's does (the bare reason, the rule, the approval).
-      ctx.reason = decision.outcome === 'needs_approval' ? 'needs_approval' : 'policy_block';
-      let approval: ApprovalRef | undefined;
-      if (decision.outcome === 'needs_approval') {
-        approval = await this.deps.requestApproval({
-          org_id: agent.orgId,
-          agent_id: agent.agentId,
-          agent_uuid: agent.agentUuid,
-          fingerprint: gov.fingerprint,
-          tier: decision.tier ?? 'standard',
-          summary: `embedding call to ${request.model}: ${decision.reason}`,
-          matched_rule: decision.rule_id,
-          pipeline_id: ids.pipelineId,
-          behavior_type: 'EMBEDDING_CALL',
-          tool: null,
-        });
-      }
+      const { service: blocked, approval } = await this.stopped(
+        ctx,
+        agent,
+        gov,
+        ids.pipelineId,
+        'EMBEDDING_CALL',
+        `embedding call to ${request.model}`,
+        service,
+      );
       await this.deps.audit.append(
         Object.assign({}, base, {
           outcome: decision.outcome,
@@ -969,14 +988,6 @@ export class GatewayService {
           },
         }),
       );
-      const blocked: ServiceEnvelope = {
-        ...service,
-        blocked: true,
-        outcome: decision.outcome,
-        reason: decision.reason,
-        rule_id: decision.rule_id,
-      };
-      if (approval) blocked.approval = approval;
       ctx.json(200, {
         object: 'list',
         data: [],
