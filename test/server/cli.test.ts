@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Test } from 'tap';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
-import { exited, startCli } from '../helpers/cli-process.js';
+import { exited, type Running, startCli } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { RawConnection } from '../helpers/raw-http.js';
@@ -12,6 +13,23 @@ import { ENGINES } from '../helpers/service.js';
 // What `govgate start` prints and how it stops, as an operator sees it.
 
 const AGENT_KEY_LINE = /agent key \([^)]*\): gk_agent_\w+\n/;
+
+/** The agent key a first start printed. */
+const agentKeyOf = (run: Running): string =>
+  /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
+
+/** Points the started service's openai provider at `upstream`; the agent key it printed. */
+async function onUpstream(t: Test, run: Running, pat: string, upstream: { url: string }): Promise<string> {
+  const put = await callHttp(`${run.base}/api/settings/providers`, {
+    method: 'PUT',
+    token: pat,
+    body: JSON.stringify({
+      providers: [{ name: 'openai', api_key: 'sk-x-0001', base_url: `${upstream.url}/v1` }],
+    }),
+  });
+  t.equal(put.status, 200);
+  return agentKeyOf(run);
+}
 
 t.test(
   'first start with a provider key: the try-it line lists models; a chosen token is not echoed',
@@ -41,15 +59,7 @@ t.test('a second signal stops at once, without waiting for the drain', async (t)
   const pat = `gk_pat_${randomBase62(40)}`;
   const run = await startCli(dir, pat, AGENT_KEY_LINE, { SERVICE_EGRESS_ALLOW: upstream.hostPort });
   t.teardown(() => run.child.kill('SIGKILL'));
-  const agentKey = /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
-  const put = await callHttp(`${run.base}/api/settings/providers`, {
-    method: 'PUT',
-    token: pat,
-    body: JSON.stringify({
-      providers: [{ name: 'openai', api_key: 'sk-x-0001', base_url: `${upstream.url}/v1` }],
-    }),
-  });
-  t.equal(put.status, 200);
+  const agentKey = await onUpstream(t, run, pat, upstream);
   // A call the upstream never answers keeps the drain waiting (up to its 10 s grace).
   const pending = callHttp(`${run.base}/v1/chat/completions`, {
     token: agentKey,
@@ -139,7 +149,7 @@ t.test(
       /listening on http:\/\/127\.0\.0\.1:\d+ \(\w+, public URL https:\/\/gw\.example\.test, data in /,
     );
     t.match(run.out(), /curl -s http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/);
-    const key = /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
+    const key = agentKeyOf(run);
     const chat = await callHttp(`${run.base}/v1/chat/completions`, {
       token: key,
       body: JSON.stringify({ model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] }),
@@ -170,15 +180,7 @@ for (const engine of ENGINES) {
         SERVICE_LOG_LEVEL: 'info',
       });
       t.teardown(() => run.child.kill('SIGKILL'));
-      const agentKey = /agent key \([^)]*\): (gk_agent_\w+)/.exec(run.out())?.[1] as string;
-      const put = await callHttp(`${run.base}/api/settings/providers`, {
-        method: 'PUT',
-        token: pat,
-        body: JSON.stringify({
-          providers: [{ name: 'openai', api_key: 'sk-x-0001', base_url: `${upstream.url}/v1` }],
-        }),
-      });
-      t.equal(put.status, 200);
+      const agentKey = await onUpstream(t, run, pat, upstream);
       const auth = { authorization: `Bearer ${agentKey}`, 'content-type': 'application/json' };
       const body = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'wait' }] });
       const kept = await RawConnection.open(run.base);

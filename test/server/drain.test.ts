@@ -41,16 +41,22 @@ function settle(pending: Promise<RawResponse>): Promise<RawResponse> {
 const chat = (stream: boolean): string =>
   JSON.stringify({ model: 'gpt-test', stream, messages: [{ role: 'user', content: 'finish me' }] });
 
+/** A service on a mock upstream, the agent's headers, and how many chat calls reached the upstream. */
+async function drainable(t: Test, engine: (typeof ENGINES)[number]) {
+  const upstream = await startMockUpstream();
+  t.teardown(() => upstream.close());
+  const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+  t.teardown(() => rmSync(svc.dataDir, { recursive: true, force: true }));
+  await useMockUpstream(svc, svc.pat, upstream.url);
+  const auth = { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' };
+  const chatsUpstream = (): number =>
+    upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+  return { upstream, svc, auth, chatsUpstream };
+}
+
 for (const engine of ENGINES) {
   t.test(`during the drain (${engine})`, async (t) => {
-    const upstream = await startMockUpstream();
-    t.teardown(() => upstream.close());
-    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-    t.teardown(() => rmSync(svc.dataDir, { recursive: true, force: true }));
-    await useMockUpstream(svc, svc.pat, upstream.url);
-    const auth = { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' };
-    const chatsUpstream = (): number =>
-      upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+    const { upstream, svc, auth, chatsUpstream } = await drainable(t, engine);
 
     // Connections that served a request before the drain and stay open (keep-alive).
     const keptOpen = async (): Promise<RawConnection> => {
@@ -189,14 +195,7 @@ for (const engine of ENGINES) {
 
 for (const engine of ENGINES) {
   t.test(`a stream whose head went out before the drain (${engine})`, async (t) => {
-    const upstream = await startMockUpstream();
-    t.teardown(() => upstream.close());
-    const svc = await startService({ engine, env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-    t.teardown(() => rmSync(svc.dataDir, { recursive: true, force: true }));
-    await useMockUpstream(svc, svc.pat, upstream.url);
-    const auth = { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' };
-    const chatsUpstream = (): number =>
-      upstream.requests.filter((r) => r.path === '/v1/chat/completions').length;
+    const { upstream, svc, auth, chatsUpstream } = await drainable(t, engine);
     // Long enough that the gateway releases text (it holds the last 96 characters) before the pause.
     upstream.reply = 'a sentence of ordinary words, '.repeat(20);
 
