@@ -202,6 +202,25 @@ export class ApprovalStore {
   }
 
   /**
+   * The approval `consume` would take now, read only: the call it would allow may still be
+   * refused by a later check, and then it must stay unspent.
+   */
+  granted(
+    orgId: string,
+    agentUuid: string,
+    fingerprint: string,
+    opts: ConsumeOptions = {},
+  ): ApprovalRecord | undefined {
+    const now = this.clock();
+    for (const rec of this.liveFor(orgId, agentUuid, fingerprint)) {
+      if (rec.status !== 'approved' || now >= expiresMs(rec)) continue;
+      if (opts.minTier === 'signed' && rec.tier !== 'signed') continue;
+      return rec;
+    }
+    return undefined;
+  }
+
+  /**
    * Marks an approved, unexpired approval of this action consumed and returns it; undefined when
    * there is none. The check and the write are one transaction, so of two identical calls at
    * once only one is allowed. Synchronous for the govern hot path: its `approval.consumed` event

@@ -316,34 +316,39 @@ export class GatewayService {
         tools: request.tools?.map((t) => (t.type === 'custom' ? t.custom.name : t.function.name)) ?? [],
         stream: request.stream === true,
       };
-      let gov = this.deps.governor.decide(agent, {
-        type: 'LLM_CALL',
-        model: request.model,
-        provider: provider.name,
-        texts,
-        flagsHeader: ctx.header('x-service-flags'),
-        payload,
-        // An approval is for this call: the same model, provider and request, beta features
-        // included (hashed only when an approval is looked up).
-        context: () => ({
+      const gov = this.deps.governor.decide(
+        agent,
+        {
+          type: 'LLM_CALL',
           model: request.model,
           provider: provider.name,
+          texts,
+          flagsHeader: ctx.header('x-service-flags'),
           payload,
-          content: requestDigest(forwarded ?? request),
-          beta: forward?.call.beta ?? null,
-        }),
-        pipelineId: ids.pipelineId,
-      });
-      gov = this.checkBudget(gov, request, texts);
+          // An approval is for this call: the same model, provider and request, beta features
+          // included (hashed only when an approval is looked up).
+          context: () => ({
+            model: request.model,
+            provider: provider.name,
+            payload,
+            content: requestDigest(forwarded ?? request),
+            beta: forward?.call.beta ?? null,
+          }),
+          pipelineId: ids.pipelineId,
+        },
+        // Steps after the policy, before an approval is spent on the call (see decide).
+        (result) => {
+          const checked = this.checkBudget(result, request, texts);
+          if (checked.decision.outcome !== 'allow' || checked.decision.redact.length === 0) return checked;
+          const redaction = forwarded
+            ? redactAnthropicRequest(forwarded, checked.scan, checked.decision.redact)
+            : redactRequest(request, checked.scan, checked.decision.redact);
+          // The caller's bytes still hold what was redacted: the request is serialised afresh.
+          if (redaction.changed > 0) rawBody = undefined;
+          return redaction.stuck ? refuseUnredactable(checked, redaction.stuck) : checked;
+        },
+      );
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
-      if (gov.decision.outcome === 'allow' && gov.decision.redact.length > 0) {
-        const redaction = forwarded
-          ? redactAnthropicRequest(forwarded, gov.scan, gov.decision.redact)
-          : redactRequest(request, gov.scan, gov.decision.redact);
-        // The caller's bytes still hold what was redacted: the request is serialised afresh.
-        if (redaction.changed > 0) rawBody = undefined;
-        if (redaction.stuck) gov = refuseUnredactable(gov, redaction.stuck);
-      }
       const decision = gov.decision;
       const record: CallRecord = {
         base: {
@@ -921,30 +926,38 @@ export class GatewayService {
         ? [request.input]
         : (request.input as unknown[]).filter((x): x is string => typeof x === 'string');
     const endUser = request.user;
-    let gov = this.deps.governor.decide(agent, {
-      type: 'EMBEDDING_CALL',
-      model: request.model,
-      provider: provider.name,
-      texts: embeddingTexts(request, inputs),
-      flagsHeader: ctx.header('x-service-flags'),
-      // An approval is for this call: the same model, provider and request (inputs, user,
-      // dimensions, ...), hashed only when an approval is looked up.
-      context: () => ({ model: request.model, provider: provider.name, content: requestDigest(request) }),
-      pipelineId: ids.pipelineId,
-    });
-    // Token-id inputs (number arrays) were not scanned.
-    if (typeof request.input !== 'string' && inputs.length < (request.input as unknown[]).length)
-      gov = refuseTokenInputs(gov);
-    if (gov.decision.outcome === 'allow' && gov.decision.redact.length > 0) {
-      const held = { messages: inputs.map((content) => ({ role: 'user', content })), user: request.user };
-      const redaction = redactRequest(held, gov.scan, gov.decision.redact);
-      if (redaction.stuck) gov = refuseUnredactable(gov, redaction.stuck);
-      else if (redaction.changed > 0) {
-        const redacted = held.messages.map((m) => m.content);
-        request.input = typeof request.input === 'string' ? (redacted[0] ?? '') : redacted;
-        if (held.user !== undefined) request.user = held.user as string;
-      }
-    }
+    const gov = this.deps.governor.decide(
+      agent,
+      {
+        type: 'EMBEDDING_CALL',
+        model: request.model,
+        provider: provider.name,
+        texts: embeddingTexts(request, inputs),
+        flagsHeader: ctx.header('x-service-flags'),
+        // An approval is for this call: the same model, provider and request (inputs, user,
+        // dimensions, ...), hashed only when an approval is looked up.
+        context: () => ({ model: request.model, provider: provider.name, content: requestDigest(request) }),
+        pipelineId: ids.pipelineId,
+      },
+      // Steps after the policy, before an approval is spent on the call (see decide).
+      (result) => {
+        // Token-id inputs (number arrays) were not scanned.
+        const checked =
+          typeof request.input !== 'string' && inputs.length < (request.input as unknown[]).length
+            ? refuseTokenInputs(result)
+            : result;
+        if (checked.decision.outcome !== 'allow' || checked.decision.redact.length === 0) return checked;
+        const held = { messages: inputs.map((content) => ({ role: 'user', content })), user: request.user };
+        const redaction = redactRequest(held, checked.scan, checked.decision.redact);
+        if (redaction.stuck) return refuseUnredactable(checked, redaction.stuck);
+        if (redaction.changed > 0) {
+          const redacted = held.messages.map((m) => m.content);
+          request.input = typeof request.input === 'string' ? (redacted[0] ?? '') : redacted;
+          if (held.user !== undefined) request.user = held.user as string;
+        }
+        return checked;
+      },
+    );
     const decision = gov.decision;
     const base: AuditInput = {
       org_id: agent.orgId,

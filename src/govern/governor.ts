@@ -52,6 +52,13 @@ const UNUSED_IDENTITY: ActionIdentity = { fingerprint: '', argsSha256: NULL_ARGS
 
 /** Approval bookkeeping the governor needs; the approval store implements it. */
 export interface ApprovalGate {
+  /** The approved, unexpired approval `consume` would take now (read only), if there is one. */
+  granted(
+    orgId: string,
+    agentUuid: string,
+    fingerprint: string,
+    opts?: { minTier?: 'standard' | 'signed' },
+  ): { id: string; decided_by: string | null } | undefined;
   /** Consumes an approved, unexpired approval of this fingerprint (once), if there is one. */
   consume(
     orgId: string,
@@ -101,7 +108,17 @@ export class Governor {
     private readonly approvals: ApprovalGate,
   ) {}
 
-  decide(agent: GovernAgent, input: GovernInput): GovernResult {
+  /**
+   * `checks` are the caller's steps after the policy (a budget, a redaction that cannot be made):
+   * they see the result as it would be with a granted approval, and may refuse it. An approval
+   * is consumed only when the call is still allowed after them, so a refused call never spends
+   * the human's approval of it.
+   */
+  decide(
+    agent: GovernAgent,
+    input: GovernInput,
+    checks?: (result: GovernResult) => GovernResult,
+  ): GovernResult {
     const policyRef = this.snapshot.policy(agent.orgId, agent.agentUuid);
     const policy = policyRef.policy;
     let flags = policyFlags(policy);
@@ -154,23 +171,15 @@ export class Governor {
             args: input.args ?? null,
             context: lazy ? (input.context as () => unknown)() : input.context,
           });
-    let consumedApproval: string | null = null;
-    if (decision.outcome === 'needs_approval') {
-      // A rule that asks for a signed approval is satisfied by a signed one only.
-      const granted = this.approvals.consume(agent.orgId, agent.agentUuid, fingerprint, {
-        pipelineId: input.pipelineId ?? null,
-        minTier: decision.tier ?? 'standard',
-      });
-      if (granted) {
-        consumedApproval = granted.id;
-        decision = {
-          ...decision,
-          outcome: 'allow',
-          reason: `approved (${granted.id}${granted.decided_by ? ` by ${granted.decided_by}` : ''}): ${decision.reason}`,
-        };
-      }
-    }
-    return {
+    const asked = decision;
+    // A rule that asks for a signed approval is satisfied by a signed one only.
+    const minTier = decision.tier ?? 'standard';
+    const granted =
+      decision.outcome === 'needs_approval'
+        ? this.approvals.granted(agent.orgId, agent.agentUuid, fingerprint, { minTier })
+        : undefined;
+    if (granted) decision = approvedAs(asked, granted);
+    let result: GovernResult = {
       decision,
       scan,
       policy,
@@ -180,9 +189,34 @@ export class Governor {
       rawFlags: raw,
       fingerprint,
       argsSha256,
-      consumedApproval,
+      consumedApproval: null,
     };
+    if (checks) result = checks(result);
+    if (!granted || result.decision.outcome !== 'allow') return result;
+    const consumed = this.approvals.consume(agent.orgId, agent.agentUuid, fingerprint, {
+      pipelineId: input.pipelineId ?? null,
+      minTier,
+    });
+    // Nothing awaits between the lookup and here, so this is the approval found; if it is gone,
+    // the call still needs one.
+    if (!consumed) return Object.assign({}, result, { decision: asked });
+    return Object.assign({}, result, {
+      decision:
+        consumed.id === granted.id
+          ? result.decision
+          : Object.assign({}, result.decision, { reason: approvedAs(asked, consumed).reason }),
+      consumedApproval: consumed.id,
+    });
   }
+}
+
+/** A needs_approval decision turned into allow by the approval `by`. */
+function approvedAs(asked: Decision, by: { id: string; decided_by: string | null }): Decision {
+  return {
+    ...asked,
+    outcome: 'allow',
+    reason: `approved (${by.id}${by.decided_by ? ` by ${by.decided_by}` : ''}): ${asked.reason}`,
+  };
 }
 
 /** The decision as recorded in the audit trail (what replay needs). */

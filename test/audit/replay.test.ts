@@ -801,7 +801,7 @@ t.test('replay over HTTP', async (t) => {
     const policy = compiled(rules);
     const governor = new Governor(
       { policy: () => ({ policy, policy_id: null, version_no: null }) } as unknown as Snapshot,
-      { consume: () => undefined },
+      { granted: () => undefined, consume: () => undefined },
     );
     const cases = [
       { type: 'TOOL_CALL', payload: { tool: 'pay', args: { amount: 3 } } },

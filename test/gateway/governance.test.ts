@@ -239,9 +239,21 @@ t.test('governance on the gateway and the govern API', async (t) => {
       t.equal(refused.service.outcome, 'needs_approval', `not approved: ${JSON.stringify(variant)}`);
     }
     t.equal(upstream.requests.length, 0);
+    // A check after the policy (here the budget: gpt-approve has no known price, so a budget
+    // flag cannot be checked and fails closed) refuses the approved call: the approval is kept.
+    const budgeted = (await openai.chat.completions.create(body, {
+      headers: { 'X-Service-Flags': 'budget=100' },
+    })) as any;
+    t.equal(budgeted.service.blocked, true);
+    t.equal(budgeted.service.rule_id, 'budget');
+    const kept = await svc.call(`/v1/me/approvals/${approvalId}`, { token: svc.pat });
+    t.equal(kept.body.status, 'approved', 'an approved call refused by a later check keeps its approval');
+    t.equal(upstream.requests.length, 0);
     const second = (await openai.chat.completions.create(body)) as any;
     t.equal(second.service.blocked, false);
     t.equal(upstream.requests.length, 1, 'the approved call reached the provider');
+    const spent = await svc.call(`/v1/me/approvals/${approvalId}`, { token: svc.pat });
+    t.equal(spent.body.status, 'consumed');
     const third = (await openai.chat.completions.create(body)) as any;
     t.equal(third.service.outcome, 'needs_approval', 'an approval is consumed once');
     t.equal(upstream.requests.length, 1);
