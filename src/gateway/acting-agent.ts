@@ -69,3 +69,12 @@ export function actingAgent(ctx: Ctx, snapshot: Snapshot, bodyAgentId?: unknown)
     actingAdmin: p.id,
   };
 }
+
+/**
+ * Who made a `/v1` call, as every event the call writes records it in `details`: the credential
+ * (`key_…` or `tok_…`: a key a human minted for the agent is told apart from the agent's own)
+ * and the admin acting for the agent, if one is. A fresh object, for the event to add to.
+ */
+export function callerDetails(agent: ActingAgent): Record<string, unknown> {
+  return { credential_id: agent.principal.credential_id, acting_admin: agent.actingAdmin };
+}

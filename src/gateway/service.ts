@@ -38,7 +38,7 @@ import {
 import type { Snapshot } from '../snapshot/types.js';
 import type { IdempotencyStore, StoredResponse } from '../store/idempotency.js';
 import { sha256Hex } from '../util/ids.js';
-import { type ActingAgent, actingAgent } from './acting-agent.js';
+import { type ActingAgent, actingAgent, callerDetails } from './acting-agent.js';
 import { guardAnthropicMessage } from './anthropic-output.js';
 import { type ApprovalRef, blockedChunks, blockedCompletion, blockMessage } from './blocked.js';
 import { type CallIds, callIds } from './call-ids.js';
@@ -375,6 +375,7 @@ export class GatewayService {
           endpoint: fe.endpoint,
           format: fe.format,
           stream: request.stream === true,
+          credential_id: agent.principal.credential_id,
           acting_admin: agent.actingAdmin,
           idempotency_key: idemKey ?? null,
           decision: decisionRecord(gov),
@@ -462,7 +463,13 @@ export class GatewayService {
       provider: record.base.provider ?? null,
       model: record.base.model ?? null,
       outcome: action,
-      details: { stage, entity_types: types, action },
+      details: {
+        stage,
+        entity_types: types,
+        action,
+        credential_id: record.details.credential_id,
+        acting_admin: record.details.acting_admin,
+      },
     };
   }
 
@@ -908,7 +915,12 @@ export class GatewayService {
         agent_id: agent.agentId,
         pipeline_id: stored.pipeline_id,
         outcome: 'allow',
-        details: { idempotency_key: key, endpoint: ctx.route },
+        details: {
+          idempotency_key: key,
+          endpoint: ctx.route,
+          credential_id: agent.principal.credential_id,
+          acting_admin: agent.actingAdmin,
+        },
       })
       .then(() =>
         ctx.sendRaw(stored.status, stored.content_type, stored.body, { 'idempotent-replayed': 'true' }),
@@ -977,6 +989,8 @@ export class GatewayService {
       personal: typeof endUser === 'string' ? { end_user: endUser } : {},
     };
     const service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
+    // Who made the call (the one event this call writes starts its details from it).
+    const caller = callerDetails(agent);
     if (decision.outcome !== 'allow') {
       // An embedding has no assistant message: the blocked answer is an empty list with the
       // envelope, which says it as a chat call's does (the bare reason, the rule, the approval).
@@ -993,12 +1007,12 @@ export class GatewayService {
         Object.assign({}, base, {
           outcome: decision.outcome,
           reason: decision.reason,
-          details: {
+          details: Object.assign(caller, {
             status: 200,
             blocked: true,
             decision: decisionRecord(gov),
             approval_id: approval?.request_id ?? null,
-          },
+          }),
         }),
       );
       ctx.json(200, {
@@ -1017,13 +1031,24 @@ export class GatewayService {
     try {
       result = await provider.embed(request, ac.signal);
     } catch (err) {
-      this.deps.metrics.upstreamCall(provider.name, 'error', (performance.now() - t0) / 1000);
       const e = asServiceError(err);
+      // The client went away (and the call was aborted for it): not a provider failure (as chat).
+      const gone = ctx.res.aborted;
+      this.deps.metrics.upstreamCall(
+        provider.name,
+        gone ? 'cancelled' : 'error',
+        (performance.now() - t0) / 1000,
+      );
       await this.deps.audit.append(
         Object.assign({}, base, {
           outcome: 'error',
-          reason: e.message,
-          details: { status: e.status, error_code: e.code, decision: decisionRecord(gov) },
+          reason: gone ? 'client disconnected' : e.message,
+          details: Object.assign(caller, {
+            status: gone ? 499 : e.status,
+            error_code: gone ? null : e.code,
+            client_disconnected: gone,
+            decision: decisionRecord(gov),
+          }),
         }),
       );
       throw e;
@@ -1038,7 +1063,7 @@ export class GatewayService {
           completion_tokens: 0,
           total_tokens: result.usage?.total_tokens ?? 0,
         },
-        details: { status: 200, inputs: inputs.length, decision: decisionRecord(gov) },
+        details: Object.assign(caller, { status: 200, inputs: inputs.length, decision: decisionRecord(gov) }),
       }),
     );
     result.service = service;

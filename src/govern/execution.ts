@@ -1,6 +1,6 @@
 import type { AuditEvent, AuditReader, AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
-import { type ActingAgent, actingAgent } from '../gateway/acting-agent.js';
+import { type ActingAgent, actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import { checkCallId } from '../gateway/call-ids.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Router } from '../http/router.js';
@@ -70,12 +70,12 @@ export function registerExecutionRoute(router: Router<RouteHandler>, deps: Execu
         param: 'duration_ms',
       });
     const decision = ownDecision(auditReader, agent, pipelineId);
-    const details: Record<string, unknown> = {
+    const details: Record<string, unknown> = Object.assign(callerDetails(agent), {
       ok: body.ok,
       duration_ms: duration ?? null,
       output_chars: output?.length ?? 0,
       decision_event_id: decision.id,
-    };
+    });
     // The event joins the decision's session and task, whatever the report says: one agent
     // cannot write into another's session view through this route. Members are named, not
     // spread: see docs/ops.md ("Object spreads").

@@ -4,7 +4,7 @@ import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import { actionFingerprint, argsDigest, stringsIn } from '../core/guardrails/index.js';
 import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
-import { actingAgent } from '../gateway/acting-agent.js';
+import { actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
 import { callIds } from '../gateway/call-ids.js';
 import type { RouteHandler } from '../http/app.js';
@@ -205,6 +205,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
           fingerprint: result.fingerprint,
           approval_id: approval?.request_id ?? null,
           mandate_jti: mandate?.jti ?? null,
+          credential_id: agent.principal.credential_id,
           acting_admin: agent.actingAdmin,
         },
         extra,
@@ -342,7 +343,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         agent_id: agent.agentId,
         outcome: 'block',
         reason: why,
-        details: { tool: name },
+        details: Object.assign(callerDetails(agent), { tool: name }),
       });
       throw new ServiceError('mandate_invalid', `the mandate does not authorise this call: ${why}`, {
         param: 'mandate',
@@ -381,7 +382,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         behavior_type: 'TOOL_CALL',
         outcome: 'error',
         reason: err instanceof Error ? err.message : String(err),
-        details: { tool: name, mandate_jti: c.jti },
+        details: Object.assign(callerDetails(agent), { tool: name, mandate_jti: c.jti }),
         personal: { args },
       });
       throw err;
@@ -393,12 +394,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       pipeline_id: c.pipeline_id,
       behavior_type: 'TOOL_CALL',
       outcome: result.status < 400 ? 'ok' : 'failed',
-      details: {
+      details: Object.assign(callerDetails(agent), {
         tool: name,
         status: result.status,
         mandate_jti: c.jti,
         duration_ms: performance.now() - started,
-      },
+      }),
       personal: { args },
     });
     ctx.json(200, { status: result.status, body: result.body, event_id: ref.id });

@@ -3,11 +3,16 @@ import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { ENGINES, startService, type TestService, useMockUpstream } from '../helpers/service.js';
 
 /** The call of `session` is audited as the client going away, not as a provider failure. */
-async function checkDisconnectAudit(t: Test, svc: TestService, session: string): Promise<void> {
+async function checkDisconnectAudit(
+  t: Test,
+  svc: TestService,
+  session: string,
+  eventType = 'llm_call',
+): Promise<void> {
   let event: any;
   for (let i = 0; i < 100 && !event; i++) {
     const res = await svc.call(`/api/audit/session/${session}`, { token: svc.pat });
-    event = (res.body.data ?? []).find((e: any) => e.event_type === 'llm_call');
+    event = (res.body.data ?? []).find((e: any) => e.event_type === eventType);
     if (!event) await new Promise((r) => setTimeout(r, 10));
   }
   t.equal(event?.outcome, 'error', 'audited as an error');
@@ -121,6 +126,31 @@ for (const engine of ENGINES) {
       await new Promise((r) => setTimeout(r, 10));
     t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream request');
     await checkDisconnectAudit(t, svc, 'disc-whole');
+  });
+
+  t.test(`a client disconnect aborts an embeddings call, audited as such (${engine})`, async (t) => {
+    const { upstream, svc } = await withUpstream(t);
+    upstream.behaviour = { kind: 'hang' };
+    const ac = new AbortController();
+    const pending = fetch(`${svc.url}/v1/embeddings`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: {
+        authorization: `Bearer ${svc.agentKey}`,
+        'content-type': 'application/json',
+        'x-session-id': 'disc-embed',
+      },
+      body: JSON.stringify({ model: 'text-embedding-3-small', input: 'slow' }),
+    }).catch(() => 'aborted');
+    for (let i = 0; i < 100 && upstream.requests.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    t.equal(upstream.requests.length, 1);
+    ac.abort();
+    t.equal(await pending, 'aborted');
+    for (let i = 0; i < 100 && upstream.aborted.length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    t.same(upstream.aborted, ['/v1/embeddings'], 'govgate closed its upstream request');
+    await checkDisconnectAudit(t, svc, 'disc-embed', 'embedding_call');
   });
 
   t.test(`a client disconnect mid-stream aborts the upstream stream (${engine})`, async (t) => {
