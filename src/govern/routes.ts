@@ -2,7 +2,7 @@ import type { AuditReader, AuditSink } from '../audit/types.js';
 import { adminEvent } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
-import { actionFingerprint, argsDigest, stringsIn } from '../core/guardrails/index.js';
+import { actionFingerprint, argsDigest, recordableName, stringsIn } from '../core/guardrails/index.js';
 import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
 import { actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
@@ -152,6 +152,16 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     });
     const d = result.decision;
     const decidedAt = new Date().toISOString();
+    // The names as the trail may keep them: a secret the scan found in one is recorded redacted.
+    const named =
+      result.scan.counts.secret > 0
+        ? {
+            tool: recordableName(action.tool),
+            server: recordableName(action.server),
+            model: recordableName(action.model),
+            provider: recordableName(action.provider),
+          }
+        : action;
     let approval: ApprovalRef | undefined;
     let mandate: { token: string; jti: string; exp: number } | undefined;
     if (d.outcome === 'needs_approval') {
@@ -161,11 +171,11 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         agent_uuid: agent.agentUuid,
         fingerprint: result.fingerprint,
         tier: d.tier ?? 'standard',
-        summary: `${action.type}${action.tool ? ` ${action.tool}` : ''}: ${d.reason}`,
+        summary: `${action.type}${named.tool ? ` ${named.tool}` : ''}: ${d.reason}`,
         matched_rule: d.rule_id,
         pipeline_id: ids.pipelineId,
         behavior_type: action.type,
-        tool: action.tool,
+        tool: named.tool,
       });
     } else if (d.outcome === 'allow') {
       mandate = await mandates.issue({
@@ -188,18 +198,18 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       outcome: d.outcome,
       reason: d.reason,
       rule_id: d.rule_id,
-      model: action.model,
-      provider: action.provider,
+      model: named.model,
+      provider: named.provider,
       detections: { input: detectionRecord(result.scan) },
       details: Object.assign(
         {
           behavior_id: behaviorId,
           action: {
             type: action.type,
-            tool: action.tool,
-            server: action.server,
-            model: action.model,
-            provider: action.provider,
+            tool: named.tool,
+            server: named.server,
+            model: named.model,
+            provider: named.provider,
           },
           decision: decisionRecord(result),
           fingerprint: result.fingerprint,
@@ -264,7 +274,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         args,
         payload: { tool: name, args },
       },
-      { tool_call_id: toolCallId },
+      { tool_call_id: recordableName(toolCallId) },
     );
   });
 

@@ -22,4 +22,5 @@ export {
 } from './fingerprint.js';
 export { type FindingAction, type OutputGuard, outputGuard, REDACTABLE } from './output.js';
 export { ASSUMED_COMPLETION_TOKENS, costOf, estimateCost, type Price, priceOf } from './pricing.js';
+export { recordable, recordableName } from './recorded.js';
 export { decodedJson, type GuardStep, guardJoined, guardText, StreamGuard } from './stream-guard.js';

@@ -1,0 +1,78 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import t from 'tap';
+import { publishOrgPolicy, serviceOnMockUpstream } from '../helpers/service.js';
+
+const AWS = 'AKIAIOSFODNN7EXAMPLQ';
+const ANTHROPIC = `sk-ant-api03-${'Ab3dE'.repeat(18)}AA`;
+
+/**
+ * What an agent names an action with (tool, server, model, provider), a tool_call_id and an
+ * Idempotency-Key land in an event's details, which the hash covers and erasure cannot reach: a
+ * secret in them is recorded redacted, never as it is (review-evidence F5).
+ */
+t.test('secrets in action names, tool_call_id and Idempotency-Key never reach the audit trail', async (t) => {
+  const { svc } = await serviceOnMockUpstream(t);
+  await publishOrgPolicy(svc, 'secrets-block', {
+    mode: 'enforce',
+    detectors: { secrets: { action: 'block' } },
+    rules: [],
+  });
+  const govern = await svc.call('/v1/govern', {
+    token: svc.agentKey,
+    body: {
+      type: 'TOOL_CALL',
+      payload: { tool: 'crm.lookup', server: AWS, model: `m-${AWS}`, provider: AWS, args: { id: 'c-1' } },
+    },
+  });
+  t.equal(govern.status, 200);
+  t.equal(govern.body.outcome, 'block', 'the secret blocks the action');
+  t.equal(govern.body.rule_id, 'detector:secrets');
+
+  const tools = await svc.call('/v1/tools/govern', {
+    token: svc.agentKey,
+    body: { name: 'crm.lookup', arguments: { id: 'c-2' }, tool_call_id: ANTHROPIC },
+  });
+  t.equal(tools.status, 200);
+
+  const chat = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': ANTHROPIC },
+    body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hello' }] },
+  });
+  t.equal(chat.status, 200, JSON.stringify(chat.body));
+  const again = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': ANTHROPIC },
+    body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hello' }] },
+  });
+  t.equal(again.headers.get('idempotent-replayed'), 'true', 'the key still works as a key');
+
+  const events = await svc.call('/api/audit?limit=1000', { token: svc.pat });
+  const types = (events.body.data as { event_type: string }[]).map((e) => e.event_type);
+  for (const type of ['govern.decision', 'llm_call', 'idempotent_replay'])
+    t.ok(types.includes(type), `${type} was recorded`);
+  // Outside `personal` (the erasable part, where the payload is kept as the agent sent it).
+  const kept = (e: Record<string, unknown>) => JSON.stringify(Object.assign({}, e, { personal: null }));
+  const text = (events.body.data as Record<string, unknown>[]).map(kept).join('\n');
+  t.notOk(text.includes(AWS), 'no AWS key in any event');
+  t.notOk(text.includes(ANTHROPIC), 'no Anthropic key in any event');
+  const decision = (events.body.data as { event_type: string; details: any }[]).find(
+    (e) =>
+      e.event_type === 'govern.decision' && e.details.action.tool === 'crm.lookup' && e.details.action.server,
+  );
+  t.match(decision?.details.action.server, /^\[[A-Z_]+\]$/, 'recorded as a placeholder');
+  t.equal(decision?.details.action.tool, 'crm.lookup', 'what holds no secret is kept');
+
+  // Nor in the JSONL log on disk (written within 20 ms of the commit).
+  await new Promise((r) => setTimeout(r, 100));
+  const dir = join(svc.dataDir, 'data', 'audit');
+  const onDisk = readdirSync(dir)
+    .filter((f) => f.endsWith('.jsonl'))
+    .flatMap((f) => readFileSync(join(dir, f), 'utf8').split('\n'))
+    .filter((line) => line !== '')
+    .map((line) => kept(JSON.parse(line)))
+    .join('\n');
+  t.ok(onDisk.includes('govern.decision'), 'the log holds the events');
+  t.notOk(onDisk.includes(AWS) || onDisk.includes(ANTHROPIC), 'and no secret');
+});
