@@ -16,3 +16,18 @@ export function adminEvent(
     details: { actor: p.id, actor_kind: p.kind, ...details },
   });
 }
+
+/**
+ * Where a configured URL sends data, as an admin event records it: scheme, host, port and path.
+ * Credentials in the URL (user info) and its query (where some services take a key) are left
+ * out; the hash covers details, so a secret there could never be erased.
+ */
+export function destination(url: string | null | undefined): string | null {
+  if (url === null || url === undefined) return null;
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(not a URL)';
+  }
+}

@@ -1,5 +1,6 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
+import { argsDigest } from '../core/guardrails/index.js';
 import {
   compilePolicy,
   type FailClosedCondition,
@@ -225,6 +226,7 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
     await adminEvent(policy.org_id, p, 'policy_version_drafted', {
       policy_id: policy.id,
       version_no: version.version_no,
+      rules_sha256: argsDigest(version.rules),
     });
     ctx.json(201, showVersion(version, policy.org_id));
   });
@@ -244,6 +246,7 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
     await adminEvent(policy.org_id, p, 'policy_draft_updated', {
       policy_id: policy.id,
       version_no: versionNo,
+      rules_sha256: argsDigest(version.rules),
     });
     ctx.json(200, showVersion(version, policy.org_id));
   });
@@ -258,6 +261,7 @@ export function registerPolicies(router: Router<RouteHandler>, deps: PoliciesDep
       policy_id: policy.id,
       version_no: versionNo,
       superseded_version: superseded,
+      rules_sha256: argsDigest(version.rules),
     });
     ctx.json(200, { ...showVersion(version, policy.org_id), superseded_version: superseded });
   });

@@ -18,7 +18,7 @@ import {
 import type { Snapshot } from '../snapshot/types.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
-import { adminEvent as recordAdminEvent } from './admin-event.js';
+import { adminEvent as recordAdminEvent, destination as urlDestination } from './admin-event.js';
 import { strictBody } from './body.js';
 
 export interface ProvisioningDeps {
@@ -386,7 +386,14 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
       });
     }
     settings.setProviders(orgId, entries, secrets);
-    await adminEvent(orgId, p, 'providers_updated', { providers: entries.map((e) => e.name) });
+    // Where each provider now sends calls (never its key): a redirect shows in the chain.
+    await adminEvent(orgId, p, 'providers_updated', {
+      providers: entries.map((e) => ({
+        name: e.name,
+        base_url: urlDestination(e.base_url),
+        models: e.models,
+      })),
+    });
     ctx.json(200, providersView(orgId));
   });
 }

@@ -1,5 +1,5 @@
 import type { AuditReader, AuditSink } from '../audit/types.js';
-import { adminEvent } from '../control/admin-event.js';
+import { adminEvent, destination } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import { actionFingerprint, argsDigest, recordableName, stringsIn } from '../core/guardrails/index.js';
@@ -445,7 +445,15 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       });
     });
     await tools.replace(orgId, list);
-    await adminEvent(audit, orgId, p, 'tools_updated', { tools: list.map((t) => t.name) });
+    // Where each tool sends its calls, and which headers it adds (never their values).
+    await adminEvent(audit, orgId, p, 'tools_updated', {
+      tools: list.map((t) => ({
+        name: t.name,
+        url: destination(t.url),
+        method: (t.method ?? 'POST').toUpperCase(),
+        headers: Object.keys(t.headers ?? {}),
+      })),
+    });
     ctx.json(200, { tools: tools.view(orgId) });
   });
 }
