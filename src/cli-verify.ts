@@ -11,15 +11,19 @@ export interface VerifyIO {
   isTTY: boolean;
 }
 
-export const VERIFY_USAGE = `Usage: govgate verify <file.jsonl> [more files…] --keys <signing-key.json> [--json]
+export const VERIFY_USAGE = `Usage: govgate verify <file.jsonl> [more files…] --keys <signing-key.json> [--checkpoint <seal.json>] [--json]
 
 Checks an exported audit chain (GET /api/audit/export?format=jsonl) offline, with nothing but
 the public keys (the body of GET /api/audit/signing-key). Rotated logs are given oldest first,
 e.g. org.1.jsonl org.2.jsonl org.jsonl, and are checked as one chain.
 
-  --keys <file>  the signing-key document (required)
-  --json         print the result object (the shape of GET /api/audit/integrity, plus
-                 sealed_through and unsealed_events)
+  --keys <file>        the signing-key document (required)
+  --checkpoint <file>  a seal saved earlier: a {"_seal": …} line of an earlier export, or the
+                       seal of an event from the API. The files must hold the chain it signed:
+                       a file cut at its end is a sealed chain of its own, and only this check
+                       finds the events that were cut off (compromised, exit 1)
+  --json               print the result object (the shape of GET /api/audit/integrity, plus
+                       sealed_through and unsealed_events, and checkpoint when one is given)
 
 Exit status:
   0  intact: every event is covered by a valid seal (or the file holds no events)
@@ -47,13 +51,19 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
     io.stderr.write(`govgate verify: ${msg}\n\n${VERIFY_USAGE}\n`);
     return 2;
   };
-  let values: { keys?: string | undefined; json?: boolean | undefined; help?: boolean | undefined };
+  let values: {
+    keys?: string | undefined;
+    checkpoint?: string | undefined;
+    json?: boolean | undefined;
+    help?: boolean | undefined;
+  };
   let files: string[];
   try {
     const parsed = parseArgs({
       args: argv,
       options: {
         keys: { type: 'string' },
+        checkpoint: { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -83,14 +93,34 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
     return 2;
   }
 
+  let checkpoint: unknown;
+  if (values.checkpoint !== undefined) {
+    try {
+      checkpoint = JSON.parse(await readFile(values.checkpoint, 'utf8'));
+    } catch (err) {
+      const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
+      io.stderr.write(`govgate verify: cannot read checkpoint file ${values.checkpoint}: ${why}\n`);
+      return 2;
+    }
+  }
+
   const bar = io.isTTY ? new ProgressBar(io.stderr) : undefined;
   let result: VerifyFileResult;
   try {
-    result = await verifyFile(files, keysDoc, bar === undefined ? {} : { onProgress: bar.update });
+    result = await verifyFile(
+      files,
+      keysDoc,
+      Object.assign(bar === undefined ? {} : { onProgress: bar.update }, { checkpoint }),
+    );
   } catch (err) {
     bar?.clear();
     if (err instanceof VerifyInputError) {
-      const what = err.code === 'invalid_keys' ? `invalid keys file ${values.keys}: ` : '';
+      const what =
+        err.code === 'invalid_keys'
+          ? `invalid keys file ${values.keys}: `
+          : err.code === 'invalid_checkpoint'
+            ? `invalid checkpoint file ${values.checkpoint}: `
+            : '';
       io.stderr.write(`govgate verify: ${what}${err.message}\n`);
     } else {
       // Never exit 1 on a crash: 1 means the chain was found compromised.
@@ -115,8 +145,10 @@ const EXIT: Record<VerifyFileResult['status'], number> = { intact: 0, empty: 0, 
  */
 function integrityOnly(
   r: VerifyFileResult,
-): Omit<IntegrityResult, 'status'> & Pick<VerifyFileResult, 'status' | 'sealed_through' | 'unsealed_events'> {
-  return {
+): Omit<IntegrityResult, 'status'> &
+  Pick<VerifyFileResult, 'status' | 'sealed_through' | 'unsealed_events'> &
+  Partial<Pick<VerifyFileResult, 'checkpoint'>> {
+  const out = {
     status: r.status,
     events: r.events,
     valid: r.valid,
@@ -127,6 +159,7 @@ function integrityOnly(
     sealed_through: r.sealed_through,
     unsealed_events: r.unsealed_events,
   };
+  return r.checkpoint === null ? out : Object.assign(out, { checkpoint: r.checkpoint });
 }
 
 function summary(r: VerifyFileResult, files: readonly string[]): string {
@@ -143,6 +176,17 @@ function summary(r: VerifyFileResult, files: readonly string[]): string {
   out += row('sealed', r.sealed_through > 0 ? `through seq ${int.format(r.sealed_through)}` : 'nothing');
   out += row('unsealed', int.format(r.unsealed_events));
   out += row('lines', int.format(r.lines));
+  const cp = r.checkpoint;
+  if (cp !== null) {
+    out += row(
+      'checkpoint',
+      cp.matched
+        ? `${int.format(cp.size)} events, matched`
+        : r.chain_length < cp.size
+          ? `NOT MATCHED: the chain ends at seq ${int.format(r.chain_length)}, before the checkpoint's ${int.format(cp.size)} events: events were cut off its end`
+          : `NOT MATCHED: the first ${int.format(cp.size)} events are not the ones the checkpoint signed`,
+    );
+  }
   const found = r.broken_events;
   if (found.length > 0) {
     const shown = found.slice(0, MAX_LISTED);

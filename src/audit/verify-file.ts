@@ -4,6 +4,7 @@ import { stat } from 'node:fs/promises';
 import {
   ChainVerifier,
   checkpointOrigin,
+  checkSeal,
   fromBase64,
   type IntegrityResult,
   keyIdFor,
@@ -19,7 +20,7 @@ import type { SigningKeyDocument } from './types.js';
  * the same `ChainVerifier` the integrity endpoint uses, with nothing but the published public keys.
  */
 
-export type VerifyInputErrorCode = 'unreadable_file' | 'invalid_keys';
+export type VerifyInputErrorCode = 'unreadable_file' | 'invalid_keys' | 'invalid_checkpoint';
 
 /** The inputs cannot be used (a file that cannot be read, a keys document that is not one). */
 export class VerifyInputError extends Error {
@@ -36,6 +37,19 @@ export interface VerifyFileOptions {
   onProgress?: (bytesRead: number, totalBytes: number, lines: number) => void;
   /** Longest line accepted (default 64 MiB); a longer one is a finding and is never buffered. */
   maxLineBytes?: number;
+  /**
+   * A seal saved earlier (a `{"_seal": …}` line of an export, or an event's `seal` from the API):
+   * the files must hold the chain it signed, so a file cut at its end, which alone is a sealed
+   * chain of its own, is found out. Its signatures must verify, else `VerifyInputError`.
+   */
+  checkpoint?: unknown;
+}
+
+/** What the files show of `VerifyFileOptions.checkpoint`. */
+export interface CheckpointResult {
+  size: number;
+  /** The files' first `size` events are exactly the ones the checkpoint signed. */
+  matched: boolean;
 }
 
 /** A line of a file that was not JSON (reported as `content_modified` in the result too). */
@@ -68,6 +82,8 @@ export interface VerifyFileResult extends Omit<IntegrityResult, 'status'> {
   origin: string | null;
   /** The first lines that were not JSON (at most 100). */
   unparseable: UnparseableLine[];
+  /** Set when a checkpoint was given. */
+  checkpoint: CheckpointResult | null;
 }
 
 const KEY_ALGS = new Set(['ed25519', 'ml-dsa-65']);
@@ -151,9 +167,11 @@ class LineSink {
   lines = 0;
   seals = 0;
   readonly unparseable: UnparseableLine[] = [];
+  readonly #checkpoint: SealRecord | undefined;
 
-  constructor(verifiers: readonly NoteVerifier[]) {
+  constructor(verifiers: readonly NoteVerifier[], checkpoint?: SealRecord) {
     this.#verifiers = verifiers;
+    this.#checkpoint = checkpoint;
   }
 
   line(text: string, file: string, lineNo: number): void {
@@ -208,6 +226,9 @@ class LineSink {
         : { verifiers: this.#verifiers, origin: this.origin },
     );
     this.#verifier = v;
+    // Checked like a seal line of the file, when the chain reaches its size; one it never
+    // reaches stays pending and is a checkpoint_mismatch finding.
+    if (this.#checkpoint !== undefined) v.pushSeal(this.#checkpoint);
     const held = this.#held;
     this.#held = [];
     for (const h of held) {
@@ -331,7 +352,9 @@ export async function verifyFile(
   opts: VerifyFileOptions = {},
 ): Promise<VerifyFileResult> {
   const files = typeof paths === 'string' ? [paths] : [...paths];
-  const sink = new LineSink(verifiersFromKeys(keysDoc));
+  const verifiers = verifiersFromKeys(keysDoc);
+  const checkpoint = opts.checkpoint === undefined ? undefined : checkpointSeal(opts.checkpoint, verifiers);
+  const sink = new LineSink(verifiers, checkpoint);
   let totalBytes = 0;
   for (const f of files) {
     try {
@@ -362,5 +385,31 @@ export async function verifyFile(
     seals_checked: sink.seals,
     origin: sink.origin,
     unparseable: sink.unparseable,
+    checkpoint:
+      checkpoint === undefined
+        ? null
+        : {
+            size: checkpoint.size,
+            matched:
+              integrity.chain_length >= checkpoint.size &&
+              !integrity.broken_events.some((b) => b.line <= checkpoint.size),
+          },
   };
+}
+
+/** The seal of a checkpoint input, its signatures verified; throws `VerifyInputError`. */
+function checkpointSeal(raw: unknown, verifiers: readonly NoteVerifier[]): SealRecord {
+  const bad = (why: string): VerifyInputError =>
+    new VerifyInputError(
+      'invalid_checkpoint',
+      `the checkpoint ${why} (give a {"_seal": …} line of an export, or an event's seal)`,
+    );
+  const seal = isRecord(raw) && isRecord(raw._seal) ? raw._seal : raw;
+  if (!isRecord(seal) || typeof seal.note !== 'string') throw bad('holds no seal note');
+  const size = seal.size;
+  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) throw bad('has no tree size');
+  const record: SealRecord = { seq: typeof seal.seq === 'number' ? seal.seq : 0, size, note: seal.note };
+  if (!checkSeal(record, verifiers).ok)
+    throw bad('is not signed by these keys (both signatures must verify)');
+  return record;
 }

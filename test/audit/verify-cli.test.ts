@@ -347,6 +347,47 @@ t.test('a deleted line: chain_broken at the next event, its seal no longer match
   t.ok(result.broken_events.every((b) => b.line >= 7));
 });
 
+t.test('a file cut at its end is a prefix: --checkpoint with a seal saved earlier catches it', async (t) => {
+  // The last four events and their seal cut off: what remains is a sealed chain of its own.
+  const cut = writeLines(base.lines.slice(0, sealLine(8) + 1));
+  const plain = await runJson([cut]);
+  t.equal(plain.code, 0, 'alone, a prefix verifies (a file can only vouch for what it holds)');
+  t.equal(plain.result.events, 8);
+  // The auditor saved the newest seal line of an earlier export (or an event's seal from the API).
+  const saved = JSON.parse(base.lines[sealLine(12)] as string) as { _seal: StoredSeal };
+  const asLine = writeLines([JSON.stringify(saved)], `checkpoint-${++fileN}.json`);
+  const asSeal = writeLines([JSON.stringify(saved._seal)], `checkpoint-${++fileN}.json`);
+  for (const checkpoint of [asLine, asSeal]) {
+    const r = await run([cut, '--keys', keysPath, '--checkpoint', checkpoint]);
+    t.equal(r.code, 1, 'compromised: the file ends before the saved checkpoint');
+    t.match(r.out, /status\s+COMPROMISED/);
+    t.match(r.out, /ends at seq 8, before the checkpoint's 12 events/);
+    const whole = await run([intactPath, '--keys', keysPath, '--checkpoint', checkpoint]);
+    t.equal(whole.code, 0, 'the whole file extends the checkpoint');
+    t.match(whole.out, /checkpoint\s+12 events, matched/);
+  }
+  // An event changed before the checkpoint's size: the saved root no longer matches.
+  const tampered = writeLines(
+    edited((l) => {
+      const e = JSON.parse(l[at(3)] as string) as ChainEvent;
+      e.outcome = 'block';
+      l[at(3)] = JSON.stringify(e);
+    }),
+  );
+  t.equal((await run([tampered, '--keys', keysPath, '--checkpoint', asLine])).code, 1);
+  // A checkpoint that is not a valid seal under the keys is an input error, not a verdict.
+  const forged = writeLines(
+    [JSON.stringify({ _seal: { ...saved._seal, note: saved._seal.note.replace(/\n— .*$/s, '\n') } })],
+    `checkpoint-${++fileN}.json`,
+  );
+  const bad = await run([intactPath, '--keys', keysPath, '--checkpoint', forged]);
+  t.equal(bad.code, 2, bad.err);
+  t.match(bad.err, /checkpoint/);
+  const junk = await run([intactPath, '--keys', keysPath, '--checkpoint', keysPath]);
+  t.equal(junk.code, 2);
+  t.match(junk.err, /checkpoint/);
+});
+
 t.test('a swapped seal signature: signature_invalid at the seal line', async (t) => {
   const path = writeLines(
     edited((l) => {
