@@ -15,7 +15,7 @@ import type { Snapshot } from '../snapshot/types.js';
 import { newId } from '../util/ids.js';
 import { registerExecutionRoute } from './execution.js';
 import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
-import type { ToolRegistry } from './tools.js';
+import { ToolCallError, type ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
 
 /**
@@ -356,7 +356,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (c.cap.args_sha256 !== argsDigest(args)) return refuse('the arguments differ from the governed ones');
     // Looked up before the mandate is used, so a call to a tool not configured yet leaves the
     // mandate to run once an operator adds it.
-    tools.require(agent.orgId, name);
+    const tool = tools.require(agent.orgId, name);
     // A mandate runs its call once: it is revoked as it is used, and only the call whose
     // revocation is the first to commit runs (others presenting it at once passed verify too).
     const claimed = await mandates.revoke(
@@ -366,13 +366,17 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       'consumed by /v1/tools/execute',
     );
     if (!claimed.created) return refuse('revoked');
-    const ac = new AbortController();
-    ctx.res.onAbort(() => ac.abort());
+    // Not cancelled when the agent goes away: once dispatched, a tool may act (a payment, a
+    // write), so the call runs to its end and what the tool answered is recorded. The answer to a
+    // gone agent is dropped (ctx writes nothing to a closed response).
     const started = performance.now();
     let result: Awaited<ReturnType<ToolRegistry['execute']>>;
     try {
-      result = await tools.execute(agent.orgId, name, args, ac.signal);
+      result = await tools.execute(agent.orgId, tool, args);
     } catch (err) {
+      // An error other than a ToolCallError came before anything was dispatched.
+      const failed = err instanceof ToolCallError ? err : undefined;
+      const requestSent = failed?.requestSent ?? false;
       await audit.append({
         org_id: agent.orgId,
         event_type: 'tool.execution',
@@ -381,7 +385,14 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         behavior_type: 'TOOL_CALL',
         outcome: 'error',
         reason: err instanceof Error ? err.message : String(err),
-        details: { tool: name, mandate_jti: c.jti },
+        details: {
+          tool: name,
+          request_sent: requestSent,
+          status: failed?.toolStatus ?? null,
+          mandate_jti: c.jti,
+          duration_ms: performance.now() - started,
+          client_disconnected: ctx.res.aborted,
+        },
         personal: { args },
       });
       throw err;
@@ -395,9 +406,11 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       outcome: result.status < 400 ? 'ok' : 'failed',
       details: {
         tool: name,
+        request_sent: true,
         status: result.status,
         mandate_jti: c.jti,
         duration_ms: performance.now() - started,
+        client_disconnected: ctx.res.aborted,
       },
       personal: { args },
     });
