@@ -366,6 +366,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       'consumed by /v1/tools/execute',
     );
     if (!claimed.created) return refuse('revoked');
+    // The args go as the body, except to a GET tool (docs/api.md): they are recorded either way,
+    // as what the mandate covered, and body_sent says whether the tool got them.
+    const sendsBody = tool.method !== 'GET';
     // Not cancelled when the agent goes away: once dispatched, a tool may act (a payment, a
     // write), so the call runs to its end and what the tool answered is recorded. The answer to a
     // gone agent is dropped (ctx writes nothing to a closed response).
@@ -387,7 +390,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         reason: err instanceof Error ? err.message : String(err),
         details: {
           tool: name,
+          method: tool.method,
           request_sent: requestSent,
+          body_sent: sendsBody && requestSent,
           status: failed?.toolStatus ?? null,
           mandate_jti: c.jti,
           duration_ms: performance.now() - started,
@@ -406,7 +411,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       outcome: result.status < 400 ? 'ok' : 'failed',
       details: {
         tool: name,
+        method: tool.method,
         request_sent: true,
+        body_sent: sendsBody,
         status: result.status,
         mandate_jti: c.jti,
         duration_ms: performance.now() - started,

@@ -6,7 +6,7 @@ import { ENGINES, type Engine, startService, type TestService } from '../helpers
 /**
  * `/v1/tools/execute` records what happened to the tool call, as the tool saw it: a call the
  * agent walks away from runs to its end (a tool acts on arrival), and a failed call says whether
- * its request reached the tool (test-plan: review finding F2).
+ * its request reached the tool (test-plan: review findings F2 and F9).
  */
 
 interface ToolCall {
@@ -239,4 +239,34 @@ t.test('a tool nobody listens on: unreachable, and the request was not sent', as
   t.equal(event.outcome, 'error');
   t.equal(event.details.request_sent, false);
   t.equal(event.reason, 'tool nowhere is unreachable');
+});
+
+t.test('the event records the method, and that a GET tool got no body', async (t) => {
+  const tool = await startTool({});
+  const svc = await serviceFor(t, tool);
+  await setUp(svc, [
+    { name: 'refund', url: tool.url, method: 'GET' },
+    { name: 'refund.post', url: tool.url },
+  ]);
+  const args = { account: 'acct-9', amount: 70 };
+  const viaGet = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: await mandateFor(svc, 'refund', args), name: 'refund', arguments: args },
+  });
+  t.equal(viaGet.status, 200);
+  t.same(tool.calls[0], { method: 'GET', url: '/run', body: '' }, 'GET sends no arguments');
+  const viaPost = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: await mandateFor(svc, 'refund.post', args), name: 'refund.post', arguments: args },
+  });
+  t.equal(viaPost.status, 200);
+  t.same(JSON.parse(tool.calls[1]?.body ?? ''), args);
+  const events = await executions(svc);
+  const get = events.find((e) => e.id === viaGet.body.event_id);
+  const post = events.find((e) => e.id === viaPost.body.event_id);
+  t.equal(get.details.method, 'GET');
+  t.equal(get.details.body_sent, false, 'the args were governed but not sent');
+  t.ok(get.personal?.args, 'the args the mandate covered stay in the record');
+  t.equal(post.details.method, 'POST');
+  t.equal(post.details.body_sent, true);
 });
