@@ -15,6 +15,7 @@ import type { Snapshot } from '../snapshot/types.js';
 import { newId } from '../util/ids.js';
 import { registerExecutionRoute } from './execution.js';
 import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
+import { toolName } from './tool-name.js';
 import { ToolCallError, type ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
 
@@ -102,12 +103,12 @@ function parseAction(body: Record<string, unknown>): GovernAction {
   const payload = body.payload ?? {};
   if (!isObject(payload))
     throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
-  const tool = payload.tool ?? null;
-  if (tool !== null && typeof tool !== 'string')
-    throw new ServiceError('invalid_request', 'payload.tool must be a string', { param: 'payload.tool' });
-  if (type === 'TOOL_CALL' && (tool === null || tool === '')) {
+  if (type === 'TOOL_CALL' && (payload.tool === undefined || payload.tool === null || payload.tool === '')) {
     throw new ServiceError('invalid_request', 'a TOOL_CALL needs payload.tool', { param: 'payload.tool' });
   }
+  // Names are identifiers: they are what an approver reads (an approval's tool and summary).
+  const tool = payload.tool == null ? null : toolName(payload.tool, 'payload.tool');
+  const server = payload.server == null ? null : toolName(payload.server, 'payload.server');
   const args = payload.args ?? null;
   if (args !== null && !isObject(args))
     throw new ServiceError('invalid_request', 'payload.args must be an object', { param: 'payload.args' });
@@ -115,7 +116,7 @@ function parseAction(body: Record<string, unknown>): GovernAction {
   return {
     type: type as BehaviorType,
     tool,
-    server: str('server'),
+    server,
     model: str('model'),
     provider: str('provider'),
     args,
@@ -243,9 +244,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
 
   router.add('POST', '/v1/tools/govern', async (ctx) => {
     const body = ctx.jsonObject();
-    const name = body.name;
-    if (typeof name !== 'string' || name === '')
+    if (body.name === undefined || body.name === null || body.name === '')
       throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
+    const name = toolName(body.name, 'name');
     const args = body.arguments ?? {};
     if (!isObject(args))
       throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
@@ -292,9 +293,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (!isObject(payload))
       throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
     stringsIn(payload, 'payload');
-    const tool = body.tool ?? payload.tool ?? null;
-    if (tool !== null && typeof tool !== 'string')
-      throw new ServiceError('invalid_request', 'tool must be a string', { param: 'tool' });
+    const tool =
+      body.tool != null
+        ? toolName(body.tool, 'tool')
+        : payload.tool != null
+          ? toolName(payload.tool, 'payload.tool')
+          : null;
     const args = body.args ?? payload.args ?? null;
     if (args !== null && !isObject(args))
       throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
@@ -325,12 +329,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     const body = ctx.jsonObject();
     const agent = actingAgent(ctx, snapshot, body.agent_id);
     const token = body.mandate;
-    const name = body.name;
     const args = body.arguments ?? {};
     if (typeof token !== 'string' || token === '')
       throw new ServiceError('invalid_request', 'mandate is required', { param: 'mandate' });
-    if (typeof name !== 'string' || name === '')
+    if (body.name === undefined || body.name === null || body.name === '')
       throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
+    const name = toolName(body.name, 'name');
     if (!isObject(args))
       throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
     stringsIn(args, 'arguments');
@@ -453,6 +457,8 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         timeout_ms: { type: 'integer', min: 100, max: 120000 },
       });
     });
+    // Every name before any URL is checked: a tool is configured under a name it can be governed by.
+    for (const [i, t] of list.entries()) toolName(t.name, `tools[${i}].name`);
     await tools.replace(orgId, list);
     await adminEvent(audit, orgId, p, 'tools_updated', { tools: list.map((t) => t.name) });
     ctx.json(200, { tools: tools.view(orgId) });
