@@ -15,7 +15,8 @@ import type { Snapshot } from '../snapshot/types.js';
 import { newId } from '../util/ids.js';
 import { registerExecutionRoute } from './execution.js';
 import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
-import type { ToolRegistry } from './tools.js';
+import { toolName } from './tool-name.js';
+import { ToolCallError, type ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
 
 /**
@@ -102,12 +103,12 @@ function parseAction(body: Record<string, unknown>): GovernAction {
   const payload = body.payload ?? {};
   if (!isObject(payload))
     throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
-  const tool = payload.tool ?? null;
-  if (tool !== null && typeof tool !== 'string')
-    throw new ServiceError('invalid_request', 'payload.tool must be a string', { param: 'payload.tool' });
-  if (type === 'TOOL_CALL' && (tool === null || tool === '')) {
+  if (type === 'TOOL_CALL' && (payload.tool === undefined || payload.tool === null || payload.tool === '')) {
     throw new ServiceError('invalid_request', 'a TOOL_CALL needs payload.tool', { param: 'payload.tool' });
   }
+  // Names are identifiers: they are what an approver reads (an approval's tool and summary).
+  const tool = payload.tool == null ? null : toolName(payload.tool, 'payload.tool');
+  const server = payload.server == null ? null : toolName(payload.server, 'payload.server');
   const args = payload.args ?? null;
   if (args !== null && !isObject(args))
     throw new ServiceError('invalid_request', 'payload.args must be an object', { param: 'payload.args' });
@@ -115,7 +116,7 @@ function parseAction(body: Record<string, unknown>): GovernAction {
   return {
     type: type as BehaviorType,
     tool,
-    server: str('server'),
+    server,
     model: str('model'),
     provider: str('provider'),
     args,
@@ -254,9 +255,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
 
   router.add('POST', '/v1/tools/govern', async (ctx) => {
     const body = ctx.jsonObject();
-    const name = body.name;
-    if (typeof name !== 'string' || name === '')
+    if (body.name === undefined || body.name === null || body.name === '')
       throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
+    const name = toolName(body.name, 'name');
     const args = body.arguments ?? {};
     if (!isObject(args))
       throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
@@ -303,9 +304,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (!isObject(payload))
       throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
     stringsIn(payload, 'payload');
-    const tool = body.tool ?? payload.tool ?? null;
-    if (tool !== null && typeof tool !== 'string')
-      throw new ServiceError('invalid_request', 'tool must be a string', { param: 'tool' });
+    const tool =
+      body.tool != null
+        ? toolName(body.tool, 'tool')
+        : payload.tool != null
+          ? toolName(payload.tool, 'payload.tool')
+          : null;
     const args = body.args ?? payload.args ?? null;
     if (args !== null && !isObject(args))
       throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
@@ -336,12 +340,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     const body = ctx.jsonObject();
     const agent = actingAgent(ctx, snapshot, body.agent_id);
     const token = body.mandate;
-    const name = body.name;
     const args = body.arguments ?? {};
     if (typeof token !== 'string' || token === '')
       throw new ServiceError('invalid_request', 'mandate is required', { param: 'mandate' });
-    if (typeof name !== 'string' || name === '')
+    if (body.name === undefined || body.name === null || body.name === '')
       throw new ServiceError('invalid_request', 'name is required', { param: 'name' });
+    const name = toolName(body.name, 'name');
     if (!isObject(args))
       throw new ServiceError('invalid_request', 'arguments must be an object', { param: 'arguments' });
     stringsIn(args, 'arguments');
@@ -367,7 +371,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (c.cap.args_sha256 !== argsDigest(args)) return refuse('the arguments differ from the governed ones');
     // Looked up before the mandate is used, so a call to a tool not configured yet leaves the
     // mandate to run once an operator adds it.
-    tools.require(agent.orgId, name);
+    const tool = tools.require(agent.orgId, name);
     // A mandate runs its call once: it is revoked as it is used, and only the call whose
     // revocation is the first to commit runs (others presenting it at once passed verify too).
     const claimed = await mandates.revoke(
@@ -377,13 +381,20 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       'consumed by /v1/tools/execute',
     );
     if (!claimed.created) return refuse('revoked');
-    const ac = new AbortController();
-    ctx.res.onAbort(() => ac.abort());
+    // The args go as the body, except to a GET tool (docs/api.md): they are recorded either way,
+    // as what the mandate covered, and body_sent says whether the tool got them.
+    const sendsBody = tool.method !== 'GET';
+    // Not cancelled when the agent goes away: once dispatched, a tool may act (a payment, a
+    // write), so the call runs to its end and what the tool answered is recorded. The answer to a
+    // gone agent is dropped (ctx writes nothing to a closed response).
     const started = performance.now();
     let result: Awaited<ReturnType<ToolRegistry['execute']>>;
     try {
-      result = await tools.execute(agent.orgId, name, args, ac.signal);
+      result = await tools.execute(agent.orgId, tool, args);
     } catch (err) {
+      // An error other than a ToolCallError came before anything was dispatched.
+      const failed = err instanceof ToolCallError ? err : undefined;
+      const requestSent = failed?.requestSent ?? false;
       await audit.append({
         org_id: agent.orgId,
         event_type: 'tool.execution',
@@ -392,7 +403,16 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         behavior_type: 'TOOL_CALL',
         outcome: 'error',
         reason: err instanceof Error ? err.message : String(err),
-        details: Object.assign(callerDetails(agent), { tool: name, mandate_jti: c.jti }),
+        details: Object.assign(callerDetails(agent), {
+          tool: name,
+          method: tool.method,
+          request_sent: requestSent,
+          body_sent: sendsBody && requestSent,
+          status: failed?.toolStatus ?? null,
+          mandate_jti: c.jti,
+          duration_ms: performance.now() - started,
+          client_disconnected: ctx.res.aborted,
+        }),
         personal: { args },
       });
       throw err;
@@ -406,9 +426,13 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       outcome: result.status < 400 ? 'ok' : 'failed',
       details: Object.assign(callerDetails(agent), {
         tool: name,
+        method: tool.method,
+        request_sent: true,
+        body_sent: sendsBody,
         status: result.status,
         mandate_jti: c.jti,
         duration_ms: performance.now() - started,
+        client_disconnected: ctx.res.aborted,
       }),
       personal: { args },
     });
@@ -444,6 +468,8 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         timeout_ms: { type: 'integer', min: 100, max: 120000 },
       });
     });
+    // Every name before any URL is checked: a tool is configured under a name it can be governed by.
+    for (const [i, t] of list.entries()) toolName(t.name, `tools[${i}].name`);
     await tools.replace(orgId, list);
     // Where each tool sends its calls, and which headers it adds (never their values).
     await adminEvent(audit, orgId, p, 'tools_updated', {

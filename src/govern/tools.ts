@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import { Agent, type Dispatcher, request } from 'undici';
 import { ServiceError } from '../core/errors.js';
 import { lastFour, maskedEcho } from '../crypto/vault.js';
@@ -20,8 +21,85 @@ export interface ToolResult {
   readonly body: unknown;
 }
 
+/**
+ * A tool call that got no (whole) answer. `requestSent`: govgate had written the whole request
+ * to the tool's connection, so the tool may have acted on it; `toolStatus`: the tool's HTTP
+ * status when its answer had begun.
+ */
+export class ToolCallError extends ServiceError {
+  constructor(
+    code: 'upstream_error' | 'upstream_timeout',
+    message: string,
+    readonly requestSent: boolean,
+    readonly toolStatus: number | undefined,
+    cause: unknown,
+  ) {
+    super(code, message, { cause });
+  }
+}
+
 const MAX_TOOL_RESPONSE = 1024 * 1024;
-const dispatcher = new Agent({ keepAliveTimeout: 10_000, connections: 64 });
+
+/** The legacy dispatch handler undici's request() hands its dispatcher (see ToolAgent). */
+type LegacyHandler = Dispatcher.DispatchHandler & { onRequestSent?(): void };
+
+/**
+ * A dispatch handler that tells `sent` when the whole request (head and body) has been written
+ * to the socket, then passes every call on. undici's core calls a handler's `onRequestSent` then
+ * (it is not in its types); request() itself has no way to say it.
+ */
+class SentWatch implements LegacyHandler {
+  constructor(
+    private readonly inner: LegacyHandler,
+    private readonly sent: () => void,
+  ) {}
+  onConnect(abort: (err?: Error) => void, context?: unknown): void {
+    (this.inner.onConnect as (a: typeof abort, c: unknown) => void).call(this.inner, abort, context);
+  }
+  onError(err: Error): void {
+    this.inner.onError?.(err);
+  }
+  onUpgrade(statusCode: number, headers: Buffer[] | string[] | null, socket: Duplex): void {
+    this.inner.onUpgrade?.(statusCode, headers, socket);
+  }
+  onResponseStarted(): void {
+    this.inner.onResponseStarted?.();
+  }
+  onHeaders(statusCode: number, headers: Buffer[], resume: () => void, statusText: string): boolean {
+    return this.inner.onHeaders?.(statusCode, headers, resume, statusText) ?? true;
+  }
+  onData(chunk: Buffer): boolean {
+    return this.inner.onData?.(chunk) ?? true;
+  }
+  onComplete(trailers: string[] | null): void {
+    this.inner.onComplete?.(trailers);
+  }
+  onBodySent(chunkSize: number, totalBytesSent: number): void {
+    this.inner.onBodySent?.(chunkSize, totalBytesSent);
+  }
+  onRequestSent(): void {
+    this.sent();
+    this.inner.onRequestSent?.();
+  }
+}
+
+/** Dispatch options that may carry a call's `onRequestSent` (see SentWatch). */
+type WatchedOptions = Dispatcher.DispatchOptions & { readonly onRequestSent?: () => void };
+
+/**
+ * The tools' connection pool. A dispatch whose options carry `onRequestSent` has its handler
+ * watched. request() passes its options, unknown members included, on to dispatch, and its
+ * handler is of the legacy kind (a handler of the newer kind, with `onRequestStart`, would not
+ * hear of the write; tool-execute.test checks that a timed-out call says it was sent).
+ */
+class ToolAgent extends Agent {
+  override dispatch(opts: WatchedOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const sent = opts.onRequestSent;
+    return super.dispatch(opts, sent && !handler.onRequestStart ? new SentWatch(handler, sent) : handler);
+  }
+}
+
+const dispatcher = new ToolAgent({ keepAliveTimeout: 10_000, connections: 64 });
 
 /** The HTTP tools an org configured for /v1/tools/execute (header secrets in the vault). */
 export class ToolRegistry {
@@ -129,9 +207,14 @@ export class ToolRegistry {
     return tool;
   }
 
-  /** Calls a tool with `args` as the JSON body. The URL is re-checked (DNS may have changed). */
-  async execute(orgId: string, name: string, args: unknown, signal: AbortSignal): Promise<ToolResult> {
-    const tool = this.require(orgId, name);
+  /**
+   * Calls `tool` (as `require` gave it) with `args` as the JSON body (none for GET). It is not cancelled from outside:
+   * once dispatched, a call runs to its answer or its `timeout_ms`. A call that gets no answer
+   * is a ToolCallError saying whether its request was sent.
+   */
+  async execute(orgId: string, tool: ToolSettings, args: unknown): Promise<ToolResult> {
+    const name = tool.name;
+    // The URL is re-checked (DNS may have changed).
     const problem = await checkEgressUrl(tool.url, this.egressAllow);
     if (problem) throw new ServiceError('upstream_error', `tool ${name} url ${problem}`);
     const headers: Record<string, string> = { 'content-type': 'application/json' };
@@ -144,30 +227,47 @@ export class ToolRegistry {
         );
       headers[h] = secret;
     }
-    let res: Dispatcher.ResponseData;
+    let sent = false;
+    let status: number | undefined;
     try {
-      res = await request(tool.url, {
+      const res = await request(tool.url, {
         method: tool.method,
         headers,
         body: tool.method === 'GET' ? null : JSON.stringify(args ?? {}),
-        signal: AbortSignal.any([signal, AbortSignal.timeout(tool.timeout_ms)]),
+        signal: AbortSignal.timeout(tool.timeout_ms),
         dispatcher,
-      });
+        onRequestSent: () => {
+          sent = true;
+        },
+      } as Parameters<typeof request>[1]);
+      status = res.statusCode;
+      const text = (await res.body.text()).slice(0, MAX_TOOL_RESPONSE);
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        /* not JSON: returned as text */
+      }
+      return { status, body };
     } catch (err) {
       const timeout = (err as Error).name === 'TimeoutError';
-      throw new ServiceError(
+      // An answer was begun: the request got there, whatever the socket's write said.
+      sent ||= status !== undefined;
+      const why =
+        status !== undefined
+          ? `answered ${status} but its answer ${timeout ? `did not end within ${tool.timeout_ms} ms` : 'was cut off'}`
+          : sent
+            ? `did not answer${timeout ? ` within ${tool.timeout_ms} ms` : ''} (the request was sent)`
+            : timeout
+              ? `was not reached within ${tool.timeout_ms} ms (the request was not sent)`
+              : 'is unreachable';
+      throw new ToolCallError(
         timeout ? 'upstream_timeout' : 'upstream_error',
-        `tool ${name} ${timeout ? 'timed out' : 'is unreachable'}`,
-        { cause: err },
+        `tool ${name} ${why}`,
+        sent,
+        status,
+        err,
       );
     }
-    const text = (await res.body.text()).slice(0, MAX_TOOL_RESPONSE);
-    let body: unknown = text;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      /* not JSON: returned as text */
-    }
-    return { status: res.statusCode, body };
   }
 }

@@ -1,0 +1,272 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import t from 'tap';
+import { ENGINES, type Engine, startService, type TestService } from '../helpers/service.js';
+
+/**
+ * `/v1/tools/execute` records what happened to the tool call, as the tool saw it: a call the
+ * agent walks away from runs to its end (a tool acts on arrival), and a failed call says whether
+ * its request reached the tool (test-plan: review findings F2 and F9).
+ */
+
+interface ToolCall {
+  readonly method: string;
+  readonly url: string;
+  readonly body: string;
+}
+
+interface ToolServer {
+  readonly calls: ToolCall[];
+  /** Answers the tool wrote to the end (not cut off by govgate going away). */
+  readonly answered: number[];
+  readonly url: string;
+  readonly hostPort: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A recording HTTP tool on 127.0.0.1:0. It has acted once it has read the request; `answer`
+ * then decides: a delay and a status, or `drop` (the connection is destroyed, no answer).
+ */
+async function startTool(answer: { delayMs?: number; status?: number; drop?: boolean }): Promise<ToolServer> {
+  const calls: ToolCall[] = [];
+  const answered: number[] = [];
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let body = '';
+    req.on('data', (c: Buffer) => {
+      body += c.toString();
+    });
+    req.on('end', () => {
+      calls.push({ method: req.method ?? '', url: req.url ?? '', body });
+      if (answer.drop) {
+        req.socket.destroy();
+        return;
+      }
+      const status = answer.status ?? 200;
+      setTimeout(() => {
+        if (res.destroyed) return;
+        res.on('finish', () => answered.push(status));
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ done: true, got: body }));
+      }, answer.delayMs ?? 0);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    calls,
+    answered,
+    url: `http://127.0.0.1:${port}/run`,
+    hostPort: `127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The org's tool.execution events, newest first. */
+async function executions(svc: TestService): Promise<any[]> {
+  const res = await svc.call('/api/audit?event_type=tool.execution&limit=100', { token: svc.pat });
+  if (res.status !== 200) throw new Error(JSON.stringify(res.body));
+  return res.body.data;
+}
+
+async function waitFor<T>(fn: () => Promise<T | undefined>, ms = 5000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await sleep(20);
+  }
+}
+
+/** Configures `tools` for org default. */
+async function setUp(
+  svc: TestService,
+  tools: { name: string; url: string; method?: string; timeout_ms?: number }[],
+): Promise<void> {
+  const res = await svc.call('/api/settings/tools', { method: 'PUT', token: svc.pat, body: { tools } });
+  if (res.status !== 200) throw new Error(JSON.stringify(res.body));
+}
+
+/** Governs a call of `name` with `args` (the default policy allows it); its mandate. */
+async function mandateFor(svc: TestService, name: string, args: Record<string, unknown>): Promise<string> {
+  const g = await svc.call('/v1/tools/govern', { token: svc.agentKey, body: { name, arguments: args } });
+  if (g.body.outcome !== 'allow') throw new Error(JSON.stringify(g.body));
+  return g.body.mandate as string;
+}
+
+async function serviceFor(
+  t: { teardown(fn: () => Promise<void>): void },
+  tool: ToolServer,
+  engine: Engine = 'uws',
+  alsoAllow: string[] = [],
+): Promise<TestService> {
+  const svc = await startService({
+    engine,
+    env: { SERVICE_EGRESS_ALLOW: [tool.hostPort, ...alsoAllow].join(',') },
+  });
+  t.teardown(async () => {
+    await svc.close();
+    await tool.close();
+  });
+  return svc;
+}
+
+for (const engine of ENGINES) {
+  t.test(
+    `${engine}: an agent that disconnects does not cancel the tool call; its answer is recorded`,
+    async (t) => {
+      const tool = await startTool({ delayMs: 600, status: 201 });
+      const svc = await serviceFor(t, tool, engine);
+      await setUp(svc, [{ name: 'payments.transfer', url: tool.url }]);
+      const args = { amount: 250, to: 'acct-42' };
+      const mandate = await mandateFor(svc, 'payments.transfer', args);
+      const ac = new AbortController();
+      const sent = fetch(`${svc.url}/v1/tools/execute`, {
+        method: 'POST',
+        signal: ac.signal,
+        headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ mandate, name: 'payments.transfer', arguments: args }),
+      }).catch((err: Error) => err.name);
+      await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
+      await sleep(100);
+      ac.abort();
+      t.equal(await sent, 'AbortError');
+      const event = await waitFor(async () => (await executions(svc))[0]);
+      t.equal(tool.calls.length, 1, 'the tool got the call once');
+      t.same(tool.answered, [201], 'the tool answered to the end: govgate did not cut it off');
+      t.equal(event.outcome, 'ok', JSON.stringify(event));
+      t.equal(event.reason, null);
+      t.equal(event.details.status, 201, "the tool's answer is recorded");
+      t.equal(event.details.client_disconnected, true);
+      t.equal(event.details.request_sent, true);
+      t.ok(event.details.duration_ms >= 500, `duration_ms ${event.details.duration_ms}`);
+      // At most once: the mandate was used by the call the agent left.
+      const again = await svc.call('/v1/tools/execute', {
+        token: svc.agentKey,
+        body: { mandate, name: 'payments.transfer', arguments: args },
+      });
+      t.equal(again.status, 403);
+      t.equal(again.body.error.code, 'mandate_invalid');
+      t.equal(tool.calls.length, 1);
+    },
+  );
+}
+
+t.test('a call that stays connected records client_disconnected false', async (t) => {
+  const tool = await startTool({ status: 200 });
+  const svc = await serviceFor(t, tool);
+  await setUp(svc, [{ name: 'lookup', url: tool.url }]);
+  const mandate = await mandateFor(svc, 'lookup', { q: 'x' });
+  const res = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate, name: 'lookup', arguments: { q: 'x' } },
+  });
+  t.equal(res.status, 200);
+  t.equal(res.body.status, 200);
+  const [event] = await executions(svc);
+  t.equal(event.id, res.body.event_id);
+  t.equal(event.outcome, 'ok');
+  t.equal(event.details.client_disconnected, false);
+  t.equal(event.details.request_sent, true);
+});
+
+t.test('a tool that does not answer in time: 504, and the event says the request was sent', async (t) => {
+  const tool = await startTool({ delayMs: 1500 });
+  const svc = await serviceFor(t, tool);
+  await setUp(svc, [{ name: 'slow.tool', url: tool.url, timeout_ms: 200 }]);
+  const args = { n: 1 };
+  const mandate = await mandateFor(svc, 'slow.tool', args);
+  const res = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate, name: 'slow.tool', arguments: args },
+  });
+  t.equal(res.status, 504, JSON.stringify(res.body));
+  t.equal(res.body.error.code, 'upstream_timeout');
+  t.equal(tool.calls.length, 1, 'the tool got the request');
+  const [event] = await executions(svc);
+  t.equal(event.outcome, 'error');
+  t.equal(event.details.request_sent, true);
+  t.equal(event.details.client_disconnected, false);
+  t.ok(event.details.duration_ms >= 150, `duration_ms ${event.details.duration_ms}`);
+  t.match(event.reason, /slow\.tool did not answer within 200 ms \(the request was sent\)/);
+  t.notMatch(event.reason, /unreachable/);
+  t.match(res.body.error.message, /the request was sent/);
+  const again = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate, name: 'slow.tool', arguments: args },
+  });
+  t.equal(again.status, 403, 'the mandate was used: at most once');
+});
+
+t.test('a tool that drops the connection after reading the request: not "unreachable"', async (t) => {
+  const tool = await startTool({ drop: true });
+  const svc = await serviceFor(t, tool);
+  await setUp(svc, [{ name: 'flaky', url: tool.url }]);
+  const mandate = await mandateFor(svc, 'flaky', {});
+  const res = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate, name: 'flaky', arguments: {} },
+  });
+  t.equal(res.status, 502, JSON.stringify(res.body));
+  t.equal(res.body.error.code, 'upstream_error');
+  t.equal(tool.calls.length, 1);
+  const [event] = await executions(svc);
+  t.equal(event.outcome, 'error');
+  t.equal(event.details.request_sent, true);
+  t.equal(event.reason, 'tool flaky did not answer (the request was sent)');
+});
+
+t.test('a tool nobody listens on: unreachable, and the request was not sent', async (t) => {
+  const tool = await startTool({});
+  const gone = await startTool({});
+  await gone.close();
+  const svc = await serviceFor(t, tool, 'uws', [gone.hostPort]);
+  await setUp(svc, [{ name: 'nowhere', url: gone.url }]);
+  const mandate = await mandateFor(svc, 'nowhere', {});
+  const res = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate, name: 'nowhere', arguments: {} },
+  });
+  t.equal(res.status, 502, JSON.stringify(res.body));
+  const [event] = await executions(svc);
+  t.equal(event.outcome, 'error');
+  t.equal(event.details.request_sent, false);
+  t.equal(event.reason, 'tool nowhere is unreachable');
+});
+
+t.test('the event records the method, and that a GET tool got no body', async (t) => {
+  const tool = await startTool({});
+  const svc = await serviceFor(t, tool);
+  await setUp(svc, [
+    { name: 'refund', url: tool.url, method: 'GET' },
+    { name: 'refund.post', url: tool.url },
+  ]);
+  const args = { account: 'acct-9', amount: 70 };
+  const viaGet = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: await mandateFor(svc, 'refund', args), name: 'refund', arguments: args },
+  });
+  t.equal(viaGet.status, 200);
+  t.same(tool.calls[0], { method: 'GET', url: '/run', body: '' }, 'GET sends no arguments');
+  const viaPost = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: await mandateFor(svc, 'refund.post', args), name: 'refund.post', arguments: args },
+  });
+  t.equal(viaPost.status, 200);
+  t.same(JSON.parse(tool.calls[1]?.body ?? ''), args);
+  const events = await executions(svc);
+  const get = events.find((e) => e.id === viaGet.body.event_id);
+  const post = events.find((e) => e.id === viaPost.body.event_id);
+  t.equal(get.details.method, 'GET');
+  t.equal(get.details.body_sent, false, 'the args were governed but not sent');
+  t.ok(get.personal?.args, 'the args the mandate covered stay in the record');
+  t.equal(post.details.method, 'POST');
+  t.equal(post.details.body_sent, true);
+});
