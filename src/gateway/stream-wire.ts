@@ -4,7 +4,8 @@
 // Anthropic upstream's own events for an Anthropic caller (anthropic-forward.ts).
 
 import { ServiceError } from '../core/errors.js';
-import { type OutputGuard, tokensOfChars } from '../core/guardrails/index.js';
+import type { OutputGuard } from '../core/guardrails/index.js';
+import { tokensOfChars } from '../core/guardrails/pricing.js';
 import type { Cancellation, Provider } from '../providers/types.js';
 import { scrubbed } from '../providers/upstream.js';
 import {

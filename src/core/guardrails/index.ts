@@ -21,12 +21,5 @@ export {
   NULL_ARGS_SHA256,
 } from './fingerprint.js';
 export { type FindingAction, type OutputGuard, outputGuard, REDACTABLE } from './output.js';
-export {
-  ASSUMED_COMPLETION_TOKENS,
-  costOf,
-  estimateCost,
-  type Price,
-  priceOf,
-  tokensOfChars,
-} from './pricing.js';
+export { ASSUMED_COMPLETION_TOKENS, costOf, estimateCost, type Price, priceOf } from './pricing.js';
 export { decodedJson, type GuardStep, guardJoined, guardText, StreamGuard } from './stream-guard.js';
