@@ -46,7 +46,7 @@ import { type CallIds, callIds } from './call-ids.js';
 import { envelope, type ServiceEnvelope } from './envelope.js';
 import type { StreamBlock } from './output-stream.js';
 import { anthropicFrontEnd, type FrontEnd, openaiFrontEnd } from './renderers.js';
-import { anthropicWire, canonicalWire, type StreamWire } from './stream-wire.js';
+import { anthropicWire, canonicalWire, promptChars, type StreamWire } from './stream-wire.js';
 import {
   LIMITS,
   takesDefaultTemperature,
@@ -802,6 +802,7 @@ export class GatewayService {
             status: gone ? 499 : e.status,
             error_code: gone ? null : e.code,
             client_disconnected: gone,
+            delivered: { chars: 0, complete: false },
           },
         },
         'allowed',
@@ -817,6 +818,7 @@ export class GatewayService {
         if (text === '') continue;
         if (keep) transcript += text;
         if (!ctx.res.write(text)) return false;
+        wire.written(e);
       }
       return true;
     };
@@ -847,8 +849,24 @@ export class GatewayService {
     const reason = blocked
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
       : null;
-    const usage = wire.usage();
+    // The provider's usage, or (the stream ended before it) an estimate of what it will bill.
+    const stated = wire.usage();
+    const usage = stated ?? wire.estimate(promptChars(record.gov.scan.texts));
+    const sent = wire.delivered();
     const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
+    const details: Record<string, unknown> = {
+      status: aborted ? 499 : 200,
+      finish_reason: wire.finishReason(),
+      tool_calls: wire.toolCalls,
+      upstream_ms: upstreamS * 1000,
+      client_disconnected: aborted,
+      error_code: failed ? (failure?.code ?? null) : null,
+      blocked_stage: blocked ? `output_${blocked.where}` : null,
+      output_detections: outputPii,
+      // A stream that ended as it should is closed (its end included) right after this event.
+      delivered: { chars: sent.chars, complete: sent.ended || !(failed || blocked || aborted) },
+    };
+    if (!stated) details.usage_estimated = true;
     const tAudit = performance.now();
     await this.appendCall(
       record,
@@ -857,16 +875,7 @@ export class GatewayService {
         reason: failed ? (failure?.message ?? null) : (reason ?? (aborted ? 'client disconnected' : null)),
         usage: usageOf(usage),
         cost: callCost(model, usage),
-        details: {
-          status: aborted ? 499 : 200,
-          finish_reason: wire.finishReason(),
-          tool_calls: wire.toolCalls,
-          upstream_ms: upstreamS * 1000,
-          client_disconnected: aborted,
-          error_code: failed ? (failure?.code ?? null) : null,
-          blocked_stage: blocked ? `output_${blocked.where}` : null,
-          output_detections: outputPii,
-        },
+        details,
       },
       record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',
       // As for a whole answer: the PII the guard found in the output, redacted or blocked.

@@ -5,6 +5,7 @@
 
 import { ServiceError } from '../core/errors.js';
 import type { OutputGuard } from '../core/guardrails/index.js';
+import { tokensOfChars } from '../core/guardrails/pricing.js';
 import type { Cancellation, Provider } from '../providers/types.js';
 import { scrubbed } from '../providers/upstream.js';
 import {
@@ -13,6 +14,7 @@ import {
   anthropicStopToOpenai,
   anthropicUsageToOpenai,
   type ChatCompletionChunk,
+  type ChatCompletionChunkDelta,
   type ChatCompletionRequest,
   type OpenaiUsage,
 } from '../providers/wire/index.js';
@@ -21,6 +23,62 @@ import { blockedChunks } from './blocked.js';
 import type { ServiceEnvelope } from './envelope.js';
 import { OutputStreamGovernor, type StreamBlock } from './output-stream.js';
 import { anthropicStreamError, type FrontEnd, sseEvent } from './renderers.js';
+
+/**
+ * What of an answer was written to the client: its output characters (text, refusal, thinking,
+ * tool-call arguments or custom tool input, as sent) and whether the answer's end went with them
+ * (OpenAI format: a finish_reason for every choice). An Anthropic client's message_delta and
+ * message_stop wait for the close that carries the envelope, so they never count here.
+ */
+export interface Delivered {
+  readonly chars: number;
+  readonly ended: boolean;
+}
+
+/** The output characters of one canonical delta (text, refusal, tool-call arguments or input). */
+function deltaChars(d: ChatCompletionChunkDelta): number {
+  let n = 0;
+  if (typeof d.content === 'string') n += d.content.length;
+  if (typeof d.refusal === 'string') n += d.refusal.length;
+  const calls = d.tool_calls;
+  if (calls !== undefined)
+    for (let i = 0; i < calls.length; i++) {
+      const tc = calls[i] as (typeof calls)[number];
+      const args = tc.custom?.input ?? tc.function?.arguments;
+      if (typeof args === 'string') n += args.length;
+    }
+  const legacy = d.function_call;
+  if (legacy && typeof legacy.arguments === 'string') n += legacy.arguments.length;
+  return n;
+}
+
+/** The output characters of one Anthropic event (a text, thinking or tool-input delta). */
+function eventChars(e: AnthropicStreamEvent): number {
+  if (e.type !== 'content_block_delta') return 0;
+  const d = e.delta;
+  switch (d?.type) {
+    case 'text_delta':
+      return typeof d.text === 'string' ? d.text.length : 0;
+    case 'input_json_delta':
+      return typeof d.partial_json === 'string' ? d.partial_json.length : 0;
+    case 'thinking_delta':
+      return typeof d.thinking === 'string' ? d.thinking.length : 0;
+    default:
+      return 0;
+  }
+}
+
+/** The characters of a request's texts, as the budget counts them (for `estimate`). */
+export function promptChars(texts: readonly { readonly text: string }[]): number {
+  let chars = 0;
+  for (const t of texts) chars += t.text.length;
+  return chars;
+}
+
+/** An estimated usage of `prompt` and `completion` tokens. */
+function estimated(prompt: number, completion: number): OpenaiUsage {
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
 
 export interface StreamWire<E> {
   /** The answer's events in batches, one per network read. */
@@ -45,7 +103,22 @@ export interface StreamWire<E> {
   error(err: ServiceError, requestId: string): string;
   /** SSE text that ends a stream the guard blocked: the explanation, then the close. */
   blocked(text: string, service: ServiceEnvelope): string;
+  /**
+   * The provider's own usage for the whole answer; null or undefined when the stream ended before
+   * it came (an Anthropic upstream's message_start counts alone are not: its `output_tokens` is a
+   * placeholder until message_delta).
+   */
   usage(): OpenaiUsage | null | undefined;
+  /**
+   * The usage estimated from what the stream got, for when `usage()` has none: the prompt's
+   * `promptChars` (or the input count the provider stated before the stream ended) and the output
+   * characters read from the upstream, at four characters a token (`tokensOfChars`).
+   */
+  estimate(promptChars: number): OpenaiUsage;
+  /** Counts `e`, just written to the client, into `delivered()`. */
+  written(e: E): void;
+  /** What was written to the client (see `Delivered`). */
+  delivered(): Delivered;
   /** The finish reason, in OpenAI's terms (the audit trail's). */
   finishReason(): string | null;
   /** The tools the answer called, in order. */
@@ -64,6 +137,13 @@ export function canonicalWire(
   let usage: OpenaiUsage | null | undefined;
   let finish: string | null = null;
   const toolCalls: string[] = [];
+  // Output characters read from the upstream and written to the client, and the choices whose
+  // finish was written (an OpenAI client's; an Anthropic client's end waits for the close).
+  let read = 0;
+  let sent = 0;
+  let finished = 0;
+  const endsOnFinish = fe.format === 'openai';
+  const choices = request.n ?? 1;
   // One name per call (choice, index), read as the output guard holds calls: a call is a custom
   // tool's from its first fragment that says so, and then only `custom` names it; a name repeated
   // in a later fragment is the same call.
@@ -74,6 +154,7 @@ export function canonicalWire(
     observe(c) {
       if (c.usage) usage = c.usage;
       for (const choice of c.choices) {
+        read += deltaChars(choice.delta);
         if (choice.finish_reason && (finish === null || choice.index === 0)) finish = choice.finish_reason;
         for (const tc of choice.delta.tool_calls ?? []) {
           const key = `${choice.index}:${tc.index}`;
@@ -90,6 +171,15 @@ export function canonicalWire(
       }
     },
     render: (c) => renderer.chunk(c),
+    written(c) {
+      const list = c.choices;
+      for (let i = 0; i < list.length; i++) {
+        const choice = list[i] as (typeof list)[number];
+        sent += deltaChars(choice.delta);
+        if (choice.finish_reason && endsOnFinish) finished++;
+      }
+    },
+    delivered: () => ({ chars: sent, ended: endsOnFinish && finished >= choices }),
     finish: (service) => renderer.finish(service),
     error: (err, requestId) => renderer.error(err, requestId),
     blocked(text, service) {
@@ -98,6 +188,7 @@ export function canonicalWire(
       return out + renderer.finish(service);
     },
     usage: () => usage,
+    estimate: (promptChars) => estimated(tokensOfChars(promptChars), tokensOfChars(read)),
     finishReason: () => finish,
     get toolCalls() {
       toolCalls.length = 0;
@@ -133,9 +224,13 @@ export function anthropicWire(
 ): StreamWire<AnthropicStreamEvent> {
   const governor = guard.active ? new AnthropicStreamGovernor(guard) : undefined;
   let usage: Usage | undefined;
+  /** A message_delta stated the output count (message_start's is a placeholder). */
+  let final = false;
   let stop: string | null = null;
   const toolCalls: string[] = [];
   const held: AnthropicStreamEvent[] = [];
+  let read = 0;
+  let sent = 0;
   return {
     events: events[Symbol.asyncIterator](),
     governor,
@@ -148,7 +243,11 @@ export function anthropicWire(
         case 'message_delta':
           usage ??= {};
           mergeUsage(usage, e.usage);
+          if (typeof e.usage?.output_tokens === 'number') final = true;
           if (e.delta?.stop_reason) stop = e.delta.stop_reason;
+          break;
+        case 'content_block_delta':
+          read += eventChars(e);
           break;
         case 'content_block_start': {
           const block = e.content_block as { type?: string; name?: unknown };
@@ -169,6 +268,10 @@ export function anthropicWire(
       }
       return sseEvent(e);
     },
+    written(e) {
+      sent += eventChars(e);
+    },
+    delivered: () => ({ chars: sent, ended: false }),
     finish(service) {
       let out = '';
       let enveloped = false;
@@ -196,7 +299,14 @@ export function anthropicWire(
       out += sseEvent({ type: 'content_block_stop', index });
       return `${out}${sseEvent(closing(service, 'refusal', usage))}${sseEvent({ type: 'message_stop' })}`;
     },
-    usage: () => (usage ? anthropicUsageToOpenai(usage as AnthropicUsage) : null),
+    usage: () => (usage && final ? anthropicUsageToOpenai(usage as AnthropicUsage) : null),
+    estimate(promptChars) {
+      const output = tokensOfChars(read);
+      // message_start's input counts are the provider's own; only its output count is a placeholder.
+      if (typeof usage?.input_tokens === 'number')
+        return anthropicUsageToOpenai(Object.assign({}, usage, { output_tokens: output }) as AnthropicUsage);
+      return estimated(tokensOfChars(promptChars), output);
+    },
     finishReason: () => (stop === null ? null : anthropicStopToOpenai(stop as never)),
     toolCalls,
   };

@@ -23,10 +23,14 @@ export interface MockUpstream {
     | { kind: 'gate'; open: Promise<void> }
     /**
      * An OpenAI stream answered normally, except that it begins once `start` resolves (at once
-     * without it) and its second half waits for `resume`.
+     * without it) and its second half (its last `tail` writes, when set: 2 holds back the usage
+     * chunk and [DONE]) waits for `resume`.
      */
-    | { kind: 'paused-stream'; start?: Promise<void>; resume: Promise<void> }
-    /** SSE headers and one chunk, then nothing (the stream never ends). */
+    | { kind: 'paused-stream'; start?: Promise<void>; resume: Promise<void>; tail?: number }
+    /**
+     * SSE headers and one chunk (`partial `), then nothing (the stream never ends). On
+     * /v1/messages: message_start (its placeholder usage) and a text block's first delta.
+     */
     | { kind: 'stall-stream' }
     /**
      * An OpenAI stream answered normally but sent as a UTF-8 BOM and then the body, in writes 2 ms
@@ -123,9 +127,10 @@ function pausedStream(
   body: Record<string, unknown>,
   reply: string | undefined,
   resume: Promise<void>,
+  tail?: number,
 ) {
   const events = openaiStreamEvents(body, reply);
-  const half = Math.ceil(events.length / 2);
+  const half = tail === undefined ? Math.ceil(events.length / 2) : events.length - tail;
   res.writeHead(200, { 'content-type': 'text/event-stream' });
   res.write(events.slice(0, half).join(''));
   void resume.then(() => {
@@ -393,6 +398,26 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       });
       const b = state.behaviour;
       if (b.kind === 'hang') return;
+      if (b.kind === 'stall-stream' && path === '/v1/messages') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const ev = (type: string, data: Record<string, unknown>): boolean =>
+          res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+        ev('message_start', {
+          message: {
+            id: 'msg_stall',
+            type: 'message',
+            role: 'assistant',
+            model: body.model,
+            content: [],
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { input_tokens: 13, output_tokens: 1 },
+          },
+        });
+        ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+        ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'partial ' } });
+        return;
+      }
       if (b.kind === 'stall-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const chunk = {
@@ -421,7 +446,7 @@ export async function startMockUpstream(): Promise<MockUpstream> {
           return;
         }
         if (path === '/v1/chat/completions' && body.stream && b.kind === 'paused-stream') {
-          const begin = (): void => pausedStream(res, body, state.reply, b.resume);
+          const begin = (): void => pausedStream(res, body, state.reply, b.resume, b.tail);
           if (b.start) void b.start.then(begin);
           else begin();
           return;

@@ -59,6 +59,14 @@ export function costOf(
   return (input * price.input + completionTokens * price.output) / 1_000_000;
 }
 
+/**
+ * Tokens in `chars` characters of text, at four characters a token: the rule of every estimate
+ * (a budget's prompt, a stream's usage when the provider's did not arrive).
+ */
+export function tokensOfChars(chars: number): number {
+  return Math.ceil(chars / 4);
+}
+
 /** Completion tokens assumed when a request sets no max_tokens. */
 export const ASSUMED_COMPLETION_TOKENS = 1024;
 
@@ -76,5 +84,5 @@ export function estimateCost(
   const price = priceOf(model);
   if (!price) return undefined;
   // Each of `n` choices may write up to the limit; the prompt is read once.
-  return costOf(price, Math.ceil(promptChars / 4), (maxTokens ?? ASSUMED_COMPLETION_TOKENS) * choices);
+  return costOf(price, tokensOfChars(promptChars), (maxTokens ?? ASSUMED_COMPLETION_TOKENS) * choices);
 }
