@@ -19,6 +19,7 @@ import { registerGovernRoutes } from './govern/routes.js';
 import { ToolRegistry } from './govern/tools.js';
 import type { ApprovalDesk } from './govern/types.js';
 import { createHttpHandler, type RouteHandler } from './http/app.js';
+import { InFlight } from './http/in-flight.js';
 import { listen } from './http/listen.js';
 import { Router } from './http/router.js';
 import type { HttpServer } from './http/types.js';
@@ -200,8 +201,10 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     }),
   });
 
+  const work = new InFlight();
   const handler = createHttpHandler(router, {
     logger,
+    work,
     onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
     answeredWhileDraining: new Set(PROBE_ROUTES),
   });
@@ -243,7 +246,10 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
       closing = true;
       clearInterval(sweeper);
       clearInterval(approvalSweeper);
+      const drainStart = performance.now();
       await server.close(graceMs);
+      // Handlers whose client was answered or left may still be writing their events.
+      await work.drained(Math.max(0, graceMs - (performance.now() - drainStart)));
       await pools.close();
       await events.close();
       await sealSigner.close();

@@ -1,6 +1,7 @@
 import { ServiceError } from '../core/errors.js';
 import type { Logger } from '../util/log.js';
 import { Ctx } from './context.js';
+import type { InFlight } from './in-flight.js';
 import { requestIdFor } from './request-id.js';
 import type { Router } from './router.js';
 import type { HttpHandler } from './types.js';
@@ -16,6 +17,13 @@ export interface AppHooks {
    * ready); every other request that arrives then is refused with 503 `unavailable`.
    */
   readonly answeredWhileDraining?: ReadonlySet<string>;
+  /**
+   * Counts route handlers still running. A request leaves the server's own count when it is
+   * answered or its client leaves, but its handler may have more to do (a tool call its agent
+   * left runs to its end, then is audited): the shutdown waits for these too before it closes
+   * the store, or their events would be lost.
+   */
+  readonly work?: InFlight;
 }
 
 /** How long a client refused during the drain should wait: about as long as a reconnect takes. */
@@ -29,6 +37,7 @@ const DRAIN_RETRY_AFTER = { 'retry-after': '1' } as const;
 export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks): HttpHandler {
   const logger = hooks.logger;
   const answeredWhileDraining = hooks.answeredWhileDraining ?? new Set<string>();
+  const work = hooks.work;
   const finish = (ctx: Ctx, status: number): void => {
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     hooks.onFinish(ctx, status, seconds);
@@ -96,7 +105,16 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
       onError(ctx, err);
       return;
     }
-    if (result instanceof Promise) result.catch((err: unknown) => onError(ctx, err));
+    if (result instanceof Promise) {
+      if (work === undefined) result.catch((err: unknown) => onError(ctx, err));
+      else {
+        work.enter();
+        result.then(work.leave, (err: unknown) => {
+          onError(ctx, err);
+          work.leave();
+        });
+      }
+    }
   };
 
   function onError(ctx: Ctx, err: unknown): void {

@@ -9,12 +9,13 @@ export class InFlight {
     this.count++;
   }
 
-  leave(): void {
+  /** A bound function: it may be handed on as a callback (`promise.then(work.leave)`). */
+  readonly leave = (): void => {
     this.count--;
     if (this.count === 0 && this.waiters.length > 0) {
       for (const w of this.waiters.splice(0)) w();
     }
-  }
+  };
 
   get size(): number {
     return this.count;

@@ -159,6 +159,40 @@ for (const engine of ENGINES) {
   );
 }
 
+t.test('a tool call its agent left is recorded even when govgate shuts down meanwhile', async (t) => {
+  const tool = await startTool({ delayMs: 800, status: 201 });
+  const env = { SERVICE_EGRESS_ALLOW: tool.hostPort };
+  const svc = await startService({ env });
+  await setUp(svc, [{ name: 'payments.transfer', url: tool.url }]);
+  const args = { amount: 90, to: 'acct-7' };
+  const mandate = await mandateFor(svc, 'payments.transfer', args);
+  const ac = new AbortController();
+  const sent = fetch(`${svc.url}/v1/tools/execute`, {
+    method: 'POST',
+    signal: ac.signal,
+    headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ mandate, name: 'payments.transfer', arguments: args }),
+  }).catch((err: Error) => err.name);
+  await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
+  ac.abort();
+  t.equal(await sent, 'AbortError');
+  // The drain (2 s of grace) begins while the tool is still working on the call.
+  await svc.close(true);
+  t.same(tool.answered, [201], 'the tool answered to the end');
+  const again = await startService({
+    dataDir: svc.dataDir,
+    env: { ...env, SERVICE_BOOTSTRAP_TOKEN: svc.pat },
+  });
+  t.teardown(async () => {
+    await again.close();
+    await tool.close();
+  });
+  const [event] = await executions(again);
+  t.equal(event?.outcome, 'ok', 'the execution was committed before the store closed');
+  t.equal(event?.details.status, 201);
+  t.equal(event?.details.client_disconnected, true);
+});
+
 t.test('a call that stays connected records client_disconnected false', async (t) => {
   const tool = await startTool({ status: 200 });
   const svc = await serviceFor(t, tool);
