@@ -371,7 +371,23 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     if (c.cap.args_sha256 !== argsDigest(args)) return refuse('the arguments differ from the governed ones');
     // Looked up before the mandate is used, so a call to a tool not configured yet leaves the
     // mandate to run once an operator adds it.
-    const tool = tools.require(agent.orgId, name);
+    let tool: ReturnType<ToolRegistry['require']>;
+    try {
+      tool = tools.require(agent.orgId, name);
+    } catch (err) {
+      // An attempt all the same: in the trail, as a refusal that left the mandate unused.
+      await audit.append({
+        org_id: agent.orgId,
+        event_type: 'tool.execution_refused',
+        agent_id: agent.agentId,
+        pipeline_id: c.pipeline_id,
+        behavior_type: 'TOOL_CALL',
+        outcome: 'block',
+        reason: err instanceof Error ? err.message : String(err),
+        details: Object.assign(callerDetails(agent), { tool: name, mandate_jti: c.jti, mandate_used: false }),
+      });
+      throw err;
+    }
     // A mandate runs its call once: it is revoked as it is used, and only the call whose
     // revocation is the first to commit runs (others presenting it at once passed verify too).
     const claimed = await mandates.revoke(

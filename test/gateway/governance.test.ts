@@ -600,6 +600,14 @@ t.test('governance on the gateway and the govern API', async (t) => {
       body: { mandate: tg3.body.mandate, name: 'missing', arguments: {} },
     });
     t.equal(again.body.error?.code, 'tool_not_found', 'the mandate was not used up');
+    // Each attempt is in the trail, as a refusal that left the mandate unused.
+    const refusals = await svc.call(`/api/audit/pipeline/${tg3.body.pipeline_id}`, { token: svc.pat });
+    const refused = (refusals.body.data as { event_type: string; reason: string; details: any }[]).filter(
+      (e) => e.event_type === 'tool.execution_refused',
+    );
+    t.equal(refused.length, 2, JSON.stringify(refusals.body));
+    t.match(refused[0]?.reason, /not configured/);
+    t.equal(refused[0]?.details.mandate_used, false);
 
     const exe = await svc.call('/v1/govern/execution', {
       token: svc.agentKey,
