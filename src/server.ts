@@ -250,6 +250,12 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
       await server.close(graceMs);
       // Handlers whose client was answered or left may still be writing their events.
       await work.drained(Math.max(0, graceMs - (performance.now() - drainStart)));
+      if (work.size > 0) {
+        logger.warn('shutting down with requests still at work: events they have yet to write are lost', {
+          requests: work.size,
+          note: 'a tool call among them has its tool.execution_started event',
+        });
+      }
       await pools.close();
       await events.close();
       await sealSigner.close();

@@ -2,7 +2,13 @@ import type { AuditReader, AuditSink } from '../audit/types.js';
 import { adminEvent, destination } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
-import { actionFingerprint, argsDigest, recordableName, stringsIn } from '../core/guardrails/index.js';
+import {
+  actionFingerprint,
+  argsDigest,
+  recordable,
+  recordableName,
+  stringsIn,
+} from '../core/guardrails/index.js';
 import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
 import { actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
@@ -356,8 +362,9 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         event_type: 'tool.execution_refused',
         agent_id: agent.agentId,
         outcome: 'block',
-        reason: why,
-        details: Object.assign(callerDetails(agent), { tool: name }),
+        // The names in it are the agent's (or its mandate's): a secret in one is kept redacted.
+        reason: recordable(why),
+        details: Object.assign(callerDetails(agent), { tool: recordable(name) }),
       });
       throw new ServiceError('mandate_invalid', `the mandate does not authorise this call: ${why}`, {
         param: 'mandate',
@@ -383,8 +390,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         pipeline_id: c.pipeline_id,
         behavior_type: 'TOOL_CALL',
         outcome: 'block',
-        reason: err instanceof Error ? err.message : String(err),
-        details: Object.assign(callerDetails(agent), { tool: name, mandate_jti: c.jti, mandate_used: false }),
+        reason: recordable(err instanceof Error ? err.message : String(err)),
+        details: Object.assign(callerDetails(agent), {
+          tool: recordable(name),
+          mandate_jti: c.jti,
+          mandate_used: false,
+        }),
       });
       throw err;
     }
@@ -400,6 +411,17 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     // The args go as the body, except to a GET tool (docs/api.md): they are recorded either way,
     // as what the mandate covered, and body_sent says whether the tool got them.
     const sendsBody = tool.method !== 'GET';
+    // In the trail before the tool may act: a call that outlives the process (or a shutdown's
+    // drain, or whose final event cannot be written) still shows it was made, under which mandate.
+    await audit.append({
+      org_id: agent.orgId,
+      event_type: 'tool.execution_started',
+      agent_id: agent.agentId,
+      pipeline_id: c.pipeline_id,
+      behavior_type: 'TOOL_CALL',
+      outcome: 'allow',
+      details: Object.assign(callerDetails(agent), { tool: name, method: tool.method, mandate_jti: c.jti }),
+    });
     // Not cancelled when the agent goes away: once dispatched, a tool may act (a payment, a
     // write), so the call runs to its end and what the tool answered is recorded. The answer to a
     // gone agent is dropped (ctx writes nothing to a closed response).

@@ -35,6 +35,29 @@ t.test('secrets in action names, tool_call_id and Idempotency-Key never reach th
   });
   t.equal(tools.status, 200);
 
+  // A tool named by a secret, under a policy that only flags secrets (so it gets a mandate):
+  // refused at execution, as not configured and as another tool's mandate.
+  await publishOrgPolicy(svc, 'secrets-flag', {
+    mode: 'enforce',
+    detectors: { secrets: { action: 'flag' } },
+    rules: [],
+  });
+  const secretTool = await svc.call('/v1/tools/govern', {
+    token: svc.agentKey,
+    body: { name: AWS, arguments: {} },
+  });
+  t.equal(secretTool.body.outcome, 'allow', JSON.stringify(secretTool.body));
+  const notConfigured = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: secretTool.body.mandate, name: AWS, arguments: {} },
+  });
+  t.equal(notConfigured.status, 404);
+  const otherTool = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: secretTool.body.mandate, name: 'crm.lookup', arguments: {} },
+  });
+  t.equal(otherTool.status, 403);
+
   const chat = await svc.call('/v1/chat/completions', {
     token: svc.agentKey,
     headers: { 'idempotency-key': ANTHROPIC },
@@ -50,7 +73,7 @@ t.test('secrets in action names, tool_call_id and Idempotency-Key never reach th
 
   const events = await svc.call('/api/audit?limit=1000', { token: svc.pat });
   const types = (events.body.data as { event_type: string }[]).map((e) => e.event_type);
-  for (const type of ['govern.decision', 'llm_call', 'idempotent_replay'])
+  for (const type of ['govern.decision', 'llm_call', 'idempotent_replay', 'tool.execution_refused'])
     t.ok(types.includes(type), `${type} was recorded`);
   // Outside `personal` (the erasable part, where the payload is kept as the agent sent it).
   const kept = (e: Record<string, unknown>) => JSON.stringify(Object.assign({}, e, { personal: null }));

@@ -193,6 +193,50 @@ t.test('a tool call its agent left is recorded even when govgate shuts down mean
   t.equal(event?.details.client_disconnected, true);
 });
 
+t.test(
+  'a tool call is in the trail before it is sent: one that outlives the shutdown still shows',
+  async (t) => {
+    // The test service drains for 2 s; this tool answers after 4.
+    const tool = await startTool({ delayMs: 4000, status: 201 });
+    const env = { SERVICE_EGRESS_ALLOW: tool.hostPort };
+    const svc = await startService({ env });
+    await setUp(svc, [{ name: 'payments.transfer', url: tool.url }]);
+    const args = { amount: 30, to: 'acct-9' };
+    const g = await svc.call('/v1/tools/govern', {
+      token: svc.agentKey,
+      body: { name: 'payments.transfer', arguments: args },
+    });
+    const ac = new AbortController();
+    const sent = fetch(`${svc.url}/v1/tools/execute`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ mandate: g.body.mandate, name: 'payments.transfer', arguments: args }),
+    }).catch((err: Error) => err.name);
+    await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
+    ac.abort();
+    t.equal(await sent, 'AbortError');
+    await svc.close(true);
+    const again = await startService({
+      dataDir: svc.dataDir,
+      env: { ...env, SERVICE_BOOTSTRAP_TOKEN: svc.pat },
+    });
+    t.teardown(async () => {
+      await again.close();
+      await tool.close();
+    });
+    const view = await again.call(`/api/audit/pipeline/${g.body.pipeline_id}`, { token: again.pat });
+    const started = (view.body.data as any[]).find((e) => e.event_type === 'tool.execution_started');
+    t.ok(started, JSON.stringify(view.body.data.map((e: any) => e.event_type)));
+    t.equal(started?.details.tool, 'payments.transfer');
+    const claims = JSON.parse(
+      Buffer.from(String(g.body.mandate).split('.')[1] as string, 'base64url').toString(),
+    );
+    t.equal(started?.details.mandate_jti, claims.jti);
+    t.equal(started?.details.method, 'POST');
+  },
+);
+
 t.test('a call that stays connected records client_disconnected false', async (t) => {
   const tool = await startTool({ status: 200 });
   const svc = await serviceFor(t, tool);
