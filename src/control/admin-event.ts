@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AuditSink } from '../audit/types.js';
 import type { Principal } from '../identity/types.js';
 
@@ -18,16 +19,23 @@ export function adminEvent(
 }
 
 /**
- * Where a configured URL sends data, as an admin event records it: scheme, host, port and path.
- * Credentials in the URL (user info) and its query (where some services take a key) are left
- * out; the hash covers details, so a secret there could never be erased.
+ * Where a configured URL sends data, as an admin event records it: its origin (scheme, host,
+ * port) and the SHA-256 of the whole URL as configured. The path and query are not recorded:
+ * webhook URLs carry their token in the path, some services take a key in the query, and the
+ * hash covers details, so a secret there could never be erased. The digest still shows any
+ * change of path, and lets an auditor check a URL they are given.
  */
-export function destination(url: string | null | undefined): string | null {
-  if (url === null || url === undefined) return null;
+export function destination(url: string | null | undefined): {
+  origin: string | null;
+  url_sha256: string | null;
+} {
+  if (url === null || url === undefined) return { origin: null, url_sha256: null };
+  let origin: string;
   try {
     const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname}`;
+    origin = `${u.protocol}//${u.host}`;
   } catch {
-    return '(not a URL)';
+    origin = '(not a URL)';
   }
+  return { origin, url_sha256: createHash('sha256').update(url).digest('hex') };
 }

@@ -388,11 +388,9 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     settings.setProviders(orgId, entries, secrets);
     // Where each provider now sends calls (never its key): a redirect shows in the chain.
     await adminEvent(orgId, p, 'providers_updated', {
-      providers: entries.map((e) => ({
-        name: e.name,
-        base_url: urlDestination(e.base_url),
-        models: e.models,
-      })),
+      providers: entries.map((e) =>
+        Object.assign({ name: e.name }, urlDestination(e.base_url), { models: e.models }),
+      ),
     });
     ctx.json(200, providersView(orgId));
   });

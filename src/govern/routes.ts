@@ -511,12 +511,12 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     await tools.replace(orgId, list);
     // Where each tool sends its calls, and which headers it adds (never their values).
     await adminEvent(audit, orgId, p, 'tools_updated', {
-      tools: list.map((t) => ({
-        name: t.name,
-        url: destination(t.url),
-        method: (t.method ?? 'POST').toUpperCase(),
-        headers: Object.keys(t.headers ?? {}),
-      })),
+      tools: list.map((t) =>
+        Object.assign({ name: t.name }, destination(t.url), {
+          method: (t.method ?? 'POST').toUpperCase(),
+          headers: Object.keys(t.headers ?? {}),
+        }),
+      ),
     });
     ctx.json(200, { tools: tools.view(orgId) });
   });

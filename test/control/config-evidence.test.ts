@@ -4,6 +4,7 @@ import { canonicalize } from '../../src/core/chain/jcs.js';
 import { startService } from '../helpers/service.js';
 
 const rulesHash = (rules: unknown): string => createHash('sha256').update(canonicalize(rules)).digest('hex');
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
 /**
  * The chain shows where data could go and what rules decided: provider and tool changes name
@@ -36,8 +37,22 @@ t.test('configuration events record destinations and rule hashes, never secrets'
   t.same(
     providers.map((e) => e.details.providers),
     [
-      [{ name: 'openai', base_url: 'http://127.0.0.1:9/v1', models: ['gpt-*'] }],
-      [{ name: 'openai', base_url: 'http://127.0.0.1:10/v1', models: ['gpt-*'] }],
+      [
+        {
+          name: 'openai',
+          origin: 'http://127.0.0.1:9',
+          url_sha256: sha256('http://127.0.0.1:9/v1'),
+          models: ['gpt-*'],
+        },
+      ],
+      [
+        {
+          name: 'openai',
+          origin: 'http://127.0.0.1:10',
+          url_sha256: sha256('http://127.0.0.1:10/v1'),
+          models: ['gpt-*'],
+        },
+      ],
     ],
     'each change names where the provider points',
   );
@@ -50,7 +65,8 @@ t.test('configuration events record destinations and rule hashes, never secrets'
       tools: [
         {
           name: 'crm.lookup',
-          url: 'http://127.0.0.1:9/lookup',
+          // A webhook-style URL: its path is the secret.
+          url: 'http://127.0.0.1:9/services/T0001/B0002/tool-path-secret-0123456789',
           method: 'POST',
           headers: { authorization: 'Bearer tool-secret-0123456789' },
         },
@@ -60,9 +76,19 @@ t.test('configuration events record destinations and rule hashes, never secrets'
   t.equal(tools.status, 200, JSON.stringify(tools.body));
   const [tool] = await events('admin.tools_updated');
   t.same(tool?.details.tools, [
-    { name: 'crm.lookup', url: 'http://127.0.0.1:9/lookup', method: 'POST', headers: ['authorization'] },
+    {
+      name: 'crm.lookup',
+      origin: 'http://127.0.0.1:9',
+      url_sha256: sha256('http://127.0.0.1:9/services/T0001/B0002/tool-path-secret-0123456789'),
+      method: 'POST',
+      headers: ['authorization'],
+    },
   ]);
   t.notOk(JSON.stringify(tool).includes('tool-secret'), 'header names, never their values');
+  t.notOk(
+    JSON.stringify(tool).includes('tool-path-secret'),
+    'the origin, never a path that may hold a token',
+  );
 
   const created = await svc.call('/api/v2/policies', { token: svc.pat, body: { name: 'evidence' } });
   const id = created.body.id as string;
