@@ -40,6 +40,27 @@ export class ToolCallError extends ServiceError {
 
 const MAX_TOOL_RESPONSE = 1024 * 1024;
 
+/**
+ * The first `max` bytes of a tool's answer, as text. The rest is never read: leaving the loop
+ * destroys the body, which closes the connection. A call runs to its end even when its agent
+ * has gone, so without this bound a tool's answer could fill memory for as long as it lasts.
+ */
+async function firstBytes(body: AsyncIterable<Buffer>, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of body) {
+    const room = max - n;
+    if (chunk.length >= room) {
+      chunks.push(chunk.subarray(0, room));
+      n = max;
+      break;
+    }
+    chunks.push(chunk);
+    n += chunk.length;
+  }
+  return Buffer.concat(chunks, n).toString('utf8');
+}
+
 /** The legacy dispatch handler undici's request() hands its dispatcher (see ToolAgent). */
 type LegacyHandler = Dispatcher.DispatchHandler & { onRequestSent?(): void };
 
@@ -241,7 +262,7 @@ export class ToolRegistry {
         },
       } as Parameters<typeof request>[1]);
       status = res.statusCode;
-      const text = (await res.body.text()).slice(0, MAX_TOOL_RESPONSE);
+      const text = await firstBytes(res.body, MAX_TOOL_RESPONSE);
       let body: unknown = text;
       try {
         body = JSON.parse(text);

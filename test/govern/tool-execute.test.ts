@@ -348,3 +348,53 @@ t.test('the event records the method, and that a GET tool got no body', async (t
   t.equal(post.details.method, 'POST');
   t.equal(post.details.body_sent, true);
 });
+
+t.test('a tool answer is read up to 1 MiB and no further', async (t) => {
+  // 64 MiB in 64 KiB writes, each after the last drained: the tool finishes only if all is read.
+  let finished = false;
+  let closedEarly = false;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      let left = 1024;
+      const pump = (): void => {
+        while (left > 0) {
+          left--;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      res.on('finish', () => {
+        finished = true;
+      });
+      res.on('close', () => {
+        if (!finished) closedEarly = true;
+      });
+      pump();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: `127.0.0.1:${port}` } });
+  t.teardown(async () => {
+    await svc.close();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  await setUp(svc, [{ name: 'export', url: `http://127.0.0.1:${port}/run` }]);
+  const res = await svc.call('/v1/tools/execute', {
+    token: svc.agentKey,
+    body: { mandate: await mandateFor(svc, 'export', {}), name: 'export', arguments: {} },
+  });
+  t.equal(res.status, 200);
+  t.equal(res.body.status, 200);
+  t.equal(String(res.body.body).length, 1024 * 1024, 'the first 1 MiB is returned');
+  await waitFor(async () => (closedEarly || finished ? true : undefined));
+  t.ok(closedEarly, 'govgate stopped reading and closed the connection');
+  t.notOk(finished, 'the rest of the 64 MiB was never read');
+});
