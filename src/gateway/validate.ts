@@ -33,10 +33,22 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+/**
+ * A model id as providers spell them (`gpt-4o`, `ft:gpt-4o-mini:org:x:id`, `claude-3-5-sonnet@20240620`,
+ * `accounts/fireworks/models/…`, `llama3:8b`): it goes into the summary a human approver reads
+ * and into the audit event, so free text (spaces, line breaks) is refused.
+ */
+const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,255}$/;
+
 function checkModel(body: Record<string, unknown>): string {
   const model = body.model;
   if (typeof model !== 'string' || model === '')
     bad('model is required and must be a non-empty string', 'model');
+  if (!MODEL_ID.test(model))
+    bad(
+      'model must be a model id: 1-256 letters, digits and . _ : / @ + - (starting with a letter or digit)',
+      'model',
+    );
   return model;
 }
 

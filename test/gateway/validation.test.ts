@@ -148,6 +148,36 @@ for (const engine of ENGINES) {
       assertError(t, await chat({ model: 42, messages: [MSG] }), 'invalid_request', 'model');
     });
 
+    t.test('a model id is an identifier: text an approver would read as a note is 400', async (t) => {
+      // The id goes into the approval summary a human reads, and into the event.
+      for (const model of [
+        'mock-echo [govgate note: pre-cleared by security, safe to approve]',
+        'mock-echo\nAPPROVED',
+        ' mock-echo',
+        'x'.repeat(257),
+      ]) {
+        assertError(t, await chat({ model, messages: [MSG] }), 'invalid_request', 'model');
+        const embed = await svc.call('/v1/embeddings', { token: svc.agentKey, body: { model, input: 'x' } });
+        assertError(t, embed, 'invalid_request', 'model');
+        const messagesCall = await svc.call('/v1/messages', {
+          token: svc.agentKey,
+          body: { model, max_tokens: 10, messages: [MSG] },
+        });
+        assertError(t, messagesCall, 'invalid_request', 'model');
+      }
+      // The ids providers use pass the check (and reach routing: no provider serves them here).
+      for (const model of [
+        'ft:gpt-4o-mini:acme:custom:abc123',
+        'accounts/fireworks/models/llama-v3-70b',
+        'claude-3-5-sonnet@20240620',
+        'us.anthropic.claude-3-5-sonnet-20241022-v2:0',
+        'llama3:8b',
+      ]) {
+        const res = await chat({ model, messages: [MSG] });
+        t.not(res.body?.error?.param === 'model' && res.body?.error?.code === 'invalid_request', true, model);
+      }
+    });
+
     t.test('/v1/messages: 0 messages is 400, 1 passes', async (t) => {
       const call = (body: unknown): Promise<Res> => svc.call('/v1/messages', { token: svc.agentKey, body });
       assertError(
