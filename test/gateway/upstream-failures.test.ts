@@ -102,19 +102,29 @@ for (const engine of ENGINES) {
     return { upstream, svc };
   };
 
-  t.test(`a client disconnect aborts the upstream call (${engine})`, async (t) => {
+  /**
+   * Sends `body` to `path` on a hanging upstream and hangs up once the upstream has the request:
+   * the upstream call is aborted, and the call is audited as the client going away.
+   */
+  const disconnectWhileWaiting = async (
+    t: Test,
+    path: string,
+    body: Record<string, unknown>,
+    session: string,
+    eventType: string,
+  ) => {
     const { upstream, svc } = await withUpstream(t);
     upstream.behaviour = { kind: 'hang' };
     const ac = new AbortController();
-    const pending = fetch(`${svc.url}/v1/chat/completions`, {
+    const pending = fetch(`${svc.url}${path}`, {
       method: 'POST',
       signal: ac.signal,
       headers: {
         authorization: `Bearer ${svc.agentKey}`,
         'content-type': 'application/json',
-        'x-session-id': 'disc-whole',
+        'x-session-id': session,
       },
-      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'slow' }] }),
+      body: JSON.stringify(body),
     }).catch(() => 'aborted');
     // Wait until the upstream has the request, then hang up.
     for (let i = 0; i < 100 && upstream.requests.length === 0; i++)
@@ -124,34 +134,29 @@ for (const engine of ENGINES) {
     t.equal(await pending, 'aborted');
     for (let i = 0; i < 100 && upstream.aborted.length === 0; i++)
       await new Promise((r) => setTimeout(r, 10));
-    t.same(upstream.aborted, ['/v1/chat/completions'], 'govgate closed its upstream request');
-    await checkDisconnectAudit(t, svc, 'disc-whole');
-  });
+    t.same(upstream.aborted, [path], 'govgate closed its upstream request');
+    await checkDisconnectAudit(t, svc, session, eventType);
+  };
 
-  t.test(`a client disconnect aborts an embeddings call, audited as such (${engine})`, async (t) => {
-    const { upstream, svc } = await withUpstream(t);
-    upstream.behaviour = { kind: 'hang' };
-    const ac = new AbortController();
-    const pending = fetch(`${svc.url}/v1/embeddings`, {
-      method: 'POST',
-      signal: ac.signal,
-      headers: {
-        authorization: `Bearer ${svc.agentKey}`,
-        'content-type': 'application/json',
-        'x-session-id': 'disc-embed',
-      },
-      body: JSON.stringify({ model: 'text-embedding-3-small', input: 'slow' }),
-    }).catch(() => 'aborted');
-    for (let i = 0; i < 100 && upstream.requests.length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10));
-    t.equal(upstream.requests.length, 1);
-    ac.abort();
-    t.equal(await pending, 'aborted');
-    for (let i = 0; i < 100 && upstream.aborted.length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10));
-    t.same(upstream.aborted, ['/v1/embeddings'], 'govgate closed its upstream request');
-    await checkDisconnectAudit(t, svc, 'disc-embed', 'embedding_call');
-  });
+  t.test(`a client disconnect aborts the upstream call (${engine})`, (t) =>
+    disconnectWhileWaiting(
+      t,
+      '/v1/chat/completions',
+      { model: 'gpt-test', messages: [{ role: 'user', content: 'slow' }] },
+      'disc-whole',
+      'llm_call',
+    ),
+  );
+
+  t.test(`a client disconnect aborts an embeddings call, audited as such (${engine})`, (t) =>
+    disconnectWhileWaiting(
+      t,
+      '/v1/embeddings',
+      { model: 'text-embedding-3-small', input: 'slow' },
+      'disc-embed',
+      'embedding_call',
+    ),
+  );
 
   t.test(`a client disconnect mid-stream aborts the upstream stream (${engine})`, async (t) => {
     const { upstream, svc } = await withUpstream(t);

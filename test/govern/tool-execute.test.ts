@@ -118,6 +118,44 @@ async function serviceFor(
   return svc;
 }
 
+/** Sends the call and hangs up once the tool has it (after `afterMs`): the agent walks away. */
+async function leaveOnceSent(
+  svc: TestService,
+  tool: ToolServer,
+  body: Record<string, unknown>,
+  afterMs = 0,
+): Promise<string | Response> {
+  const ac = new AbortController();
+  const sent = fetch(`${svc.url}/v1/tools/execute`, {
+    method: 'POST',
+    signal: ac.signal,
+    headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  }).catch((err: Error) => err.name);
+  await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
+  if (afterMs > 0) await sleep(afterMs);
+  ac.abort();
+  return sent;
+}
+
+/** The same service started again on `svc`'s data, after `svc.close(true)`; closed after `t`. */
+async function restarted(
+  t: { teardown(fn: () => Promise<void>): void },
+  svc: TestService,
+  tool: ToolServer,
+  env: Record<string, string>,
+): Promise<TestService> {
+  const again = await startService({
+    dataDir: svc.dataDir,
+    env: { ...env, SERVICE_BOOTSTRAP_TOKEN: svc.pat },
+  });
+  t.teardown(async () => {
+    await again.close();
+    await tool.close();
+  });
+  return again;
+}
+
 for (const engine of ENGINES) {
   t.test(
     `${engine}: an agent that disconnects does not cancel the tool call; its answer is recorded`,
@@ -127,17 +165,8 @@ for (const engine of ENGINES) {
       await setUp(svc, [{ name: 'payments.transfer', url: tool.url }]);
       const args = { amount: 250, to: 'acct-42' };
       const mandate = await mandateFor(svc, 'payments.transfer', args);
-      const ac = new AbortController();
-      const sent = fetch(`${svc.url}/v1/tools/execute`, {
-        method: 'POST',
-        signal: ac.signal,
-        headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ mandate, name: 'payments.transfer', arguments: args }),
-      }).catch((err: Error) => err.name);
-      await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
-      await sleep(100);
-      ac.abort();
-      t.equal(await sent, 'AbortError');
+      const left = leaveOnceSent(svc, tool, { mandate, name: 'payments.transfer', arguments: args }, 100);
+      t.equal(await left, 'AbortError');
       const event = await waitFor(async () => (await executions(svc))[0]);
       t.equal(tool.calls.length, 1, 'the tool got the call once');
       t.same(tool.answered, [201], 'the tool answered to the end: govgate did not cut it off');
@@ -166,27 +195,14 @@ t.test('a tool call its agent left is recorded even when govgate shuts down mean
   await setUp(svc, [{ name: 'payments.transfer', url: tool.url }]);
   const args = { amount: 90, to: 'acct-7' };
   const mandate = await mandateFor(svc, 'payments.transfer', args);
-  const ac = new AbortController();
-  const sent = fetch(`${svc.url}/v1/tools/execute`, {
-    method: 'POST',
-    signal: ac.signal,
-    headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ mandate, name: 'payments.transfer', arguments: args }),
-  }).catch((err: Error) => err.name);
-  await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
-  ac.abort();
-  t.equal(await sent, 'AbortError');
+  t.equal(
+    await leaveOnceSent(svc, tool, { mandate, name: 'payments.transfer', arguments: args }),
+    'AbortError',
+  );
   // The drain (2 s of grace) begins while the tool is still working on the call.
   await svc.close(true);
   t.same(tool.answered, [201], 'the tool answered to the end');
-  const again = await startService({
-    dataDir: svc.dataDir,
-    env: { ...env, SERVICE_BOOTSTRAP_TOKEN: svc.pat },
-  });
-  t.teardown(async () => {
-    await again.close();
-    await tool.close();
-  });
+  const again = await restarted(t, svc, tool, env);
   const [event] = await executions(again);
   t.equal(event?.outcome, 'ok', 'the execution was committed before the store closed');
   t.equal(event?.details.status, 201);
@@ -206,25 +222,10 @@ t.test(
       token: svc.agentKey,
       body: { name: 'payments.transfer', arguments: args },
     });
-    const ac = new AbortController();
-    const sent = fetch(`${svc.url}/v1/tools/execute`, {
-      method: 'POST',
-      signal: ac.signal,
-      headers: { authorization: `Bearer ${svc.agentKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ mandate: g.body.mandate, name: 'payments.transfer', arguments: args }),
-    }).catch((err: Error) => err.name);
-    await waitFor(async () => (tool.calls.length > 0 ? true : undefined));
-    ac.abort();
-    t.equal(await sent, 'AbortError');
+    const body = { mandate: g.body.mandate, name: 'payments.transfer', arguments: args };
+    t.equal(await leaveOnceSent(svc, tool, body), 'AbortError');
     await svc.close(true);
-    const again = await startService({
-      dataDir: svc.dataDir,
-      env: { ...env, SERVICE_BOOTSTRAP_TOKEN: svc.pat },
-    });
-    t.teardown(async () => {
-      await again.close();
-      await tool.close();
-    });
+    const again = await restarted(t, svc, tool, env);
     const view = await again.call(`/api/audit/pipeline/${g.body.pipeline_id}`, { token: again.pat });
     const started = (view.body.data as any[]).find((e) => e.event_type === 'tool.execution_started');
     t.ok(started, JSON.stringify(view.body.data.map((e: any) => e.event_type)));

@@ -282,20 +282,8 @@ function anthropicStream(res: ServerResponse, body: Record<string, unknown>, rep
     content: { type: string; text?: string; id?: string; name?: string }[];
     stop_reason: string;
   };
-  const ev = (type: string, data: Record<string, unknown>): boolean =>
-    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-  ev('message_start', {
-    message: {
-      id: 'msg_up_s',
-      type: 'message',
-      role: 'assistant',
-      model: body.model,
-      content: [],
-      stop_reason: null,
-      stop_sequence: null,
-      usage: { input_tokens: 13, output_tokens: 1 },
-    },
-  });
+  const ev = anthropicEvents(res);
+  ev('message_start', { message: messageStart('msg_up_s', body.model) });
   answer.content.forEach((block, index) => {
     if (block.type === 'text') {
       ev('content_block_start', { index, content_block: { type: 'text', text: '' } });
@@ -366,6 +354,25 @@ function streamMessage(res: ServerResponse, message: Record<string, unknown>): v
 }
 
 /** A recording upstream that speaks both the OpenAI (/v1/…) and Anthropic (/v1/messages) APIs. */
+/** Writes one Anthropic SSE event (`type` is also the data's `type`). */
+function anthropicEvents(res: ServerResponse): (type: string, data: Record<string, unknown>) => boolean {
+  return (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+}
+
+/** The message of an Anthropic stream's message_start: its usage's output_tokens is a placeholder. */
+function messageStart(id: string, model: unknown): Record<string, unknown> {
+  return {
+    id,
+    type: 'message',
+    role: 'assistant',
+    model,
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+    usage: { input_tokens: 13, output_tokens: 1 },
+  };
+}
+
 export async function startMockUpstream(): Promise<MockUpstream> {
   const requests: RecordedRequest[] = [];
   const aborted: string[] = [];
@@ -400,20 +407,8 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       if (b.kind === 'hang') return;
       if (b.kind === 'stall-stream' && path === '/v1/messages') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const ev = (type: string, data: Record<string, unknown>): boolean =>
-          res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-        ev('message_start', {
-          message: {
-            id: 'msg_stall',
-            type: 'message',
-            role: 'assistant',
-            model: body.model,
-            content: [],
-            stop_reason: null,
-            stop_sequence: null,
-            usage: { input_tokens: 13, output_tokens: 1 },
-          },
-        });
+        const ev = anthropicEvents(res);
+        ev('message_start', { message: messageStart('msg_stall', body.model) });
         ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
         ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'partial ' } });
         return;
