@@ -661,6 +661,11 @@ export class ChainLog implements AuditLog {
     return scan.result();
   }
 
+  /** The JSONL files a start set aside for `orgId` (JsonlLog.divergedFiles). */
+  divergedFiles(orgId: string): string[] {
+    return this.#jsonl.divergedFiles(orgId);
+  }
+
   /**
    * `integrity` for the endpoint, off the event loop: a long chain on the integrity workers, a
    * short one (or any, if a worker fails) inline in steps, yielding between them.

@@ -70,6 +70,8 @@ export function sealLine(seal: StoredSeal): string {
 
 const SAFE_NAME = /^[A-Za-z0-9_-]+$/;
 const ROTATED = /^(.+)\.([0-9]+)\.jsonl$/;
+/** After `<org file name>.`: a set-aside file of the live log or of a rotated one. */
+const DIVERGED = /^(?:[0-9]+\.)?jsonl\.diverged-/;
 const TAIL_CHUNK = 65_536;
 /** Pending lines are handed to the file at this size, or this long after the first of them. */
 const FLUSH_BYTES = 65_536;
@@ -139,6 +141,22 @@ export class JsonlLog {
   /** The live file of an org. */
   pathOf(org: string): string {
     return `${join(this.#dir, fileNameOf(org))}.jsonl`;
+  }
+
+  /**
+   * The files a start set aside for an org (`<file>.diverged-<time>`, see the class comment), by
+   * name, oldest first: lines the log held that the chain does not. Read from the directory, so
+   * they are reported until an operator moves them away.
+   */
+  divergedFiles(org: string): string[] {
+    const prefix = `${fileNameOf(org)}.`;
+    let names: string[];
+    try {
+      names = readdirSync(this.#dir);
+    } catch {
+      return [];
+    }
+    return names.filter((n) => n.startsWith(prefix) && DIVERGED.test(n.slice(prefix.length))).sort();
   }
 
   /**

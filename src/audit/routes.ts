@@ -178,7 +178,12 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
     let scan = running.get(org);
     if (scan === undefined) {
       const at = clock();
-      scan = log.integrityAsync(org).then((result) => {
+      scan = log.integrityAsync(org).then((chain) => {
+        // Lines the log held that the chain does not (set aside at a start): the chain can be
+        // whole while they are evidence of what was answered for and lost (docs/audit.md).
+        const diverged = log.divergedFiles(org);
+        const result =
+          diverged.length === 0 ? chain : Object.assign({}, chain, { log_divergences: diverged });
         cache.set(org, { at, result });
         return result;
       });
