@@ -38,6 +38,11 @@ export interface ApprovalRecord {
   readonly pipeline_id: string | null;
   readonly behavior_type: string | null;
   readonly tool: string | null;
+  /**
+   * The credential whose call asked (`key_…`, or an acting admin's `tok_…`); null for a
+   * pre-approval, and absent from records made before it was kept.
+   */
+  readonly credential_id?: string | null;
   readonly created_at: string;
   readonly expires_at: string;
   readonly decided_by: string | null;
@@ -56,6 +61,8 @@ export interface CreateApprovalInput {
   readonly pipeline_id: string | null;
   readonly behavior_type: string | null;
   readonly tool: string | null;
+  /** The credential whose call asks (see ApprovalRecord). */
+  readonly credential_id?: string | null;
   readonly ttl_ms?: number;
 }
 
@@ -440,6 +447,7 @@ export class ApprovalStore {
       pipeline_id: input.pipeline_id,
       behavior_type: input.behavior_type,
       tool: input.tool,
+      credential_id: input.credential_id ?? null,
       created_at: new Date(now).toISOString(),
       expires_at: new Date(now + ttl).toISOString(),
       decided_by: null,
@@ -573,6 +581,9 @@ export class ApprovalStore {
       matched_rule: r.matched_rule,
       tool: r.tool,
       expires_at: r.expires_at,
+      // Who asked, beside `actor` (who decided): one person minting a key and approving what it
+      // asks for shows as the same user behind both.
+      request_credential_id: r.credential_id ?? null,
     };
     if (c.actor !== undefined) {
       details.actor = c.actor.id;

@@ -526,6 +526,7 @@ export class GatewayService {
         pipeline_id: pipelineId,
         behavior_type: behaviorType,
         tool: null,
+        credential_id: agent.principal.credential_id,
       });
     }
     const service: ServiceEnvelope = {

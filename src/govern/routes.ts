@@ -183,6 +183,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         pipeline_id: ids.pipelineId,
         behavior_type: action.type,
         tool: named.tool,
+        credential_id: agent.principal.credential_id,
       });
     } else if (d.outcome === 'allow') {
       mandate = await mandates.issue({

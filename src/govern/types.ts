@@ -45,6 +45,8 @@ export interface ApprovalRequest {
   pipeline_id: string;
   behavior_type: string;
   tool: string | null;
+  /** The credential of the call that asks. */
+  credential_id: string;
 }
 
 /** Creates approvals on behalf of govern and gateway calls (the approval store implements it). */

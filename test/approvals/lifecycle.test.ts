@@ -125,6 +125,7 @@ t.test('store: create, fields and default expiry', async (t) => {
       pipeline_id: 'pl_1',
       behavior_type: 'TOOL_CALL',
       tool: 'payments.transfer',
+      credential_id: null,
       created_at: '2030-01-01T00:00:00.000Z',
       expires_at: '2030-01-01T00:15:00.000Z',
       decided_by: null,

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { serviceOnMockUpstream } from '../helpers/service.js';
+import { publishOrgPolicy, serviceOnMockUpstream } from '../helpers/service.js';
 
 /**
  * Every event a `/v1` call writes names the credential that made it and, when an admin acts for
@@ -98,5 +98,34 @@ t.test('every /v1 event names the calling credential and the acting admin', asyn
   for (const e of byAdmin) {
     t.equal(e.details.credential_id, tokenId, `${e.event_type}: the admin's token`);
     t.equal(e.details.acting_admin, adminUser, `${e.event_type}: the admin acting for the agent`);
+  }
+
+  // An approval a call asks for names the credential of that call: whoever minted the key and
+  // decides the approval shows as one person in the chain.
+  await publishOrgPolicy(svc, 'refunds', {
+    rules: [
+      { id: 'refunds', when: { type: 'TOOL_CALL', tool: 'payments.refund' }, then: 'require_approval' },
+    ],
+  });
+  const requested = new Map<string, string>();
+  for (const [token, headers, expected, amount] of [
+    [agentKey, {}, keyId, 1],
+    [adminPat, { 'x-agent-id': 'ev-agent' }, tokenId, 2],
+  ] as const) {
+    const asked = await svc.call('/v1/govern', {
+      token,
+      headers,
+      body: { type: 'TOOL_CALL', payload: { tool: 'payments.refund', args: { amount } } },
+    });
+    t.equal(asked.body.outcome, 'needs_approval', JSON.stringify(asked.body));
+    requested.set(asked.body.approval.request_id, expected);
+  }
+  t.equal(requested.size, 2, 'two calls, two approvals');
+  const created = await svc.call('/api/audit?event_type=approval.created&limit=100', { token: svc.pat });
+  for (const [id, expected] of requested) {
+    const event = (created.body.data as { details: Record<string, unknown> }[]).find(
+      (e) => e.details.approval_id === id,
+    );
+    t.equal(event?.details.request_credential_id, expected, `approval ${id}: the requesting credential`);
   }
 });
