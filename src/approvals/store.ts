@@ -103,6 +103,9 @@ const HIGH = '\uffff';
 
 const isLive = (s: ApprovalStatus): boolean => s === 'pending' || s === 'approved';
 const expiresMs = (r: ApprovalRecord): number => Date.parse(r.expires_at);
+/** Whether `rec` lets the call through: approved, and signed when a signed approval is asked for. */
+const allows = (rec: ApprovalRecord, opts: ConsumeOptions): boolean =>
+  rec.status === 'approved' && (opts.minTier !== 'signed' || rec.tier === 'signed');
 const createdMs = (r: ApprovalRecord): number => Date.parse(r.created_at);
 const fpKey = (r: ApprovalRecord): Key => ['f', r.org_id, r.agent_uuid, r.fingerprint, r.id];
 const liveKey = (r: ApprovalRecord): Key => ['x', r.org_id, expiresMs(r), r.id];
@@ -220,9 +223,7 @@ export class ApprovalStore {
   ): ApprovalRecord | undefined {
     const now = this.clock();
     for (const rec of this.liveFor(orgId, agentUuid, fingerprint)) {
-      if (rec.status !== 'approved' || now >= expiresMs(rec)) continue;
-      if (opts.minTier === 'signed' && rec.tier !== 'signed') continue;
-      return rec;
+      if (now < expiresMs(rec) && allows(rec, opts)) return rec;
     }
     return undefined;
   }
@@ -232,7 +233,8 @@ export class ApprovalStore {
    * there is none. The check and the write are one transaction, so of two identical calls at
    * once only one is allowed. Synchronous for the govern hot path: its `approval.consumed` event
    * is appended at once, so it precedes the call's own decision event in the org chain and is
-   * committed with it or before it (the caller awaits that one).
+   * committed with it or before it (the caller awaits that one). The governor calls it once
+   * `granted` found one: most governed calls have no approval, and they must not write.
    */
   consume(
     orgId: string,
@@ -241,21 +243,12 @@ export class ApprovalStore {
     opts: ConsumeOptions = {},
   ): ApprovalRecord | undefined {
     const now = this.clock();
-    // Read-only first: most governed calls have no approval, and they must not write.
-    let candidate = false;
-    for (const rec of this.liveFor(orgId, agentUuid, fingerprint)) {
-      if (rec.status === 'approved' || now >= expiresMs(rec)) {
-        candidate = true;
-        break;
-      }
-    }
-    if (!candidate) return undefined;
     const changes: Change[] = [];
     let result: ApprovalRecord | undefined;
     this.store.root.transactionSync(() => {
       for (const found of this.liveFor(orgId, agentUuid, fingerprint)) {
         const rec = this.expireIfDue(found, now, changes);
-        if (rec.status !== 'approved' || (opts.minTier === 'signed' && rec.tier !== 'signed')) continue;
+        if (!allows(rec, opts)) continue;
         result = this.apply(rec, { ...rec, status: 'consumed' }, changes, {
           event: 'consumed',
           pipelineId: opts.pipelineId ?? null,

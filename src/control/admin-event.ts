@@ -25,7 +25,7 @@ export function adminEvent(
  * hash covers details, so a secret there could never be erased. The digest still shows any
  * change of path, and lets an auditor check a URL they are given.
  */
-export function destination(url: string | null | undefined): {
+export function recordedUrl(url: string | null | undefined): {
   origin: string | null;
   url_sha256: string | null;
 } {

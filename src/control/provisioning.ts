@@ -18,7 +18,7 @@ import {
 import type { Snapshot } from '../snapshot/types.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
-import { adminEvent as recordAdminEvent, destination as urlDestination } from './admin-event.js';
+import { adminEvent as recordAdminEvent, recordedUrl } from './admin-event.js';
 import { strictBody } from './body.js';
 
 export interface ProvisioningDeps {
@@ -389,7 +389,7 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     // Where each provider now sends calls (never its key): a redirect shows in the chain.
     await adminEvent(orgId, p, 'providers_updated', {
       providers: entries.map((e) =>
-        Object.assign({ name: e.name }, urlDestination(e.base_url), { models: e.models }),
+        Object.assign({ name: e.name }, recordedUrl(e.base_url), { models: e.models }),
       ),
     });
     ctx.json(200, providersView(orgId));

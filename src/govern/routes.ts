@@ -1,5 +1,5 @@
 import type { AuditReader, AuditSink } from '../audit/types.js';
-import { adminEvent, destination } from '../control/admin-event.js';
+import { adminEvent, recordedUrl } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import {
@@ -513,7 +513,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     // Where each tool sends its calls, and which headers it adds (never their values).
     await adminEvent(audit, orgId, p, 'tools_updated', {
       tools: list.map((t) =>
-        Object.assign({ name: t.name }, destination(t.url), {
+        Object.assign({ name: t.name }, recordedUrl(t.url), {
           method: (t.method ?? 'POST').toUpperCase(),
           headers: Object.keys(t.headers ?? {}),
         }),
