@@ -360,7 +360,8 @@ export class GatewayService {
           pipeline_id: ids.pipelineId,
           behavior_type: 'LLM_CALL',
           provider: provider.name,
-          model: request.model,
+          // A model id can hold a secret (it passes `gpt-*`): recorded as event details are.
+          model: recordable(request.model),
           rule_id: decision.rule_id,
           detections:
             gov.scan.counts.pii +
@@ -554,7 +555,7 @@ export class GatewayService {
       record.gov,
       record.ids.pipelineId,
       'LLM_CALL',
-      `LLM call to ${request.model}`,
+      `LLM call to ${record.base.model}`,
       record.service,
     );
     const text = blockMessage(decision, approval);
@@ -991,7 +992,7 @@ export class GatewayService {
       pipeline_id: ids.pipelineId,
       behavior_type: 'EMBEDDING_CALL',
       provider: provider.name,
-      model: request.model,
+      model: recordable(request.model),
       rule_id: decision.rule_id,
       detections:
         gov.scan.summary.pii.length + gov.scan.summary.secrets.length > 0
@@ -1011,7 +1012,7 @@ export class GatewayService {
         gov,
         ids.pipelineId,
         'EMBEDDING_CALL',
-        `embedding call to ${request.model}`,
+        `embedding call to ${base.model}`,
         service,
       );
       await this.deps.audit.append(

@@ -99,3 +99,53 @@ t.test('secrets in action names, tool_call_id and Idempotency-Key never reach th
   t.ok(onDisk.includes('govern.decision'), 'the log holds the events');
   t.notOk(onDisk.includes(AWS) || onDisk.includes(ANTHROPIC), 'and no secret');
 });
+
+/**
+ * A model id that holds a secret passes the model-id check and a provider's glob (`gpt-*`), and
+ * went into `llm_call.model`, `embedding_call.model` and the approval's action text verbatim.
+ */
+t.test('a secret in a chat or embeddings model is recorded as its placeholder', async (t) => {
+  const { svc } = await serviceOnMockUpstream(t);
+  await publishOrgPolicy(svc, 'approve-stream', {
+    mode: 'enforce',
+    rules: [
+      {
+        id: 'streams',
+        when: { type: 'LLM_CALL', all: [{ field: 'payload.stream', op: 'eq', value: true }] },
+        then: 'require_approval',
+      },
+    ],
+  });
+  const model = `gpt-${AWS}`;
+  const chat = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    body: { model, messages: [{ role: 'user', content: 'hello' }] },
+  });
+  t.equal(chat.status, 200, JSON.stringify(chat.body));
+  const held = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    body: { model, stream: true, messages: [{ role: 'user', content: 'hello' }] },
+  });
+  t.equal(held.status, 200);
+  const emb = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    body: { model: `text-embedding-${AWS}`, input: 'hello' },
+  });
+  t.equal(emb.status, 200, JSON.stringify(emb.body));
+
+  const events = (await svc.call('/api/audit?limit=1000', { token: svc.pat })).body.data as {
+    event_type: string;
+    model?: string;
+  }[];
+  const byType = (type: string) => events.filter((e) => e.event_type === type);
+  t.equal(byType('llm_call').length, 2, 'both chat calls were recorded');
+  t.equal(byType('embedding_call').length, 1);
+  for (const e of [...byType('llm_call'), ...byType('embedding_call')])
+    t.match(e.model, /^(gpt|text-embedding)-\[[A-Z_]+\]$/, 'the model is kept around its placeholder');
+  const approvals = await svc.call('/api/approvals', { token: svc.pat });
+  t.equal(approvals.status, 200);
+  t.equal((approvals.body.data as unknown[]).length, 1, 'the stream asked for an approval');
+  const kept = (e: Record<string, unknown>) => JSON.stringify(Object.assign({}, e, { personal: null }));
+  t.notOk(events.map(kept).join('\n').includes(AWS), 'no AWS key in any event');
+  t.notOk(JSON.stringify(approvals.body).includes(AWS), 'nor in the approval');
+});
