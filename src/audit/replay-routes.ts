@@ -8,8 +8,6 @@ import { ServiceError } from '../core/errors.js';
 import { scanTexts, stringsIn } from '../core/guardrails/index.js';
 import {
   type Action,
-  BEHAVIOR_TYPES,
-  type BehaviorType,
   type CompiledPolicy,
   compilePolicy,
   evaluate,
@@ -19,6 +17,7 @@ import {
   parseRuleSetText,
   policyFlags,
 } from '../core/policy/index.js';
+import { blockingStep, parseAction } from '../govern/action.js';
 import { detectOptions } from '../govern/governor.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
@@ -44,7 +43,6 @@ export const MAX_CANDIDATES = 10;
 /** Events re-decided between two turns of the event loop. */
 const YIELD_EVERY = 2000;
 
-const TYPES: ReadonlySet<string> = new Set(BEHAVIOR_TYPES);
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}([T ][0-9:.]+(Z|[+-]\d{2}:?\d{2})?)?$/;
 
 const FILTER_SPEC = {
@@ -114,55 +112,21 @@ function scanFilters(b: FilterBody): Omit<AuditQuery, 'cursor' | 'limit'> {
   };
 }
 
-function blockingStep(outcome: string, ruleId: string | null): string | null {
-  if (outcome === 'allow') return null;
-  const id = ruleId ?? '';
-  if (id.startsWith('detector:')) return 'detection';
-  if (id.startsWith('flags:')) return 'flags';
-  if (id === 'default') return 'default_policy';
-  return 'policy_rule';
-}
-
-/** A govern request body (spec 2.4) as an Action; lenient about extra fields, like /v1/govern. */
+/** The action of a playground test: a govern request body (spec 2.4), parsed as /v1/govern does. */
 function playgroundAction(raw: unknown): Action {
   if (!isObject(raw)) throw new ServiceError('invalid_request', 'action is required', { param: 'action' });
-  const type = raw.type;
-  if (typeof type !== 'string' || !TYPES.has(type)) {
-    throw new ServiceError('invalid_request', `action.type must be one of ${BEHAVIOR_TYPES.join(', ')}`, {
-      param: 'action.type',
-    });
-  }
+  const parsed = parseAction(raw, 'action.');
   const agentId = raw.agent_id ?? 'playground';
   if (typeof agentId !== 'string' || agentId === '')
     throw new ServiceError('invalid_request', 'action.agent_id must be a string', {
       param: 'action.agent_id',
     });
-  const payload = raw.payload ?? {};
-  if (!isObject(payload))
-    throw new ServiceError('invalid_request', 'action.payload must be an object', {
-      param: 'action.payload',
-    });
-  const tool = payload.tool ?? null;
-  if (tool !== null && typeof tool !== 'string')
-    throw new ServiceError('invalid_request', 'action.payload.tool must be a string', {
-      param: 'action.payload.tool',
-    });
-  if (type === 'TOOL_CALL' && (tool === null || tool === ''))
-    throw new ServiceError('invalid_request', 'a TOOL_CALL needs payload.tool', {
-      param: 'action.payload.tool',
-    });
-  const args = payload.args ?? null;
-  if (args !== null && !isObject(args))
-    throw new ServiceError('invalid_request', 'action.payload.args must be an object', {
-      param: 'action.payload.args',
-    });
-  const action: Action = { type: type as BehaviorType, agent_id: agentId, payload };
-  if (tool) action.tool = tool;
-  for (const k of ['server', 'model', 'provider'] as const) {
-    const v = payload[k];
-    if (typeof v === 'string' && v !== '') action[k] = v;
-  }
-  if (args !== null) action.args = args;
+  const action: Action = { type: parsed.type, agent_id: agentId, payload: parsed.payload };
+  if (parsed.tool) action.tool = parsed.tool;
+  if (parsed.server) action.server = parsed.server;
+  if (parsed.model) action.model = parsed.model;
+  if (parsed.provider) action.provider = parsed.provider;
+  if (parsed.args !== null) action.args = parsed.args;
   return action;
 }
 

@@ -9,7 +9,7 @@ import {
   recordableName,
   stringsIn,
 } from '../core/guardrails/index.js';
-import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
+import { BEHAVIOR_TYPES } from '../core/policy/index.js';
 import { actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
 import { callIds } from '../gateway/call-ids.js';
@@ -19,6 +19,7 @@ import type { Router } from '../http/router.js';
 import { requireRole, targetOrg } from '../identity/guard.js';
 import type { Snapshot } from '../snapshot/types.js';
 import { newId } from '../util/ids.js';
+import { blockingStep, type GovernAction, parseAction } from './action.js';
 import { registerExecutionRoute } from './execution.js';
 import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
 import { toolName } from './tool-name.js';
@@ -76,58 +77,6 @@ function optionalString(body: Record<string, unknown>, field: string): string | 
   if (typeof v !== 'string')
     throw new ServiceError('invalid_request', `${field} must be a string`, { param: field });
   return v;
-}
-
-/** Which step decided a non-allow outcome (DESIGN C `details.blocking_step`). */
-function blockingStep(r: GovernResult): string | null {
-  if (r.decision.outcome === 'allow') return null;
-  const id = r.decision.rule_id ?? '';
-  if (id.startsWith('detector:')) return 'detection';
-  if (id.startsWith('flags:')) return 'flags';
-  if (id === 'default') return 'default_policy';
-  return 'policy_rule';
-}
-
-interface GovernAction {
-  readonly type: BehaviorType;
-  readonly tool: string | null;
-  readonly server: string | null;
-  readonly model: string | null;
-  readonly provider: string | null;
-  readonly args: unknown;
-  readonly payload: Record<string, unknown>;
-}
-
-/** Spec 2.4: `type` is one of the 11 behavior types; TOOL_CALL needs payload.tool and object args. */
-function parseAction(body: Record<string, unknown>): GovernAction {
-  const type = body.type;
-  if (typeof type !== 'string' || !TYPES.has(type)) {
-    throw new ServiceError('invalid_request', `type must be one of ${BEHAVIOR_TYPES.join(', ')}`, {
-      param: 'type',
-    });
-  }
-  const payload = body.payload ?? {};
-  if (!isObject(payload))
-    throw new ServiceError('invalid_request', 'payload must be an object', { param: 'payload' });
-  if (type === 'TOOL_CALL' && (payload.tool === undefined || payload.tool === null || payload.tool === '')) {
-    throw new ServiceError('invalid_request', 'a TOOL_CALL needs payload.tool', { param: 'payload.tool' });
-  }
-  // Names are identifiers: they are what an approver reads (an approval's tool and summary).
-  const tool = payload.tool == null ? null : toolName(payload.tool, 'payload.tool');
-  const server = payload.server == null ? null : toolName(payload.server, 'payload.server');
-  const args = payload.args ?? null;
-  if (args !== null && !isObject(args))
-    throw new ServiceError('invalid_request', 'payload.args must be an object', { param: 'payload.args' });
-  const str = (k: string): string | null => (typeof payload[k] === 'string' ? (payload[k] as string) : null);
-  return {
-    type: type as BehaviorType,
-    tool,
-    server,
-    model: str('model'),
-    provider: str('provider'),
-    args,
-    payload,
-  };
 }
 
 export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernDeps): void {
@@ -240,7 +189,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       rule_id: d.rule_id,
       obligations: obligationsOf(d),
       details: {
-        blocking_step: blockingStep(result),
+        blocking_step: blockingStep(result.decision.outcome, result.decision.rule_id),
         mode: d.mode,
         would_outcome: d.would_outcome ?? null,
         detections: result.scan.summary,

@@ -889,6 +889,13 @@ t.test('replay over HTTP', async (t) => {
       await h.call(PG, { token: dev, body: { rules, action: { type: 'NOPE' } } }),
       'invalid_request',
     );
+    // Names /v1/govern refuses are refused here too: an answer for them would be about an action
+    // the live service never decides.
+    for (const payload of [{ tool: 'pay\nnow', args: {} }, { tool: 'pay', server: ' crm' }, { tool: 7 }]) {
+      const res = await h.call(PG, { token: dev, body: { rules, action: { type: 'TOOL_CALL', payload } } });
+      assertError(t, res, 'invalid_request', JSON.stringify(payload));
+      t.match(res.body.error.param, /^action\.payload\.(tool|server)$/);
+    }
     assertError(
       t,
       await h.call(PG, { token: dev, body: { rules: { bad: 1 }, action: cases[0] } }),

@@ -1,0 +1,71 @@
+// A govern request body (spec 2.4) as the action it asks about: what /v1/govern decides and what
+// the policy playground tries against a candidate policy, parsed by the same rules.
+
+import { ServiceError } from '../core/errors.js';
+import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
+import { toolName } from './tool-name.js';
+
+export interface GovernAction {
+  readonly type: BehaviorType;
+  readonly tool: string | null;
+  readonly server: string | null;
+  readonly model: string | null;
+  readonly provider: string | null;
+  readonly args: Record<string, unknown> | null;
+  readonly payload: Record<string, unknown>;
+}
+
+const TYPES: ReadonlySet<string> = new Set(BEHAVIOR_TYPES);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * Spec 2.4: `type` is one of the 11 behavior types; TOOL_CALL needs payload.tool; args is an
+ * object. `at` prefixes the names of the fields an error points to (`action.` in the playground).
+ */
+export function parseAction(body: Record<string, unknown>, at = ''): GovernAction {
+  const type = body.type;
+  if (typeof type !== 'string' || !TYPES.has(type)) {
+    throw new ServiceError('invalid_request', `${at}type must be one of ${BEHAVIOR_TYPES.join(', ')}`, {
+      param: `${at}type`,
+    });
+  }
+  const payload = body.payload ?? {};
+  if (!isObject(payload))
+    throw new ServiceError('invalid_request', `${at}payload must be an object`, { param: `${at}payload` });
+  if (type === 'TOOL_CALL' && (payload.tool === undefined || payload.tool === null || payload.tool === '')) {
+    throw new ServiceError('invalid_request', `a TOOL_CALL needs ${at}payload.tool`, {
+      param: `${at}payload.tool`,
+    });
+  }
+  // Names are identifiers: they are what an approver reads (an approval's tool and summary).
+  const tool = payload.tool == null ? null : toolName(payload.tool, `${at}payload.tool`);
+  const server = payload.server == null ? null : toolName(payload.server, `${at}payload.server`);
+  const args = payload.args ?? null;
+  if (args !== null && !isObject(args))
+    throw new ServiceError('invalid_request', `${at}payload.args must be an object`, {
+      param: `${at}payload.args`,
+    });
+  const str = (k: string): string | null => (typeof payload[k] === 'string' ? (payload[k] as string) : null);
+  return {
+    type: type as BehaviorType,
+    tool,
+    server,
+    model: str('model'),
+    provider: str('provider'),
+    args,
+    payload,
+  };
+}
+
+/** Which step decided a non-allow outcome (DESIGN C `details.blocking_step`). */
+export function blockingStep(outcome: string, ruleId: string | null): string | null {
+  if (outcome === 'allow') return null;
+  const id = ruleId ?? '';
+  if (id.startsWith('detector:')) return 'detection';
+  if (id.startsWith('flags:')) return 'flags';
+  if (id === 'default') return 'default_policy';
+  return 'policy_rule';
+}
