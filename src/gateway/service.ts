@@ -33,6 +33,7 @@ import {
   CACHE_WRITE_TOKENS,
   type ChatCompletion,
   type ChatCompletionRequest,
+  type EmbeddingRequest,
   forwardedAnthropicRequest,
   type OpenaiUsage,
 } from '../providers/wire/index.js';
@@ -217,6 +218,30 @@ function toolCallNames(choices: ChatCompletion['choices']): string[] {
 }
 
 /** What every audit event of one chat call shares. */
+/**
+ * The call's Idempotency-Key (1-255 characters) and the hash binding it to the endpoint, the body
+ * and the `bound` header; undefined when the call has none.
+ */
+function idempotencyKey(
+  ctx: Ctx,
+  endpoint: string,
+  bound?: string,
+): { key: string; hash: string } | undefined {
+  const key = ctx.header('idempotency-key');
+  if (key === undefined) return undefined;
+  if (key.length === 0 || key.length > 255)
+    throw new ServiceError('invalid_request', 'Idempotency-Key must be 1-255 characters', {
+      param: 'Idempotency-Key',
+    });
+  const extra = bound === undefined ? undefined : ctx.header(bound);
+  return {
+    key,
+    hash: sha256Hex(
+      `${endpoint}\0${ctx.req.body.toString('utf8')}${extra === undefined ? '' : `\0${extra}`}`,
+    ),
+  };
+}
+
 interface CallRecord {
   readonly base: Omit<AuditInput, 'event_type'>;
   readonly details: Record<string, unknown>;
@@ -283,22 +308,12 @@ export class GatewayService {
     anthropicRequest: AnthropicMessagesRequest | undefined,
   ): Promise<void> {
     const ids = callIds(ctx);
-    const idemKey = ctx.header('idempotency-key');
-    let bodyHash = '';
-    if (idemKey !== undefined) {
-      if (idemKey.length === 0 || idemKey.length > 255) {
-        throw new ServiceError('invalid_request', 'Idempotency-Key must be 1-255 characters', {
-          param: 'Idempotency-Key',
-        });
-      }
-      // The beta features asked for change the answer as much as the body does.
-      const beta = ctx.header('anthropic-beta');
-      bodyHash = sha256Hex(
-        `${fe.endpoint}\0${ctx.req.body.toString('utf8')}${beta === undefined ? '' : `\0${beta}`}`,
-      );
-      const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idemKey, bodyHash);
+    // The beta features asked for change the answer as much as the body does.
+    const idem = idempotencyKey(ctx, fe.endpoint, 'anthropic-beta');
+    if (idem !== undefined) {
+      const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idem.key, idem.hash);
       if (stored) {
-        this.replay(ctx, agent, stored, idemKey);
+        this.replay(ctx, agent, stored, idem.key);
         return;
       }
     }
@@ -379,7 +394,7 @@ export class GatewayService {
           stream: request.stream === true,
           credential_id: agent.principal.credential_id,
           acting_admin: agent.actingAdmin,
-          idempotency_key: idemKey === undefined ? null : recordable(idemKey),
+          idempotency_key: idem === undefined ? null : recordable(idem.key),
           decision: decisionRecord(gov),
         },
         gov,
@@ -392,7 +407,7 @@ export class GatewayService {
       }
       const guard = outputGuard(gov.policy, gov.flags);
       if (request.stream === true) {
-        const keep = idemKey !== undefined;
+        const keep = idem !== undefined;
         kept =
           forward && provider.messagesApi
             ? await this.stream(
@@ -415,8 +430,8 @@ export class GatewayService {
       }
       kept = await this.complete(ctx, fe, provider, request, rawBody, forward, record, guard);
     } finally {
-      if (idemKey !== undefined)
-        this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idemKey, bodyHash, kept);
+      if (idem !== undefined)
+        this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idem.key, idem.hash, kept);
     }
   }
 
@@ -447,30 +462,34 @@ export class GatewayService {
     return blockedBy(gov, 'budget', reason);
   }
 
-  /** PII seen on the way in or out: the spec's pii_detected event, with the action taken. */
+  /**
+   * PII seen on the way in or out: the spec's pii_detected event, with the action taken, for the
+   * call `base` records (its provider null when none received anything) and made by `caller`.
+   */
   private piiEvent(
-    record: CallRecord,
+    base: Omit<AuditInput, 'event_type'>,
+    caller: Record<string, unknown>,
     stage: 'input' | 'output',
     types: readonly string[],
     action: string,
   ): AuditInput {
     return {
-      org_id: record.base.org_id,
+      org_id: base.org_id,
       event_type: 'pii_detected',
-      agent_id: record.base.agent_id ?? null,
-      session_id: record.base.session_id ?? null,
-      task_id: record.base.task_id ?? null,
-      pipeline_id: record.base.pipeline_id ?? null,
-      behavior_type: 'LLM_CALL',
-      provider: record.base.provider ?? null,
-      model: record.base.model ?? null,
+      agent_id: base.agent_id ?? null,
+      session_id: base.session_id ?? null,
+      task_id: base.task_id ?? null,
+      pipeline_id: base.pipeline_id ?? null,
+      behavior_type: base.behavior_type ?? null,
+      provider: base.provider ?? null,
+      model: base.model ?? null,
       outcome: action,
       details: {
         stage,
         entity_types: types,
         action,
-        credential_id: record.details.credential_id,
-        acting_admin: record.details.acting_admin,
+        credential_id: caller.credential_id,
+        acting_admin: caller.acting_admin,
       },
     };
   }
@@ -492,10 +511,16 @@ export class GatewayService {
     ];
     if (record.gov.scan.summary.pii.length > 0)
       events.push(
-        this.deps.audit.append(this.piiEvent(record, 'input', record.gov.scan.summary.pii, inputPiiAction)),
+        this.deps.audit.append(
+          this.piiEvent(record.base, record.details, 'input', record.gov.scan.summary.pii, inputPiiAction),
+        ),
       );
     if (outputPii && outputPii.types.length > 0)
-      events.push(this.deps.audit.append(this.piiEvent(record, 'output', outputPii.types, outputPii.action)));
+      events.push(
+        this.deps.audit.append(
+          this.piiEvent(record.base, record.details, 'output', outputPii.types, outputPii.action),
+        ),
+      );
     await Promise.all(events);
   }
 
@@ -559,8 +584,14 @@ export class GatewayService {
       record.service,
     );
     const text = blockMessage(decision, approval);
+    // No provider received anything (spec 2.7: `provider` is the one that did); the one the
+    // call was routed to is a detail.
+    const unsent: CallRecord = Object.assign({}, record, {
+      base: Object.assign({}, record.base, { provider: null }),
+      details: Object.assign({ routed_provider: record.base.provider }, record.details),
+    });
     await this.appendCall(
-      record,
+      unsent,
       {
         outcome: decision.outcome,
         reason: decision.reason,
@@ -943,6 +974,31 @@ export class GatewayService {
   readonly embeddings = async (ctx: Ctx): Promise<void> => {
     const agent = actingAgent(ctx, this.deps.snapshot);
     const request = validateEmbeddingRequest(ctx.jsonBody());
+    const idem = idempotencyKey(ctx, '/v1/embeddings');
+    if (idem === undefined) {
+      await this.embed(ctx, agent, request, undefined);
+      return;
+    }
+    const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idem.key, idem.hash);
+    if (stored) {
+      this.replay(ctx, agent, stored, idem.key);
+      return;
+    }
+    let kept: StoredResponse | undefined;
+    try {
+      kept = await this.embed(ctx, agent, request, idem.key);
+    } finally {
+      this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idem.key, idem.hash, kept);
+    }
+  };
+
+  /** One embeddings call; its answer, when it is one an Idempotency-Key replays (allowed, 200). */
+  private async embed(
+    ctx: Ctx,
+    agent: ActingAgent,
+    request: EmbeddingRequest,
+    idemKey: string | undefined,
+  ): Promise<StoredResponse | undefined> {
     const ids = callIds(ctx);
     const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
     const inputs =
@@ -1003,6 +1059,19 @@ export class GatewayService {
     const service = envelope(this.deps.baseUrl, ids.sessionId, ids.taskId, ids.pipelineId, false);
     // Who made the call (the one event this call writes starts its details from it).
     const caller = callerDetails(agent);
+    if (idemKey !== undefined) caller.idempotency_key = recordable(idemKey);
+    // The call's event, and the spec's pii_detected event when the inputs held PII (the action
+    // taken on it: blocked with the call, redacted, or let through).
+    const pii = gov.scan.summary.pii;
+    const piiAction =
+      decision.outcome !== 'allow' ? 'blocked' : decision.redact.includes('pii') ? 'redacted' : 'allowed';
+    const record = (event: AuditInput): Promise<unknown> =>
+      pii.length === 0
+        ? this.deps.audit.append(event)
+        : Promise.all([
+            this.deps.audit.append(event),
+            this.deps.audit.append(this.piiEvent(event, caller, 'input', pii, piiAction)),
+          ]);
     if (decision.outcome !== 'allow') {
       // An embedding has no assistant message: the blocked answer is an empty list with the
       // envelope, which says it as a chat call's does (the bare reason, the rule, the approval).
@@ -1015,11 +1084,14 @@ export class GatewayService {
         `embedding call to ${base.model}`,
         service,
       );
-      await this.deps.audit.append(
+      await record(
         Object.assign({}, base, {
+          // No provider received anything (spec 2.7); the one it was routed to is a detail.
+          provider: null,
           outcome: decision.outcome,
           reason: decision.reason,
           details: Object.assign(caller, {
+            routed_provider: provider.name,
             status: 200,
             blocked: true,
             decision: decisionRecord(gov),
@@ -1051,7 +1123,7 @@ export class GatewayService {
         gone ? 'cancelled' : 'error',
         (performance.now() - t0) / 1000,
       );
-      await this.deps.audit.append(
+      await record(
         Object.assign({}, base, {
           outcome: 'error',
           reason: gone ? 'client disconnected' : e.message,
@@ -1067,7 +1139,7 @@ export class GatewayService {
     }
     this.deps.metrics.upstreamCall(provider.name, 'ok', (performance.now() - t0) / 1000);
     // Object.assign, not a spread plus members: V8's slow path on Node 20 (docs/ops.md).
-    await this.deps.audit.append(
+    await record(
       Object.assign({}, base, {
         outcome: 'allow',
         usage: {
@@ -1079,8 +1151,10 @@ export class GatewayService {
       }),
     );
     result.service = service;
-    ctx.json(200, result);
-  };
+    const body = JSON.stringify(result);
+    ctx.sendRaw(200, 'application/json', body);
+    return { status: 200, content_type: 'application/json', body, pipeline_id: ids.pipelineId };
+  }
 
   readonly models = async (ctx: Ctx): Promise<void> => {
     const agent = actingAgent(ctx, this.deps.snapshot);

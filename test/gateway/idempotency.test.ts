@@ -78,3 +78,63 @@ t.test('Idempotency-Key replays the stored response without a second upstream ca
   t.match(r2.headers.get('content-type'), /text\/event-stream/);
   t.equal(upstream.requests.length, before + 1);
 });
+
+/** Spec 4.1: Idempotency-Key is a header of every gateway call, embeddings included. */
+t.test('Idempotency-Key on /v1/embeddings: one provider call, a 409 for another body', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  const client = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+  const body = { model: 'text-embedding-3-small', input: 'embed once' };
+  upstream.requests.length = 0;
+  const first = await client.embeddings
+    .create(body, { headers: { 'Idempotency-Key': 'e-1' } })
+    .withResponse();
+  const second = await client.embeddings
+    .create(body, { headers: { 'Idempotency-Key': 'e-1' } })
+    .withResponse();
+  t.equal(upstream.requests.length, 1, 'the upstream saw one call');
+  t.same(second.data, first.data, 'the same answer, envelope included');
+  t.equal(second.response.headers.get('idempotent-replayed'), 'true');
+
+  const other = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'e-1' },
+    body: { ...body, input: 'different' },
+  });
+  t.equal(other.status, 409);
+  t.equal(other.body.error.code, 'idempotency_mismatch');
+  // A key names one call of one endpoint: the same key on chat is another body.
+  const chat = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'e-1' },
+    body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(chat.status, 409);
+  const long = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'k'.repeat(256) },
+    body,
+  });
+  t.equal(long.status, 400);
+  t.equal(long.body.error.param, 'Idempotency-Key');
+
+  // A failed call is not kept: the same key can be retried.
+  upstream.behaviour = { kind: 'status', status: 500 };
+  const failed = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'e-2' },
+    body,
+  });
+  t.equal(failed.status, 502);
+  upstream.behaviour = { kind: 'normal' };
+  const retried = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'e-2' },
+    body,
+  });
+  t.equal(retried.status, 200);
+  t.equal(retried.headers.get('idempotent-replayed'), null, 'a new call');
+
+  const replays = await svc.call('/api/audit?event_type=idempotent_replay', { token: svc.pat });
+  t.equal(replays.body.data.length, 1, 'the replay is recorded');
+  t.equal(replays.body.data[0].details.endpoint, '/v1/embeddings');
+});
