@@ -596,12 +596,14 @@ export class ChainLog implements AuditLog {
     return this.#search.byFilter(orgId, 'pipeline_id', pipelineId, limit);
   }
 
-  bySession(orgId: string, sessionId: string, limit = 1000): AuditEvent[] {
-    return this.#search.byFilter(orgId, 'session_id', sessionId, limit);
-  }
-
-  byTask(orgId: string, taskId: string, limit = 1000): AuditEvent[] {
-    return this.#search.byFilter(orgId, 'task_id', taskId, limit);
+  view(
+    orgId: string,
+    filter: 'pipeline_id' | 'session_id' | 'task_id',
+    value: string,
+    limit: number,
+    cursor?: string,
+  ): AuditPage {
+    return this.#search.view(orgId, filter, value, limit, cursor);
   }
 
   search(orgId: string, q: AuditQuery): AuditPage {

@@ -37,6 +37,15 @@ const SEARCH_PARAMS = [
   'until',
   'cursor',
 ] as const;
+/** Spec 4.3's names for the filters DESIGN C calls agent_id, session_id, task_id and q. */
+const SPEC_NAMES = { agent: 'agent_id', session: 'session_id', task: 'task_id', text: 'q' } as const;
+/** Every parameter the search reads; any other is refused, so a misspelt filter never widens it. */
+const KNOWN_PARAMS: ReadonlySet<string> = new Set([
+  ...SEARCH_PARAMS,
+  ...Object.keys(SPEC_NAMES),
+  'limit',
+  'org_id',
+]);
 const POSITIVE_INT = /^[1-9][0-9]{0,15}$/;
 
 function param(ctx: Ctx, name: string): string | undefined {
@@ -81,10 +90,26 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
 
   router.add('GET', '/api/audit', (ctx) => {
     const { org } = scope(ctx, 'auditor');
+    for (const name of ctx.query.keys())
+      if (!KNOWN_PARAMS.has(name))
+        throw new ServiceError('invalid_request', `${name} is not a search parameter`, { param: name });
     const q: Record<string, string | number> = { limit: intParam(ctx, 'limit', 1000, 100) };
     for (const name of SEARCH_PARAMS) {
       const v = param(ctx, name);
       if (v !== undefined) q[name] = v;
+    }
+    for (const [spec, name] of Object.entries(SPEC_NAMES)) {
+      const v = param(ctx, spec);
+      if (v === undefined) continue;
+      if (q[name] !== undefined && q[name] !== v)
+        throw new ServiceError(
+          'invalid_request',
+          `${spec} and ${name} name the same filter with different values`,
+          {
+            param: spec,
+          },
+        );
+      q[name] = v;
     }
     ctx.json(200, log.search(org, q as AuditQuery));
   });
@@ -94,14 +119,11 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
       const { org } = scope(ctx, 'auditor');
       const id = ctx.params.id as string;
       const limit = intParam(ctx, 'limit', 1000, 1000);
-      const data =
-        key === 'session_id'
-          ? log.bySession(org, id, limit)
-          : key === 'task_id'
-            ? log.byTask(org, id, limit)
-            : log.byPipeline(org, id, limit);
-      if (data.length === 0) throw new ServiceError('not_found', `${what} ${id} has no audit events`);
-      ctx.json(200, { [key]: id, data });
+      const cursor = param(ctx, 'cursor');
+      const page = log.view(org, key, id, limit, cursor);
+      if (page.data.length === 0 && cursor === undefined)
+        throw new ServiceError('not_found', `${what} ${id} has no audit events`);
+      ctx.json(200, { [key]: id, data: page.data, next_cursor: page.next_cursor });
     });
   };
   view('/api/audit/session/:id', 'session_id', 'session');

@@ -106,6 +106,29 @@ export class AuditSearch {
     }
   }
 
+  /**
+   * One indexed filter, oldest first, a page at a time: `cursor` is the `next_cursor` of the page
+   * before (the last seq it covered), as in `search`.
+   */
+  view(
+    org: string,
+    filter: 'pipeline_id' | 'session_id' | 'task_id',
+    value: string,
+    limit: number,
+    cursor?: string,
+  ): AuditPage {
+    const w = this.#window(org, {});
+    if (cursor !== undefined && cursor !== '') w.lo = Math.max(w.lo, Math.floor(decodeCursor(cursor)) + 1);
+    const plan = this.#plan(org, { [filter]: value }, w.lo, w.hi);
+    const step = this.#step(org, plan, w.lo, w.hi, 'asc', limit, this.budget);
+    const resolve = this.reader.sealResolver(org);
+    for (const e of step.events) withSeal(e, resolve(e.seq));
+    return {
+      data: step.events,
+      next_cursor: step.more && step.last !== undefined ? encodeCursor(step.last) : null,
+    };
+  }
+
   /** One indexed filter, oldest first. */
   byFilter(
     org: string,

@@ -158,8 +158,14 @@ export interface SigningKeyDocument {
 
 export interface AuditLog extends AuditSink, AuditReader {
   search(orgId: string, q: AuditQuery): AuditPage;
-  bySession(orgId: string, sessionId: string, limit?: number): AuditEvent[];
-  byTask(orgId: string, taskId: string, limit?: number): AuditEvent[];
+  /** The events of one session, task or pipeline, oldest first, a page at a time (`next_cursor`). */
+  view(
+    orgId: string,
+    filter: 'pipeline_id' | 'session_id' | 'task_id',
+    value: string,
+    limit: number,
+    cursor?: string,
+  ): AuditPage;
   overview(orgId: string, range: { since?: string; until?: string }): AuditOverview;
   /** Events in seq order (oldest first) matching the filters; replay reads history through this. */
   scanEvents(

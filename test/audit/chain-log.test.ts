@@ -394,16 +394,25 @@ t.test('append links events into a per-org chain', async (t) => {
     h.log.byPipeline(ORG, 'pl_3').map((e) => e.seq),
     [4],
   );
+  const whole = h.log.view(ORG, 'session_id', 'sess-1', 1000);
   t.same(
-    h.log.bySession(ORG, 'sess-1').map((e) => e.seq),
+    whole.data.map((e) => e.seq),
     [1, 2, 3, 4, 5],
     'oldest first',
   );
+  t.equal(whole.next_cursor, null);
+  const first = h.log.view(ORG, 'session_id', 'sess-1', 2);
   t.same(
-    h.log.bySession(ORG, 'sess-1', 2).map((e) => e.seq),
+    first.data.map((e) => e.seq),
     [1, 2],
   );
-  t.same(h.log.byTask(ORG, 'none'), []);
+  const next = h.log.view(ORG, 'session_id', 'sess-1', 2, first.next_cursor ?? undefined);
+  t.same(
+    next.data.map((e) => e.seq),
+    [3, 4],
+    'the next page starts after the last',
+  );
+  t.same(h.log.view(ORG, 'task_id', 'none', 10), { data: [], next_cursor: null });
 });
 
 t.test('a bad event is refused and leaves the chain untouched', async (t) => {

@@ -168,6 +168,33 @@ t.test('audit endpoints over HTTP', async (t) => {
     const q = await h.call('/api/audit?q=MOCK-ECHO&session_id=sess-1', tok);
     t.ok(q.body.data.length > 0);
     t.ok((q.body.data as AuditEvent[]).every((e) => e.model === 'mock-echo' && e.session_id === 'sess-1'));
+    // Spec 4.3 names the filters agent, session, task and text: the same search by either name.
+    const bySpec = await h.call('/api/audit?text=MOCK-ECHO&session=sess-1&limit=1000', tok);
+    t.equal(bySpec.status, 200);
+    t.same(bySpec.body, (await h.call('/api/audit?q=MOCK-ECHO&session_id=sess-1&limit=1000', tok)).body);
+    for (const [spec, design] of [
+      ['agent', 'agent_id'],
+      ['session', 'session_id'],
+      ['task', 'task_id'],
+    ] as const) {
+      const value = events.find((e) => e[design] != null)?.[design] as string;
+      t.ok(value, `some event has a ${design}`);
+      const res = await h.call(`/api/audit?${spec}=${encodeURIComponent(value)}&limit=1000`, tok);
+      t.ok(res.body.data.length > 0 && res.body.data.length < events.length, `${spec} filters`);
+      t.ok((res.body.data as AuditEvent[]).every((e) => e[design] === value));
+      assertError(
+        t,
+        await h.call(`/api/audit?${spec}=${encodeURIComponent(value)}&${design}=other`, tok),
+        'invalid_request',
+        `${spec} and ${design} disagree`,
+      );
+    }
+    // A parameter the search does not know is refused: a misspelt filter never widens a search.
+    for (const unknown of ['sesion=sess-1', 'agentid=x', 'foo=bar', 'Session=sess-1']) {
+      const res = await h.call(`/api/audit?${unknown}`, tok);
+      assertError(t, res, 'invalid_request', unknown);
+      t.equal(res.body.error.param, unknown.split('=')[0]);
+    }
     const seen: number[] = [];
     let cursor: string | null = '';
     while (cursor !== null) {
@@ -234,6 +261,34 @@ t.test('audit endpoints over HTTP', async (t) => {
     assertError(t, await h.call('/api/audit/session/nope', tok), 'not_found');
     assertError(t, await h.call('/api/audit/task/nope', tok), 'not_found');
     assertError(t, await h.call('/api/audit/session/sess-1?limit=0', tok), 'invalid_request');
+    t.equal(s.body.next_cursor, null, 'the whole session in one page says so');
+    // A view longer than a page says so, and pages on in order, each event once.
+    for (const [path, key, count] of [
+      ['/api/audit/session/sess-1', 'session_id', 6],
+      ['/api/audit/task/task-2', 'task_id', 4],
+    ] as const) {
+      const seen: number[] = [];
+      let cursor: string | null = '';
+      let pages = 0;
+      while (cursor !== null && pages < 10) {
+        const page: Res = await h.call(`${path}?limit=4${cursor ? `&cursor=${cursor}` : ''}`, tok);
+        t.equal(page.status, 200);
+        t.ok((page.body.data as AuditEvent[]).every((e) => e[key] === path.split('/').pop()));
+        seen.push(...(page.body.data as AuditEvent[]).map((e) => e.seq));
+        cursor = page.body.next_cursor;
+        pages++;
+      }
+      t.equal(seen.length, count, `${path}: every event`);
+      t.same(
+        seen,
+        [...seen].sort((x, y) => x - y),
+        'oldest first, no repeats',
+      );
+      t.equal(new Set(seen).size, count);
+    }
+    const first = await h.call('/api/audit/session/sess-1?limit=2', tok);
+    t.type(first.body.next_cursor, 'string', 'a partial page has a cursor');
+    assertError(t, await h.call('/api/audit/session/sess-1?cursor=%21%21', tok), 'invalid_request');
     const o = await h.call('/api/audit/_overview', tok);
     t.equal(o.body.by_agent[`${a.orgId}-agent`], 12);
     t.equal(o.body.by_outcome.block, 3);
