@@ -22,16 +22,19 @@ export interface ActingAgent {
  */
 export function actingAgent(ctx: Ctx, snapshot: Snapshot, bodyAgentId?: unknown): ActingAgent {
   const p = authenticate(ctx, snapshot);
-  const named =
-    ctx.header('x-agent-id') ??
-    (typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined);
+  const header = ctx.header('x-agent-id');
+  if (header === undefined && bodyAgentId != null && typeof bodyAgentId !== 'string')
+    throw new ServiceError('invalid_request', 'agent_id must be a string', { param: 'agent_id' });
+  const named = header ?? (typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined);
+  // Where the agent was named, for the errors about it.
+  const param = header !== undefined ? 'X-Agent-Id' : 'agent_id';
   if (p.kind === 'agent') {
     if (named !== undefined && named !== p.agent_id) {
       throw new ServiceError(
         'forbidden',
         'identity is pinned to the key: an agent key cannot act as another agent',
         {
-          param: 'agent_id',
+          param,
         },
       );
     }
@@ -59,8 +62,7 @@ export function actingAgent(ctx: Ctx, snapshot: Snapshot, bodyAgentId?: unknown)
     );
   }
   const agent = snapshot.agentByName(p.org_id, named);
-  if (!agent)
-    throw new ServiceError('not_found', `agent ${named} does not exist in this org`, { param: 'X-Agent-Id' });
+  if (!agent) throw new ServiceError('not_found', `agent ${named} does not exist in this org`, { param });
   return {
     principal: p,
     orgId: p.org_id,

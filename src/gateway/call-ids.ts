@@ -20,21 +20,28 @@ export function checkCallId(value: unknown, param: string): string {
   return value;
 }
 
+/**
+ * The call's ids: the session the caller names (X-Session-Id, else a body's `session_id`) or a new
+ * one, the task it names (X-Task-Id) or a new one, and a new pipeline. A named id that is not one
+ * is a 400 naming where it came from; null in the body is absent.
+ */
 export function callIds(ctx: Ctx, bodySessionId?: unknown): CallIds {
-  const given = ctx.header('x-session-id') ?? (typeof bodySessionId === 'string' ? bodySessionId : undefined);
-  if (given !== undefined && !ID_RE.test(given)) {
-    throw new ServiceError('invalid_request', 'X-Session-Id must be 1-128 characters of [A-Za-z0-9._:-]', {
-      param: 'X-Session-Id',
-    });
-  }
-  const task = ctx.header('x-task-id');
+  const header = ctx.header('x-session-id');
+  const given =
+    header !== undefined
+      ? checkCallId(header, 'X-Session-Id')
+      : bodySessionId === undefined || bodySessionId === null
+        ? undefined
+        : checkCallId(bodySessionId, 'session_id');
+  const named = ctx.header('x-task-id');
+  const task = named === undefined ? undefined : checkCallId(named, 'X-Task-Id');
   // One body for the ids govgate assigns (pl_X, ses_X, tsk_X): the audit log indexes such a
   // session or task through its pipeline instead of with an entry of its own. The body sorts by
   // time, so the pipeline index grows at its end instead of at a random page per call.
   const body = sortableBody();
   return {
     sessionId: given ?? `ses_${body}`,
-    taskId: task !== undefined && ID_RE.test(task) ? task : `tsk_${body}`,
+    taskId: task ?? `tsk_${body}`,
     pipelineId: `pl_${body}`,
   };
 }

@@ -55,3 +55,47 @@ for (const engine of ENGINES) {
     t.equal(none.status, 404, 'an id of the assigned form that no call has finds nothing');
   });
 }
+
+/** A caller-given id that is not one is a 400 naming where it came from, never silently replaced. */
+t.test('invalid session, task and agent ids are refused, naming the field they came from', async (t) => {
+  const svc = await startService({});
+  t.teardown(() => svc.close());
+  const chat = (headers: Record<string, string>) =>
+    svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      headers,
+      body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+    });
+  const govern = (body: Record<string, unknown>, token = svc.agentKey) =>
+    svc.call('/v1/govern', { token, body: Object.assign({ type: 'LLM_CALL' }, body) });
+  const cases: [string, Promise<{ status: number; body: any }>, string][] = [
+    ['X-Task-Id with a space', chat({ 'x-task-id': 'bad task!' }), 'X-Task-Id'],
+    ['X-Task-Id of 129 characters', chat({ 'x-task-id': 't'.repeat(129) }), 'X-Task-Id'],
+    ['X-Session-Id with a space', chat({ 'x-session-id': 'bad session' }), 'X-Session-Id'],
+    ['a number as session_id', govern({ session_id: 12345 }), 'session_id'],
+    ['session_id with a space', govern({ session_id: 'a b' }), 'session_id'],
+    ['an empty session_id', govern({ session_id: '' }), 'session_id'],
+    ['a number as agent_id', govern({ agent_id: 7 }), 'agent_id'],
+  ];
+  for (const [what, pending, param] of cases) {
+    const res = await pending;
+    t.equal(res.status, 400, `${what}: ${JSON.stringify(res.body)}`);
+    t.equal(res.body.error?.code, 'invalid_request', what);
+    t.equal(res.body.error?.param, param, what);
+  }
+  const ghost = await govern({ agent_id: 'ghost' }, svc.pat);
+  t.equal(ghost.status, 404);
+  t.equal(ghost.body.error.param, 'agent_id', 'the agent was named in the body');
+  const ghostHeader = await svc.call('/v1/govern', {
+    token: svc.pat,
+    headers: { 'x-agent-id': 'ghost' },
+    body: { type: 'LLM_CALL' },
+  });
+  t.equal(ghostHeader.body.error.param, 'X-Agent-Id', 'in the header');
+  const named = await govern({ session_id: 'support-42' });
+  t.equal(named.status, 200);
+  const byHeader = await chat({ 'x-task-id': 'refund-7' });
+  t.equal(byHeader.body.service.task_id, 'refund-7', 'a valid task id is kept');
+  const nulls = await govern({ session_id: null, agent_id: null });
+  t.equal(nulls.status, 200, 'null is absent');
+});
