@@ -97,7 +97,7 @@ export function scanInjection(
 // Marker triggers of the current scan: offsets and lowercased text (reused), and candidate starts.
 const markAt: number[] = [];
 const markText: string[] = [];
-const markStarts: number[] = [];
+let markStarts = new Int32Array(1024);
 
 /**
  * Fills markAt/markText with the marker triggers of `text` and returns their count. The sticky marker
@@ -105,15 +105,27 @@ const markStarts: number[] = [];
  * scan would find them (markers are rare, and a scan of every position costs more than the rest).
  */
 function findMarks(text: string): number {
-  markStarts.length = 0;
+  let count = 0;
+  // Each prefix's starts come in order: a sort is needed only when two prefixes occur. A typed
+  // array sorts numbers natively (a text of one marker character per position has millions).
+  let prefixesSeen = 0;
   for (let k = 0; k < MARK_PREFIXES.length; k++) {
     const prefix = MARK_PREFIXES[k]!;
-    for (let i = text.indexOf(prefix); i !== -1; i = text.indexOf(prefix, i + 1)) markStarts.push(i);
+    let i = text.indexOf(prefix);
+    if (i !== -1) prefixesSeen++;
+    for (; i !== -1; i = text.indexOf(prefix, i + 1)) {
+      if (count === markStarts.length) {
+        const grown = new Int32Array(markStarts.length * 2);
+        grown.set(markStarts);
+        markStarts = grown;
+      }
+      markStarts[count++] = i;
+    }
   }
-  if (markStarts.length > 1) markStarts.sort(ascending);
+  if (prefixesSeen > 1) markStarts.subarray(0, count).sort();
   let n = 0;
   let next = 0;
-  for (let k = 0; k < markStarts.length; k++) {
+  for (let k = 0; k < count; k++) {
     const at = markStarts[k]!;
     if (at < next) continue;
     MARK_TRIGGER.lastIndex = at;
@@ -124,11 +136,8 @@ function findMarks(text: string): number {
     n++;
     next = MARK_TRIGGER.lastIndex;
   }
+  if (markStarts.length > 65536) markStarts = new Int32Array(1024); // not kept after a huge text
   return n;
-}
-
-function ascending(a: number, b: number): number {
-  return a - b;
 }
 
 // Set by commentBodyEnd(): whether the comment it read addresses the model.

@@ -109,16 +109,27 @@ export function scanAssignedSecrets(text: string, out: Finding[], found: SpanCur
     // Every name fragment has at least three letters.
     if (e - lo < 3 || !NAME_HIT.test(text.slice(lo, e))) continue;
     from = e;
-    const vEnd = assignedValue(text, s, e, out, found);
-    if (vEnd > 0) from = vEnd;
+    const name = text.slice(s, e).toLowerCase().replace(/[-_.]/g, '');
+    if (!SECRET_NAME.test(name) || NOT_SECRET_NAME.test(name)) continue;
+    // The value of a secret name, a secret or not, is not read again for names: `pwd=pwd=pwd=…`
+    // would otherwise read and classify up to 512 characters for every 4 of the text.
+    from = Math.max(e, assignedValue(text, s, e, name, out, found));
   }
 }
 
 /**
- * Reads the value assigned to the name `text[s, e)`; when it is a secret (and not inside one already
- * found), appends the finding and returns its end, else -1.
+ * Reads the value assigned to the secret name `text[s, e)` (`name`, as `classify` takes it); when it
+ * is a secret (and not inside one already found), appends the finding. Returns the end of the value
+ * read, or -1 when there is none.
  */
-function assignedValue(text: string, s: number, e: number, out: Finding[], found: SpanCursor): number {
+function assignedValue(
+  text: string,
+  s: number,
+  e: number,
+  name: string,
+  out: Finding[],
+  found: SpanCursor,
+): number {
   ASSIGN.lastIndex = e;
   const a = ASSIGN.exec(text);
   if (a === null) return -1;
@@ -126,28 +137,26 @@ function assignedValue(text: string, s: number, e: number, out: Finding[], found
   const value = a[2] ?? a[3] ?? a[4] ?? a[5]!;
   let vEnd = a.index + a[0].length - (quoted ? 1 : 0);
   const vStart = vEnd - value.length;
-  if (!quoted && (text.charCodeAt(vEnd) === 40 || text.charCodeAt(vEnd) === 91)) return -1; // call or index
-  const type = classify(text, s, e, value, quoted, a[1] === '=');
-  if (type === null) return -1;
+  if (!quoted && (text.charCodeAt(vEnd) === 40 || text.charCodeAt(vEnd) === 91)) return vEnd; // call or index
+  const type = classify(text, s, name, value, quoted, a[1] === '=');
+  if (type === null) return vEnd;
   // `Password=…;` runs to the next `;` (it may hold characters the unquoted value class stops at).
   if (!quoted && (type === 'connection_string' || type === 'azure_key') && text.charCodeAt(s - 1) !== 38) {
     vEnd = valueEndInPairs(text, vEnd);
   }
-  if (found.overlaps(vStart, vEnd)) return -1;
-  out.push({ category: 'secret', type, start: vStart, end: vEnd });
+  if (!found.overlaps(vStart, vEnd)) out.push({ category: 'secret', type, start: vStart, end: vEnd });
   return vEnd;
 }
 
+/** The kind of secret `value` is, assigned to `name` (a secret name, lowercased without `-_.`). */
 function classify(
   text: string,
   s: number,
-  e: number,
+  name: string,
   value: string,
   quoted: boolean,
   plainEquals: boolean,
 ): SecretType | null {
-  const name = text.slice(s, e).toLowerCase().replace(/[-_.]/g, '');
-  if (!SECRET_NAME.test(name) || NOT_SECRET_NAME.test(name)) return null;
   if (PLACEHOLDER.test(value) || value.includes('://') || value.includes('{') || value.includes('}')) {
     return null;
   }
