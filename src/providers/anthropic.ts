@@ -62,7 +62,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       body: JSON.stringify(request),
       cancel,
     });
-    const parser = new SseParser();
+    const parser = new SseParser('provider anthropic');
     let done = false;
     for await (const piece of text) {
       if (done) continue; // read to the end so the connection is reused

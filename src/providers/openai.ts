@@ -48,7 +48,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         body: JSON.stringify(request),
         cancel: call.cancel,
       });
-      const parser = new SseParser();
+      const parser = new SseParser('provider openai');
       // After [DONE] the body is read to its end (not abandoned), so the keep-alive connection
       // goes back to the pool instead of being destroyed.
       let done = false;

@@ -118,7 +118,10 @@ export function statusError(
 
 type IncomingHeaders = Record<string, string | string[] | undefined>;
 
-/** An upstream answer larger than this is refused (a provider gone wrong must not exhaust memory). */
+/**
+ * An upstream answer larger than this is refused (a provider gone wrong must not exhaust memory),
+ * and a stream is cut with an error once it has sent this many bytes.
+ */
 export const MAX_UPSTREAM_BODY = 64 * 1024 * 1024;
 
 /** Error bodies are read up to this many bytes for their message. */
@@ -291,6 +294,8 @@ class StreamExchange extends Exchange implements AsyncIterator<string> {
   private done = false;
   private error: ServiceError | undefined;
   private paused = false;
+  /** Bytes received: past MAX_UPSTREAM_BODY the stream is cut (one that never ends must not run on). */
+  private size = 0;
   private waiter: { resolve: (r: IteratorResult<string>) => void; reject: (e: unknown) => void } | undefined;
 
   constructor(
@@ -306,6 +311,13 @@ class StreamExchange extends Exchange implements AsyncIterator<string> {
   }
 
   protected data(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > MAX_UPSTREAM_BODY) {
+      controller.abort(
+        new ServiceError('upstream_error', `provider ${this.provider} sent a stream over 64 MiB`),
+      );
+      return;
+    }
     const text = this.decoder.write(chunk);
     if (text.length === 0) return;
     const w = this.waiter;

@@ -38,6 +38,11 @@ export interface MockUpstream {
      * multi-byte character in a write of its own (so every such character is split).
      */
     | { kind: 'byte-stream'; bytes: number }
+    /**
+     * SSE headers and one chunk (`partial `), then `bytes` bytes of `a` in 64 KiB writes as fast
+     * as the reader takes them: as one line that never ends, or (`comments`) as comment lines.
+     */
+    | { kind: 'flood-stream'; bytes: number; comments?: boolean }
     /** This answer exactly as given (status 200 unless set), whatever was asked. */
     | { kind: 'raw'; contentType: string; body: string; status?: number };
   /** Requests whose client closed the connection before an answer. */
@@ -411,6 +416,32 @@ export async function startMockUpstream(): Promise<MockUpstream> {
         ev('message_start', { message: messageStart('msg_stall', body.model) });
         ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
         ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'partial ' } });
+        return;
+      }
+      if (b.kind === 'flood-stream') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const first = {
+          id: 'chatcmpl-flood',
+          object: 'chat.completion.chunk',
+          created: 1,
+          model: body.model,
+          choices: [{ index: 0, delta: { role: 'assistant', content: 'partial ' }, finish_reason: null }],
+        };
+        res.write(`data: ${JSON.stringify(first)}\n\n${b.comments ? '' : 'data: '}`);
+        const piece = b.comments ? `: ${'a'.repeat(64 * 1024 - 3)}\n` : 'a'.repeat(64 * 1024);
+        let left = b.bytes;
+        const more = (): void => {
+          while (left > 0 && !res.destroyed) {
+            left -= piece.length;
+            if (!res.write(piece)) {
+              res.once('drain', more);
+              return;
+            }
+          }
+          res.end();
+        };
+        res.on('close', () => res.removeAllListeners('drain'));
+        more();
         return;
       }
       if (b.kind === 'stall-stream') {

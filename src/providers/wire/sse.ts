@@ -11,6 +11,15 @@
  * a character split across reads for the next one).
  */
 
+import { ServiceError } from '../../core/errors.js';
+
+/**
+ * The longest line or event (its `data` lines joined) a parser takes, in characters: an upstream
+ * that never ends a line or an event must not grow a stream's memory without bound. Providers'
+ * events are a few KB; a whole answer sent as one event fits many times over.
+ */
+export const MAX_SSE_EVENT = 8 * 1024 * 1024;
+
 export interface SseEvent {
   /** The `event:` field; absent when not set or empty (the default type, `message`). */
   event?: string;
@@ -24,6 +33,15 @@ const CR = 13;
 const BOM = 0xfeff;
 
 export class SseParser {
+  /**
+   * `source` names who sends the stream, for the error when a line or an event is longer than
+   * `maxEvent` characters (502 `upstream_error`).
+   */
+  constructor(
+    private readonly source = 'the upstream',
+    private readonly maxEvent = MAX_SSE_EVENT,
+  ) {}
+
   /** The unfinished last line of the previous pushes. */
   #partial = '';
   /** The previous push ended with CR: a leading LF in the next one belongs to that CRLF. */
@@ -73,8 +91,20 @@ export class SseParser {
         lf = text.indexOf('\n', start);
       }
     }
-    if (start < len) this.#partial += start === 0 ? text : text.slice(start);
+    if (start < len) {
+      this.#partial += start === 0 ? text : text.slice(start);
+      if (this.#partial.length > this.maxEvent) this.#tooLong();
+    }
     return events;
+  }
+
+  #tooLong(): never {
+    this.#partial = '';
+    this.#data = '';
+    throw new ServiceError(
+      'upstream_error',
+      `${this.source} sent a stream event longer than ${this.maxEvent / 1024 / 1024} MiB`,
+    );
   }
 
   /**
@@ -114,6 +144,7 @@ export class SseParser {
       case 'data':
         if (this.#hasData) {
           this.#data = `${this.#data}\n${value}`;
+          if (this.#data.length > this.maxEvent) this.#tooLong();
         } else {
           this.#data = value;
           this.#hasData = true;

@@ -82,6 +82,33 @@ t.test('end(): an unterminated last event is returned', async (t) => {
   t.strictSame(noData.end(), []);
 });
 
+t.test('a line or an event longer than the bound is an upstream error, at any chunking', async (t) => {
+  const limit = 64;
+  const tooLong = (parser: SseParser, pieces: string[]) => {
+    try {
+      for (const p of pieces) parser.push(p);
+      parser.end();
+    } catch (err) {
+      return err as { code?: string; message: string };
+    }
+    return undefined;
+  };
+  const line = tooLong(new SseParser('provider x', limit), ['data: ', 'a'.repeat(40), 'a'.repeat(40)]);
+  t.equal(line?.code, 'upstream_error', 'a line that goes on');
+  t.match(line?.message, /^provider x sent a stream event longer than/);
+  const lines = Array.from({ length: 10 }, () => `data: ${'b'.repeat(10)}\n`);
+  t.equal(tooLong(new SseParser('provider x', limit), lines)?.code, 'upstream_error', 'data lines adding up');
+  const atLimit = new SseParser('provider x', limit);
+  t.strictSame(atLimit.push(`data: ${'c'.repeat(limit - 6)}\n\n`), [{ data: 'c'.repeat(limit - 6) }]);
+  t.strictSame(
+    atLimit.push(`data: ${'d'.repeat(30)}\ndata: ${'d'.repeat(30)}\n\n`),
+    [{ data: `${'d'.repeat(30)}\n${'d'.repeat(30)}` }],
+    'an event at the bound passes',
+  );
+  const comments = Array.from({ length: 100 }, () => `: ${'e'.repeat(50)}\n`);
+  t.equal(tooLong(new SseParser('provider x', limit), comments), undefined, 'comment lines do not add up');
+});
+
 t.test('formatSse', async (t) => {
   t.equal(formatSse('{"a":1}'), 'data: {"a":1}\n\n');
   t.equal(formatSse('{"a":1}', 'message_start'), 'event: message_start\ndata: {"a":1}\n\n');
