@@ -16,6 +16,7 @@ export const ERROR_CATALOG = {
   not_found: { status: 404, type: 'not_found_error' },
   tool_not_found: { status: 404, type: 'not_found_error' },
   method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  request_timeout: { status: 408, type: 'invalid_request_error' },
   conflict: { status: 409, type: 'conflict_error' },
   approval_not_pending: { status: 409, type: 'conflict_error' },
   idempotency_in_progress: { status: 409, type: 'conflict_error' },

@@ -176,12 +176,15 @@ function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void 
     return;
   }
   const requestId = requestIdFor(undefined);
+  const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
   const why = err.code === 'HPE_INVALID_METHOD' ? 'an unknown HTTP method' : 'a malformed request';
   const body = JSON.stringify(
-    errorBody('invalid_request', `the request is not valid HTTP/1.1: ${why}`, requestId),
+    timedOut
+      ? errorBody('request_timeout', 'the request did not arrive in time', requestId)
+      : errorBody('invalid_request', `the request is not valid HTTP/1.1: ${why}`, requestId),
   );
   socket.end(
-    'HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n' +
+    `HTTP/1.1 ${timedOut ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
       `Connection: close\r\n\r\n${body}`,
   );
@@ -194,7 +197,17 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     for (let n = this[QUEUED] ?? 0; n > 0; n--) inFlight.leave();
     this[QUEUED] = 0;
   };
-  const server = createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => {
+  // A client that never finishes its request must not hold its connection (and up to 5 MiB of
+  // body) for good: node's timeouts are checked every `connectionsCheckingInterval`.
+  const headersTimeout = opts.headersTimeoutMs ?? 30_000;
+  const requestTimeout = opts.requestTimeoutMs ?? 120_000;
+  const timeouts = {
+    keepAliveTimeout: 65_000,
+    headersTimeout,
+    requestTimeout,
+    connectionsCheckingInterval: Math.min(5_000, Math.ceil(headersTimeout / 2)),
+  };
+  const server = createServer(timeouts, (req, res) => {
     inFlight.enter();
     // Read on arrival: a request that came before the drain is served even if its body ends after.
     const draining = inFlight.draining;

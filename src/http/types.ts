@@ -53,6 +53,12 @@ export interface HttpServer {
 export interface ListenOptions {
   readonly host: string;
   readonly port: number;
+  /**
+   * node:http only: a connection whose request headers, or whole request, take longer than this
+   * is answered 408 and closed (defaults: 30 s and 120 s). uWS closes idle connections itself.
+   */
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
 }
 
 /** Bodies over this size are refused with 413 (DESIGN C). */
