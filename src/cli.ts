@@ -5,6 +5,9 @@ import { startAllInOne } from './server.js';
 import { createLogger } from './util/log.js';
 import { VERSION } from './version.js';
 
+/** A stop signal this soon after the first is the same stop delivered twice, not a second one. */
+const REPEAT_SIGNAL_MS = 1000;
+
 const USAGE = `govgate ${VERSION}
 
 Usage:
@@ -57,14 +60,16 @@ async function start(): Promise<void> {
       );
     }
   }
-  let stopping = false;
+  let stoppingSince = 0;
   const stop = (signal: string): void => {
-    if (stopping) {
-      // A second signal: the operator will not wait for the drain.
+    if (stoppingSince > 0) {
+      // The same stop delivered twice (`timeout` and other wrappers signal the process and its
+      // group): ignored. A second signal later: the operator will not wait for the drain.
+      if (performance.now() - stoppingSince < REPEAT_SIGNAL_MS) return;
       logger.warn('stopping now, without waiting for in-flight requests', { signal });
       process.exit(130);
     }
-    stopping = true;
+    stoppingSince = performance.now();
     logger.info('shutting down', { signal });
     service
       .close()

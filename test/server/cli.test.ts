@@ -50,30 +50,38 @@ t.test(
   },
 );
 
-t.test('a second signal stops at once, without waiting for the drain', async (t) => {
-  const upstream = await startMockUpstream();
-  t.teardown(() => upstream.close());
-  upstream.behaviour = { kind: 'hang' };
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const pat = `gk_pat_${randomBase62(40)}`;
-  const run = await startCli(dir, pat, AGENT_KEY_LINE, { SERVICE_EGRESS_ALLOW: upstream.hostPort });
-  t.teardown(() => run.child.kill('SIGKILL'));
-  const agentKey = await onUpstream(t, run, pat, upstream);
-  // A call the upstream never answers keeps the drain waiting (up to its 10 s grace).
-  const pending = callHttp(`${run.base}/v1/chat/completions`, {
-    token: agentKey,
-    body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'wait' }] }),
-  }).catch(() => undefined);
-  while (upstream.requests.length === 0) await new Promise((r) => setTimeout(r, 20));
-  run.child.kill('SIGINT');
-  await new Promise((r) => setTimeout(r, 300));
-  t.equal(run.child.exitCode, null, 'the first signal drains: still running with a call in flight');
-  run.child.kill('SIGINT');
-  // A drain would end in a clean exit (0) once the grace ran out; 130 is the immediate stop.
-  t.equal(await exited(run.child), 130, 'the second exits at once, with 130');
-  await pending;
-});
+t.test(
+  'a second signal stops at once, without waiting for the drain; a repeat of the first does not',
+  async (t) => {
+    const upstream = await startMockUpstream();
+    t.teardown(() => upstream.close());
+    upstream.behaviour = { kind: 'hang' };
+    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const pat = `gk_pat_${randomBase62(40)}`;
+    const run = await startCli(dir, pat, AGENT_KEY_LINE, { SERVICE_EGRESS_ALLOW: upstream.hostPort });
+    t.teardown(() => run.child.kill('SIGKILL'));
+    const agentKey = await onUpstream(t, run, pat, upstream);
+    // A call the upstream never answers keeps the drain waiting (up to its 10 s grace).
+    const pending = callHttp(`${run.base}/v1/chat/completions`, {
+      token: agentKey,
+      body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'wait' }] }),
+    }).catch(() => undefined);
+    while (upstream.requests.length === 0) await new Promise((r) => setTimeout(r, 20));
+    run.child.kill('SIGINT');
+    // A supervisor may deliver one stop twice (`timeout` signals the child and its group): a repeat
+    // within a second is the same stop.
+    run.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    t.equal(run.child.exitCode, null, 'the first signal drains: still running with a call in flight');
+    t.equal(run.child.signalCode, null, 'and the repeat 0 ms after it did not stop it');
+    await new Promise((r) => setTimeout(r, 900));
+    run.child.kill('SIGINT');
+    // A drain would end in a clean exit (0) once the grace ran out; 130 is the immediate stop.
+    t.equal(await exited(run.child), 130, 'the second exits at once, with 130');
+    await pending;
+  },
+);
 
 t.test('a start an operator must fix says why in one line, without a stack trace', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
