@@ -74,6 +74,32 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
     ctx.json(200, await approvals.revoke(ctx.params.id as string, p, body.reason));
   });
 
+  // Spec 4.4's `/api/approvals` (workflow management on the control plane): one approval and its
+  // decide, cancel and revoke, as under /v1/me/approvals, for people (a PAT) and with strict bodies.
+  router.add('GET', '/api/approvals/:id', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'auditor');
+    const id = ctx.params.id as string;
+    const rec = await approvals.get(id, targetOrg(ctx, p));
+    if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
+    ctx.json(200, rec);
+  });
+  const body = (ctx: Ctx): Record<string, unknown> => (ctx.req.body.length === 0 ? {} : ctx.jsonObject());
+  router.add('POST', '/api/approvals/:id/decide', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'requester');
+    const b = strictBody<{ decision: 'approve' | 'deny'; reason?: string }>(body(ctx), DECIDE_SPEC);
+    ctx.json(200, await approvals.decide(ctx.params.id as string, p, b.decision, b.reason));
+  });
+  router.add('POST', '/api/approvals/:id/cancel', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'requester');
+    const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
+    ctx.json(200, await approvals.cancel(ctx.params.id as string, p, b.reason));
+  });
+  router.add('POST', '/api/approvals/:id/revoke', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'requester');
+    const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
+    ctx.json(200, await approvals.revoke(ctx.params.id as string, p, b.reason));
+  });
+
   router.add('GET', '/api/approvals', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
     const orgId = targetOrg(ctx, p);
