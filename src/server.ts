@@ -94,9 +94,11 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const metrics = new Metrics();
   metrics.watchFailClosed(() => policies.failClosedActive());
   const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
-  idempotency.sweep();
+  // Expired replays are swept a batch per turn (a store closing under a sweep ends it).
+  const sweepReplays = (): void => void idempotency.sweep().catch(() => {});
+  sweepReplays();
   const sweeper = setInterval(() => {
-    idempotency.sweep();
+    sweepReplays();
     void mandates.sweep();
   }, 3_600_000);
   const approvalSweeper = setInterval(() => void approvals.sweepExpired().catch(() => {}), 60_000);

@@ -78,17 +78,33 @@ export class IdempotencyStore {
       });
   }
 
-  /** Deletes expired records; returns how many. */
-  sweep(now = Date.now()): number {
+  /**
+   * Deletes expired records; resolves to how many. Replays hold whole answers (up to 64 MiB), so
+   * the records are read `batch` at a time, each batch on its own turn of the event loop: a sweep
+   * of many large ones must not hold it for all of them at once.
+   */
+  async sweep(now = Date.now(), batch = 64): Promise<number> {
     let n = 0;
-    this.store.root.transactionSync(() => {
-      for (const { key, value } of this.store.idempotency.getRange()) {
-        if ((value as StoredRecord).created_ms + this.ttlMs <= now) {
-          this.store.idempotency.removeSync(key);
-          n++;
-        }
+    let after: Key | undefined;
+    for (;;) {
+      const expired: Key[] = [];
+      let read = 0;
+      for (const { key, value } of this.store.idempotency.getRange({
+        ...(after === undefined ? {} : { start: after, exclusiveStart: true }),
+        limit: batch,
+      })) {
+        read++;
+        after = key as Key;
+        if ((value as StoredRecord).created_ms + this.ttlMs <= now) expired.push(key as Key);
       }
-    });
-    return n;
+      if (expired.length > 0) {
+        this.store.root.transactionSync(() => {
+          for (const key of expired) this.store.idempotency.removeSync(key);
+        });
+        n += expired.length;
+      }
+      if (read < batch) return n;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   }
 }
