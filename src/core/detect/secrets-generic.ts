@@ -17,6 +17,9 @@ const PASSWORD_ENTROPY_THRESHOLD = 2.5;
 const MIN_PASSWORD_LENGTH = 8;
 const MIN_CONN_PASSWORD_LENGTH = 4;
 const CONTEXT_WINDOW = 256;
+/** The characters of values that were not secrets the scan reads again: this, plus per character. */
+const REREAD_BASE = 64 * 1024;
+const REREAD_PER_CHAR = 2;
 
 // A fragment of a secret-looking name (letters only, so a hit lies inside one identifier).
 const NAME_HIT = /secret|pass(?:w|phrase)|pwd|token|key|credential|auth|bearer/i;
@@ -86,6 +89,11 @@ for (let c = 0; c < 128; c++) IDENT_CHAR[c] = isIdentChar(c) ? 1 : 0;
  */
 export function scanAssignedSecrets(text: string, out: Finding[], found: SpanCursor): void {
   let from = 0;
+  // Value characters left to read again: a value that is not a secret may hold `name=value` pairs
+  // of its own (`DB_PASSWORD="${DB_PASSWORD:-…}"`, JSON in an env var), read from its start again;
+  // but `pwd=pwd=pwd=…` would then read up to 512 characters for every 4 of the text. Past the
+  // budget (far more than real text spends) such a value is skipped whole.
+  let rereads = REREAD_BASE + REREAD_PER_CHAR * text.length;
   let colon = text.indexOf(':');
   let equals = text.indexOf('=');
   while (colon !== -1 || equals !== -1) {
@@ -111,16 +119,18 @@ export function scanAssignedSecrets(text: string, out: Finding[], found: SpanCur
     from = e;
     const name = text.slice(s, e).toLowerCase().replace(/[-_.]/g, '');
     if (!SECRET_NAME.test(name) || NOT_SECRET_NAME.test(name)) continue;
-    // The value of a secret name, a secret or not, is not read again for names: `pwd=pwd=pwd=…`
-    // would otherwise read and classify up to 512 characters for every 4 of the text.
-    from = Math.max(e, assignedValue(text, s, e, name, out, found));
+    const before = out.length;
+    const vEnd = assignedValue(text, s, e, name, out, found);
+    if (vEnd < 0) continue;
+    if (out.length > before) from = vEnd;
+    else if ((rereads -= vEnd - e) < 0) from = vEnd;
   }
 }
 
 /**
  * Reads the value assigned to the secret name `text[s, e)` (`name`, as `classify` takes it); when it
  * is a secret (and not inside one already found), appends the finding. Returns the end of the value
- * read, or -1 when there is none.
+ * read (a secret or not), or -1 when there is none.
  */
 function assignedValue(
   text: string,

@@ -58,6 +58,43 @@ t.test('connection strings: the password span', async (t) => {
   t.same(secrets('https://user@example.com/path'), [], 'no password');
 });
 
+t.test('a secret assigned inside the value of another secret name is found', async (t) => {
+  // A value that is not a secret itself is read again for the name=value pairs it holds (the
+  // review of session 12 found these missed when such values were skipped whole).
+  const cases: [string, string][] = [
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell default value, not a template
+    ['DB_PASSWORD="${DB_PASSWORD:-Pr0dDbP4ssw0rd2024}"', '-Pr0dDbP4ssw0rd2024'],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell default value, not a template
+    ['API_TOKEN="${API_TOKEN:-f3a9c2e1b7d84f6a9c0e5b2d7a1f4c8e}"', '-f3a9c2e1b7d84f6a9c0e5b2d7a1f4c8e'],
+    [`SECRETS_JSON='{"stripe_secret":"Zq8Wm3Nt6Yb1Xc4Vd7Ke0Lf"}'`, 'Zq8Wm3Nt6Yb1Xc4Vd7Ke0Lf'],
+    [
+      'password_reset_link=https://app.acme.io/reset?token=8f3a9c2e1b7d4f6a9c0e5b2d7a1f4c8e',
+      '8f3a9c2e1b7d4f6a9c0e5b2d7a1f4c8e',
+    ],
+    [
+      '"auth_token":"https://api.acme.io/cb?client_secret=Zq8Wm3Nt6Yb1Xc4Vd7Ke0Lf"',
+      'Zq8Wm3Nt6Yb1Xc4Vd7Ke0Lf',
+    ],
+  ];
+  for (const [text, secret] of cases) {
+    t.ok(
+      secrets(text).some(([type, value]) => type === 'generic_secret' && value === secret),
+      `${text}: ${JSON.stringify(secrets(text))}`,
+    );
+  }
+  const aws = `export AWS_CREDENTIALS='{"AccessKeyId":"ASIAXYZ","SecretAccessKey":"wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY9","SessionToken":"FwoGZXIvYXdzEBYaDHx7Qk9"}'`;
+  const found = secrets(aws).map(([, value]) => value);
+  t.ok(found.includes('wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY9'), `the secret access key: ${found}`);
+  t.ok(found.includes('FwoGZXIvYXdzEBYaDHx7Qk9'), 'the session token');
+  // The same nesting at the end of a long run of it (past what the scan reads twice) is still
+  // scanned at the top level: a secret assigned on its own is found.
+  const long = `${'pwd='.repeat(200_000)} api_key = "Zq8Wm3Nt6Yb1Xc4Vd7Ke0Lf"`;
+  t.ok(
+    secrets(long).some(([, value]) => value === 'Zq8Wm3Nt6Yb1Xc4Vd7Ke0Lf'),
+    'a secret after a long run of nested names',
+  );
+});
+
 t.test('generic assignments: entropy, length and names', async (t) => {
   const strong = 'Zr8Qk2LmN4vB7xT1pW9s';
   t.ok(shannonEntropy(strong) >= SECRET_ENTROPY_THRESHOLD);
