@@ -176,7 +176,8 @@ export function replayedAction(e: AuditEvent): ReplayedAction | undefined {
   if (server !== undefined) action.server = server;
   const model = str(e.model) ?? str(act?.model);
   if (model !== undefined) action.model = model;
-  const provider = str(e.provider) ?? str(act?.provider);
+  // A call stopped before its provider records none; the one it was routed to is a detail.
+  const provider = str(e.provider) ?? str(details.routed_provider) ?? str(act?.provider);
   if (provider !== undefined) action.provider = provider;
   const personal = isRecord(e.personal) ? e.personal : {};
   const args = personalValue(personal, 'args');

@@ -70,3 +70,31 @@ t.test('a call the provider never received names no provider', async (t) => {
   t.equal(overview.status, 200);
   t.same(overview.body.by_provider, { openai: 1 }, 'the overview counts only what a provider received');
 });
+
+t.test('replay decides a call stopped by a provider rule as it was decided', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  const rules = {
+    mode: 'enforce',
+    rules: [
+      { id: 'no-openai', when: { type: ['LLM_CALL', 'EMBEDDING_CALL'], provider: 'openai' }, then: 'block' },
+    ],
+  };
+  await publishOrgPolicy(svc, 'no-openai', rules);
+  const chat = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(chat.body.service.rule_id, 'no-openai');
+  const emb = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    body: { model: 'text-embedding-3-small', input: 'hi' },
+  });
+  t.equal(emb.body.service.rule_id, 'no-openai');
+  t.equal(upstream.requests.length, 0);
+  const replay = await svc.call('/api/audit/replay', { token: svc.pat, body: { rules } });
+  t.equal(replay.status, 200, JSON.stringify(replay.body));
+  t.equal(replay.body.evaluated, 2, 'both calls re-decided');
+  t.equal(replay.body.changed, 0, 'the same rules decide them the same way');
+  const without = await svc.call('/api/audit/replay', { token: svc.pat, body: { rules: { rules: [] } } });
+  t.equal(without.body.summary.block_to_allow, 2, 'and without the rule they would be allowed');
+});
