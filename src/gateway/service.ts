@@ -457,7 +457,7 @@ export class GatewayService {
     if (estimate !== undefined && estimate <= budget) return gov;
     const reason =
       estimate === undefined
-        ? `no price is known for ${request.model}, so the budget of $${budget} per call cannot be checked`
+        ? `no price is known for ${recordable(request.model)}, so the budget of $${budget} per call cannot be checked`
         : `the call may cost up to $${estimate.toFixed(6)}, over the budget of $${budget} per call`;
     return blockedBy(gov, 'budget', reason);
   }
@@ -974,9 +974,10 @@ export class GatewayService {
   readonly embeddings = async (ctx: Ctx): Promise<void> => {
     const agent = actingAgent(ctx, this.deps.snapshot);
     const request = validateEmbeddingRequest(ctx.jsonBody());
+    const ids = callIds(ctx); // checked before a replay too, as on chat
     const idem = idempotencyKey(ctx, '/v1/embeddings');
     if (idem === undefined) {
-      await this.embed(ctx, agent, request, undefined);
+      await this.embed(ctx, agent, request, ids, undefined);
       return;
     }
     const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idem.key, idem.hash);
@@ -986,7 +987,7 @@ export class GatewayService {
     }
     let kept: StoredResponse | undefined;
     try {
-      kept = await this.embed(ctx, agent, request, idem.key);
+      kept = await this.embed(ctx, agent, request, ids, idem.key);
     } finally {
       this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idem.key, idem.hash, kept);
     }
@@ -997,9 +998,9 @@ export class GatewayService {
     ctx: Ctx,
     agent: ActingAgent,
     request: EmbeddingRequest,
+    ids: CallIds,
     idemKey: string | undefined,
   ): Promise<StoredResponse | undefined> {
-    const ids = callIds(ctx);
     const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
     const inputs =
       typeof request.input === 'string'

@@ -94,6 +94,13 @@ t.test('Idempotency-Key on /v1/embeddings: one provider call, a 409 for another 
   t.equal(upstream.requests.length, 1, 'the upstream saw one call');
   t.same(second.data, first.data, 'the same answer, envelope included');
   t.equal(second.response.headers.get('idempotent-replayed'), 'true');
+  const badTask = await svc.call('/v1/embeddings', {
+    token: svc.agentKey,
+    headers: { 'idempotency-key': 'e-1', 'x-task-id': 'bad task!' },
+    body,
+  });
+  t.equal(badTask.status, 400, 'a replay checks the caller ids as a call does');
+  t.equal(badTask.body.error.param, 'X-Task-Id');
 
   const other = await svc.call('/v1/embeddings', {
     token: svc.agentKey,
