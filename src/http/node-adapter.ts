@@ -22,7 +22,18 @@ const netClose = NetServer.prototype.close;
 const ARRIVED = Symbol('govgate.requestsArrived');
 /** How many answers node holds behind an earlier one on a connection, not written yet. */
 const QUEUED = Symbol('govgate.answersQueued');
-type CountedSocket = Socket & { [ARRIVED]?: number; [QUEUED]?: number };
+/** The `ARRIVED` number of the last request whose answer began (a 413 can begin before its body ends). */
+const ANSWERED = Symbol('govgate.lastAnswered');
+/** The last request parsed on the connection. */
+const LAST = Symbol('govgate.lastRequest');
+type CountedSocket = Socket & {
+  [ARRIVED]?: number;
+  [QUEUED]?: number;
+  [ANSWERED]?: number;
+  [LAST]?: IncomingMessage;
+  /** node's: the response being written on the connection, if one is. */
+  _httpMessage?: { headersSent?: boolean } | null;
+};
 
 /**
  * node parses requests pipelined on one connection at once and writes their answers in order,
@@ -107,6 +118,7 @@ class NodeResponse implements ServerResponse {
     if (this.done) return;
     this.done = true;
     this.started = true;
+    this.socket[ANSWERED] = this.seq;
     const res = this.res;
     res.statusCode = status;
     for (const name in headers) res.setHeader(name, headers[name] as string);
@@ -121,6 +133,7 @@ class NodeResponse implements ServerResponse {
   stream(status: number, headers: OutgoingHeaders): void {
     if (this.done || this.started) return;
     this.started = true;
+    this.socket[ANSWERED] = this.seq;
     const res = this.res;
     if (!this.closesInDrain()) res.writeHead(status, headers as Record<string, string>);
     else {
@@ -167,7 +180,14 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
  * limit keep node's 431, and a connection that is already gone is just let go.
  */
 function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  // An answer under way on the connection (a stream, with a pipelined request behind it), or one
+  // sent to the request still being read (a 413 sent before its body ended): a second status line
+  // must not follow it, so the connection is just closed.
+  const counted = socket as CountedSocket;
+  const answering =
+    counted._httpMessage?.headersSent === true ||
+    (counted[LAST]?.complete === false && counted[ANSWERED] === counted[ARRIVED]);
+  if (err.code === 'ECONNRESET' || !socket.writable || answering) {
     socket.destroy();
     return;
   }
@@ -214,6 +234,7 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     const socket = req.socket as CountedSocket;
     const seq = (socket[ARRIVED] ?? 0) + 1;
     socket[ARRIVED] = seq;
+    socket[LAST] = req;
     const out = new NodeResponse(res, inFlight, socket, seq, queuedLost);
     const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
     const headers = flatHeaders(req);

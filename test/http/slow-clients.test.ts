@@ -50,3 +50,43 @@ t.test('node:http closes a request that does not arrive in time, with a 408', as
   const ok = await fetch(`http://127.0.0.1:${server.port}/x`);
   t.equal(await ok.text(), 'ok', 'a complete request is served');
 });
+
+t.test('node:http: a request that times out after its answer began gets no second status line', async (t) => {
+  const server = await listenNode(
+    { host: '127.0.0.1', port: 0, headersTimeoutMs: 400, requestTimeoutMs: 800 },
+    (req, res) => {
+      if (req.bodyError === 'too_large') res.send(413, { 'content-type': 'text/plain' }, 'too large');
+      else res.send(200, { 'content-type': 'text/plain' }, 'ok');
+    },
+  );
+  t.teardown(() => server.close(100));
+  // A 413 is sent as soon as the declared length is over the limit; the client keeps uploading
+  // slowly past the request timeout.
+  const got = await new Promise<string>((resolve, reject) => {
+    const socket = connect(server.port, '127.0.0.1', () => {
+      socket.write(
+        `POST /x HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${6 * 1024 * 1024}\r\n\r\n`,
+      );
+    });
+    let text = '';
+    let sent = 0;
+    const trickle = setInterval(() => {
+      if (sent++ < 15 && socket.writable) socket.write('x'.repeat(1000));
+    }, 150);
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => {
+      text += d;
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearInterval(trickle);
+      resolve(text);
+    });
+    setTimeout(() => {
+      clearInterval(trickle);
+      socket.destroy();
+      reject(new Error(`still open after 10 s: ${text}`));
+    }, 10_000).unref();
+  });
+  t.same(got.match(/HTTP\/1\.1 \d+/g), ['HTTP/1.1 413'], 'one answer, the 413');
+});
