@@ -64,11 +64,16 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
     });
     const parser = new SseParser('provider anthropic');
     let done = false;
-    for await (const piece of text) {
-      if (done) continue; // read to the end so the connection is reused
-      const batch: AnthropicStreamEvent[] = [];
-      done = decodeEvents(parser.push(piece), batch);
-      if (batch.length > 0) yield batch;
+    try {
+      for await (const piece of text) {
+        if (done) continue; // read to the end so the connection is reused
+        const batch: AnthropicStreamEvent[] = [];
+        done = decodeEvents(parser.push(piece), batch);
+        if (batch.length > 0) yield batch;
+      }
+    } catch (err) {
+      // What fails after message_stop (the rest cut at the stream bound, a reset) ends a whole answer.
+      if (!done) throw err;
     }
     if (done) return;
     // The body ended: an event without its blank line counts, but a stream without

@@ -52,11 +52,16 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       // After [DONE] the body is read to its end (not abandoned), so the keep-alive connection
       // goes back to the pool instead of being destroyed.
       let done = false;
-      for await (const piece of text) {
-        if (done) continue;
-        const batch: ChatCompletionChunk[] = [];
-        done = decodeEvents(parser.push(piece), batch);
-        if (batch.length > 0) yield batch;
+      try {
+        for await (const piece of text) {
+          if (done) continue;
+          const batch: ChatCompletionChunk[] = [];
+          done = decodeEvents(parser.push(piece), batch);
+          if (batch.length > 0) yield batch;
+        }
+      } catch (err) {
+        // What fails after [DONE] (the rest cut at the stream bound, a reset) ends a whole answer.
+        if (!done) throw err;
       }
       if (done) return;
       // The body ended: an event without its blank line counts, but a stream without [DONE]

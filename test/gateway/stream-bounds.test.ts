@@ -41,3 +41,28 @@ for (const [what, behaviour, reason] of [
     t.equal(after.status, 200, 'the gateway keeps serving');
   });
 }
+
+t.test('a stream cut at its bound after its terminal event is a whole answer', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  // The answer and [DONE], then more than the bound of comment lines (read to the end, not parsed).
+  upstream.behaviour = { kind: 'flood-stream', bytes: 65 * 1024 * 1024, comments: true, afterDone: true };
+  const res = await fetch(`${svc.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${svc.agentKey}`,
+      'content-type': 'application/json',
+      'x-session-id': 'after-done',
+    },
+    body: JSON.stringify({ model: 'gpt-test', stream: true, messages: [{ role: 'user', content: 'go' }] }),
+  });
+  const text = await res.text();
+  t.match(text, /"service":\{/, 'the envelope came');
+  t.match(text, /data: \[DONE\]\n\n$/, 'and [DONE]');
+  t.notMatch(text, /upstream_error/);
+  upstream.behaviour = { kind: 'normal' };
+  const events = await svc.call('/api/audit/session/after-done', { token: svc.pat });
+  const call = (events.body.data as { event_type: string; outcome: string }[]).find(
+    (e) => e.event_type === 'llm_call',
+  );
+  t.equal(call?.outcome, 'allow', 'audited as the whole answer it was');
+});

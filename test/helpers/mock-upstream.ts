@@ -41,8 +41,9 @@ export interface MockUpstream {
     /**
      * SSE headers and one chunk (`partial `), then `bytes` bytes of `a` in 64 KiB writes as fast
      * as the reader takes them: as one line that never ends, or (`comments`) as comment lines.
+     * `afterDone`: a whole answer and `[DONE]` first, then the comment lines.
      */
-    | { kind: 'flood-stream'; bytes: number; comments?: boolean }
+    | { kind: 'flood-stream'; bytes: number; comments?: boolean; afterDone?: boolean }
     /** This answer exactly as given (status 200 unless set), whatever was asked. */
     | { kind: 'raw'; contentType: string; body: string; status?: number };
   /** Requests whose client closed the connection before an answer. */
@@ -427,7 +428,11 @@ export async function startMockUpstream(): Promise<MockUpstream> {
           model: body.model,
           choices: [{ index: 0, delta: { role: 'assistant', content: 'partial ' }, finish_reason: null }],
         };
-        res.write(`data: ${JSON.stringify(first)}\n\n${b.comments ? '' : 'data: '}`);
+        const last = { ...first, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] };
+        res.write(
+          `data: ${JSON.stringify(first)}\n\n` +
+            (b.afterDone ? `data: ${JSON.stringify(last)}\n\ndata: [DONE]\n\n` : b.comments ? '' : 'data: '),
+        );
         const piece = b.comments ? `: ${'a'.repeat(64 * 1024 - 3)}\n` : 'a'.repeat(64 * 1024);
         let left = b.bytes;
         const more = (): void => {
