@@ -68,7 +68,19 @@ export interface GatewayDeps {
   readonly requestApproval: ApprovalRequester;
   /** Base of `service.audit_url`. */
   readonly baseUrl: string;
+  /** A streamed answer's client that takes nothing for this long while behind is let go. */
+  readonly clientStallMs: number;
 }
+
+/**
+ * A stream reads on from its provider only while its client's connection holds less than this
+ * much unsent (docs/ops.md, "Slow clients"): past it, it waits for the client, so the provider's
+ * connection is paused (undici's queue fills) instead of govgate buffering the answer.
+ */
+export const STREAM_BACKLOG_BYTES = 256 * 1024;
+
+/** Bytes an event stream ignores (a blank line), written after a stream's end to confirm it. */
+const SSE_FILLER = '\n';
 
 const TEMPERATURE_PREFIX = Buffer.from(`{"temperature":${LIMITS.defaultTemperature},`);
 
@@ -844,13 +856,17 @@ export class GatewayService {
     }
     ctx.startStream(200, 'text/event-stream; charset=utf-8', { connection: 'keep-alive' });
     metrics.openStreams.inc();
+    const res = ctx.res;
+    const stallMs = this.deps.clientStallMs;
     let failure: ServiceError | undefined;
+    // The client took nothing for `stallMs` while behind: its connection is closed.
+    let stalled = false;
     const emit = (events: readonly E[]): boolean => {
       for (const e of events) {
         const text = wire.render(e);
         if (text === '') continue;
         if (keep) transcript += text;
-        if (!ctx.res.write(text)) return false;
+        if (!res.write(text)) return false;
         wire.written(e);
       }
       return true;
@@ -863,21 +879,41 @@ export class GatewayService {
           if (!emit(governor ? governor.push(e) : [e])) break reading;
           if (governor?.blocked) break reading;
         }
+        // Back-pressure: the next read waits for the client (once per network read, not per chunk).
+        if (res.backlog > STREAM_BACKLOG_BYTES && !(await res.drain(stallMs))) {
+          stalled = !res.aborted;
+          break;
+        }
         step = await iterator.next();
       }
-      if (governor && !governor.blocked && !ctx.res.aborted) emit(governor.end());
+      if (governor && !governor.blocked && !res.aborted && !stalled) emit(governor.end());
     } catch (err) {
       failure = asServiceError(err);
     } finally {
       metrics.openStreams.dec();
-      if (governor?.blocked) void iterator.return?.();
+      if (governor?.blocked || stalled) void iterator.return?.();
     }
     const upstreamS = (performance.now() - t0) / 1000;
-    const aborted = ctx.res.aborted;
+    // A stream that ends as it should: its end is written, and confirmed taken by the client's
+    // connection, before the audit event (only the HTTP end of the body follows it).
+    let tail: string | undefined;
+    let endTaken = false;
+    if (failure === undefined && !governor?.blocked && !res.aborted && !stalled) {
+      const end = wire.finish(record.service);
+      res.write(end);
+      endTaken = await res.flush(SSE_FILLER, stallMs);
+      if (keep) tail = end + SSE_FILLER;
+      stalled = !endTaken && !res.aborted;
+    }
+    const aborted = res.aborted;
     // A client that went away before the answer was delivered ended the call (the upstream read
     // was aborted for it): an error of the client's, not the provider's.
-    const failed = failure !== undefined && !aborted;
-    metrics.upstreamCall(provider.name, failed ? 'error' : aborted ? 'cancelled' : 'ok', upstreamS);
+    const failed = failure !== undefined && !aborted && !stalled;
+    metrics.upstreamCall(
+      provider.name,
+      failed ? 'error' : aborted || stalled ? 'cancelled' : 'ok',
+      upstreamS,
+    );
     const blocked: StreamBlock | undefined = governor?.blocked;
     const reason = blocked
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
@@ -888,7 +924,7 @@ export class GatewayService {
     const sent = wire.delivered();
     const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
     const details: Record<string, unknown> = {
-      status: aborted ? 499 : 200,
+      status: aborted ? 499 : stalled ? 408 : 200,
       finish_reason: wire.finishReason(),
       tool_calls: wire.toolCalls,
       upstream_ms: upstreamS * 1000,
@@ -896,16 +932,22 @@ export class GatewayService {
       error_code: failed ? (failure?.code ?? null) : null,
       blocked_stage: blocked ? `output_${blocked.where}` : null,
       output_detections: outputPii,
-      // A stream that ended as it should is closed (its end included) right after this event.
-      delivered: { chars: sent.chars, complete: sent.ended || !(failed || blocked || aborted) },
+      // Complete: the end reached the client's connection (docs/audit.md, "Streamed model calls"):
+      // a whole stream's end confirmed by `flush`, or the finish of every choice written and
+      // everything written confirmed taken when the stream stopped.
+      delivered: { chars: sent.chars, complete: endTaken || (sent.ended && res.confirmed) },
     };
+    if (stalled) details.client_stalled = true;
     if (!stated) details.usage_estimated = true;
     const tAudit = performance.now();
     await this.appendCall(
       record,
       {
-        outcome: failed ? 'error' : blocked ? 'block' : aborted ? 'error' : 'allow',
-        reason: failed ? (failure?.message ?? null) : (reason ?? (aborted ? 'client disconnected' : null)),
+        outcome: failed ? 'error' : blocked ? 'block' : aborted || stalled ? 'error' : 'allow',
+        reason: failed
+          ? (failure?.message ?? null)
+          : (reason ??
+            (aborted ? 'client disconnected' : stalled ? 'client stopped reading the answer' : null)),
         usage: usageOf(usage),
         cost: callCost(model, usage),
         details,
@@ -920,6 +962,10 @@ export class GatewayService {
     );
     metrics.phase('audit', (performance.now() - tAudit) / 1000);
     if (aborted) return undefined;
+    if (stalled) {
+      ctx.clientStalled();
+      return undefined;
+    }
     if (failure) {
       ctx.reason = failure.code;
       ctx.error = failure.message;
@@ -938,13 +984,12 @@ export class GatewayService {
       );
       return undefined;
     }
-    const tail = wire.finish(record.service);
-    ctx.endStream(tail);
+    ctx.endStream();
     if (!keep) return undefined;
     return {
       status: 200,
       content_type: 'text/event-stream; charset=utf-8',
-      body: transcript + tail,
+      body: transcript + (tail ?? ''),
       pipeline_id: record.ids.pipelineId,
     };
   }
