@@ -79,9 +79,6 @@ export interface GatewayDeps {
  */
 export const STREAM_BACKLOG_BYTES = 256 * 1024;
 
-/** Bytes an event stream ignores (a blank line), written after a stream's end to confirm it. */
-const SSE_FILLER = '\n';
-
 const TEMPERATURE_PREFIX = Buffer.from(`{"temperature":${LIMITS.defaultTemperature},`);
 
 /** The caller's exact bytes with the default temperature spliced in (no re-serialisation). */
@@ -894,17 +891,11 @@ export class GatewayService {
       if (governor?.blocked || stalled) void iterator.return?.();
     }
     const upstreamS = (performance.now() - t0) / 1000;
-    // A stream that ends as it should: its end is written, and confirmed taken by the client's
-    // connection, before the audit event (only the HTTP end of the body follows it).
-    let tail: string | undefined;
-    let endTaken = false;
-    if (failure === undefined && !governor?.blocked && !res.aborted && !stalled) {
-      const end = wire.finish(record.service);
-      res.write(end);
-      endTaken = await res.flush(SSE_FILLER, stallMs);
-      if (keep) tail = end + SSE_FILLER;
-      stalled = !endTaken && !res.aborted;
-    }
+    // A stream that ends as it should, to a client still behind (its connection holds what it has
+    // not taken): waited for, at most the stall limit, before the audit event, which then says the
+    // answer was delivered only if the client took all of it. The end follows the event at once.
+    if (failure === undefined && !governor?.blocked && !res.aborted && !stalled && res.backlog > 0)
+      stalled = !(await res.drain(stallMs)) && !res.aborted;
     const aborted = res.aborted;
     // A client that went away before the answer was delivered ended the call (the upstream read
     // was aborted for it): an error of the client's, not the provider's.
@@ -932,10 +923,13 @@ export class GatewayService {
       error_code: failed ? (failure?.code ?? null) : null,
       blocked_stage: blocked ? `output_${blocked.where}` : null,
       output_detections: outputPii,
-      // Complete: the end reached the client's connection (docs/audit.md, "Streamed model calls"):
-      // a whole stream's end confirmed by `flush`, or the finish of every choice written and
-      // everything written confirmed taken when the stream stopped.
-      delivered: { chars: sent.chars, complete: endTaken || (sent.ended && res.confirmed) },
+      // Complete (docs/audit.md, "Streamed model calls"): a stream that ended as it should, its
+      // client having taken everything before its end, which follows this event; or the finish of
+      // every choice written and taken when the stream stopped.
+      delivered: {
+        chars: sent.chars,
+        complete: (sent.ended && res.backlog === 0) || !(failed || blocked || aborted || stalled),
+      },
     };
     if (stalled) details.client_stalled = true;
     if (!stated) details.usage_estimated = true;
@@ -984,12 +978,13 @@ export class GatewayService {
       );
       return undefined;
     }
-    ctx.endStream();
+    const tail = wire.finish(record.service);
+    ctx.endStream(tail);
     if (!keep) return undefined;
     return {
       status: 200,
       content_type: 'text/event-stream; charset=utf-8',
-      body: transcript + (tail ?? ''),
+      body: transcript + tail,
       pipeline_id: record.ids.pipelineId,
     };
   }

@@ -37,8 +37,7 @@ class NodeResponse implements ServerResponse {
   started = false;
   private done = false;
   private abortListeners: (() => void)[] | undefined;
-  /** Stream writes made, and those node reported handed to the kernel (its write callback). */
-  private writes = 0;
+  /** Stream writes node reported handed to the kernel (its write callback): a stalled wait's progress. */
   private taken = 0;
   private wait: StallWait | undefined;
   private readonly onTaken = (err?: Error | null): void => {
@@ -145,7 +144,6 @@ class NodeResponse implements ServerResponse {
 
   write(chunk: string | Uint8Array): boolean {
     if (this.done) return false;
-    this.writes++;
     // One callback for every write (no allocation per chunk): it counts what reached the kernel.
     this.res.write(chunk, this.onTaken);
     return true;
@@ -155,20 +153,10 @@ class NodeResponse implements ServerResponse {
     return this.res.writableLength;
   }
 
-  get confirmed(): boolean {
-    return this.taken === this.writes;
-  }
-
   drain(stallMs: number): Promise<boolean> {
     if (this.done) return Promise.resolve(false);
     if (this.res.writableLength === 0) return Promise.resolve(true);
     return this.waitFor(() => this.res.writableLength === 0, stallMs);
-  }
-
-  flush(filler: string, stallMs: number): Promise<boolean> {
-    if (this.done) return Promise.resolve(false);
-    this.write(filler);
-    return this.waitFor(() => this.taken === this.writes, stallMs);
   }
 
   private waitFor(ready: () => boolean, stallMs: number): Promise<boolean> {

