@@ -155,6 +155,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     idempotency,
     governor,
     requestApproval: (input) => approvalDesk.request(input),
+    clientStallMs: config.clientStallMs,
     get baseUrl() {
       return base.value;
     },

@@ -200,6 +200,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: base,
     metricsToken: v.SERVICE_METRICS_TOKEN as string | undefined,
     upstreamTimeoutMs: v.SERVICE_UPSTREAM_TIMEOUT_MS as number,
+    clientStallMs: v.SERVICE_CLIENT_STALL_MS as number,
     upstreamConnections: v.SERVICE_UPSTREAM_CONNECTIONS as number,
     idempotencyTtlHours: v.SERVICE_IDEMPOTENCY_TTL_HOURS as number,
     providerKeys: Object.freeze({

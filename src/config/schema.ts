@@ -15,6 +15,7 @@ export interface Config {
   readonly publicUrl: string | undefined;
   readonly metricsToken: string | undefined;
   readonly upstreamTimeoutMs: number;
+  readonly clientStallMs: number;
   readonly upstreamConnections: number;
   readonly idempotencyTtlHours: number;
   readonly providerKeys: { readonly openai: string | undefined; readonly anthropic: string | undefined };
@@ -151,6 +152,14 @@ export const SETTINGS = [
     min: 1,
     default: 120000,
     doc: 'Upstream header/body timeout (504)',
+  },
+  {
+    env: 'SERVICE_CLIENT_STALL_MS',
+    yaml: 'client_stall_ms',
+    kind: 'int',
+    min: 1,
+    default: 6000,
+    doc: 'A stream client 256 KB behind that takes nothing for this long is cut off (408)',
   },
   {
     env: 'SERVICE_UPSTREAM_CONNECTIONS',

@@ -68,7 +68,16 @@ export interface GatewayDeps {
   readonly requestApproval: ApprovalRequester;
   /** Base of `service.audit_url`. */
   readonly baseUrl: string;
+  /** A streamed answer's client that takes nothing for this long while behind is let go. */
+  readonly clientStallMs: number;
 }
+
+/**
+ * A stream reads on from its provider only while its client's connection holds less than this
+ * much unsent (docs/ops.md, "Slow clients"): past it, it waits for the client, so the provider's
+ * connection is paused (undici's queue fills) instead of govgate buffering the answer.
+ */
+export const STREAM_BACKLOG_BYTES = 256 * 1024;
 
 const TEMPERATURE_PREFIX = Buffer.from(`{"temperature":${LIMITS.defaultTemperature},`);
 
@@ -844,13 +853,17 @@ export class GatewayService {
     }
     ctx.startStream(200, 'text/event-stream; charset=utf-8', { connection: 'keep-alive' });
     metrics.openStreams.inc();
+    const res = ctx.res;
+    const stallMs = this.deps.clientStallMs;
     let failure: ServiceError | undefined;
+    // The client took nothing for `stallMs` while behind: its connection is closed.
+    let stalled = false;
     const emit = (events: readonly E[]): boolean => {
       for (const e of events) {
         const text = wire.render(e);
         if (text === '') continue;
         if (keep) transcript += text;
-        if (!ctx.res.write(text)) return false;
+        if (!res.write(text)) return false;
         wire.written(e);
       }
       return true;
@@ -863,21 +876,35 @@ export class GatewayService {
           if (!emit(governor ? governor.push(e) : [e])) break reading;
           if (governor?.blocked) break reading;
         }
+        // Back-pressure: the next read waits for the client (once per network read, not per chunk).
+        if (res.backlog > STREAM_BACKLOG_BYTES && !(await res.drain(stallMs))) {
+          stalled = !res.aborted;
+          break;
+        }
         step = await iterator.next();
       }
-      if (governor && !governor.blocked && !ctx.res.aborted) emit(governor.end());
+      if (governor && !governor.blocked && !res.aborted && !stalled) emit(governor.end());
     } catch (err) {
       failure = asServiceError(err);
     } finally {
       metrics.openStreams.dec();
-      if (governor?.blocked) void iterator.return?.();
+      if (governor?.blocked || stalled) void iterator.return?.();
     }
     const upstreamS = (performance.now() - t0) / 1000;
-    const aborted = ctx.res.aborted;
+    // A stream that ends as it should, to a client still behind (its connection holds what it has
+    // not taken): waited for, at most the stall limit, before the audit event, which then says the
+    // answer was delivered only if the client took all of it. The end follows the event at once.
+    if (failure === undefined && !governor?.blocked && !res.aborted && !stalled && res.backlog > 0)
+      stalled = !(await res.drain(stallMs)) && !res.aborted;
+    const aborted = res.aborted;
     // A client that went away before the answer was delivered ended the call (the upstream read
     // was aborted for it): an error of the client's, not the provider's.
-    const failed = failure !== undefined && !aborted;
-    metrics.upstreamCall(provider.name, failed ? 'error' : aborted ? 'cancelled' : 'ok', upstreamS);
+    const failed = failure !== undefined && !aborted && !stalled;
+    metrics.upstreamCall(
+      provider.name,
+      failed ? 'error' : aborted || stalled ? 'cancelled' : 'ok',
+      upstreamS,
+    );
     const blocked: StreamBlock | undefined = governor?.blocked;
     const reason = blocked
       ? `model output contained ${blocked.finding.category} (${blocked.finding.type})`
@@ -888,7 +915,7 @@ export class GatewayService {
     const sent = wire.delivered();
     const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
     const details: Record<string, unknown> = {
-      status: aborted ? 499 : 200,
+      status: aborted ? 499 : stalled ? 408 : 200,
       finish_reason: wire.finishReason(),
       tool_calls: wire.toolCalls,
       upstream_ms: upstreamS * 1000,
@@ -896,16 +923,25 @@ export class GatewayService {
       error_code: failed ? (failure?.code ?? null) : null,
       blocked_stage: blocked ? `output_${blocked.where}` : null,
       output_detections: outputPii,
-      // A stream that ended as it should is closed (its end included) right after this event.
-      delivered: { chars: sent.chars, complete: sent.ended || !(failed || blocked || aborted) },
+      // Complete (docs/audit.md, "Streamed model calls"): a stream that ended as it should, its
+      // client having taken everything before its end, which follows this event; or the finish of
+      // every choice written and taken when the stream stopped.
+      delivered: {
+        chars: sent.chars,
+        complete: (sent.ended && res.backlog === 0) || !(failed || blocked || aborted || stalled),
+      },
     };
+    if (stalled) details.client_stalled = true;
     if (!stated) details.usage_estimated = true;
     const tAudit = performance.now();
     await this.appendCall(
       record,
       {
-        outcome: failed ? 'error' : blocked ? 'block' : aborted ? 'error' : 'allow',
-        reason: failed ? (failure?.message ?? null) : (reason ?? (aborted ? 'client disconnected' : null)),
+        outcome: failed ? 'error' : blocked ? 'block' : aborted || stalled ? 'error' : 'allow',
+        reason: failed
+          ? (failure?.message ?? null)
+          : (reason ??
+            (aborted ? 'client disconnected' : stalled ? 'client stopped reading the answer' : null)),
         usage: usageOf(usage),
         cost: callCost(model, usage),
         details,
@@ -920,6 +956,10 @@ export class GatewayService {
     );
     metrics.phase('audit', (performance.now() - tAudit) / 1000);
     if (aborted) return undefined;
+    if (stalled) {
+      ctx.clientStalled();
+      return undefined;
+    }
     if (failure) {
       ctx.reason = failure.code;
       ctx.error = failure.message;

@@ -90,6 +90,13 @@ export class Ctx {
     this.finish(499);
   }
 
+  /** A stream's client stopped reading: its connection is closed (recorded as 408). */
+  clientStalled(): void {
+    if (!this.reason) this.reason = 'client_stalled';
+    this.finish(408);
+    this.res.close();
+  }
+
   sendRaw(status: number, contentType: string, body: string | Uint8Array, extra?: OutgoingHeaders): void {
     if (this.res.started || this.res.aborted) return;
     const headers: Record<string, string> = { 'content-type': contentType, 'x-request-id': this.requestId };

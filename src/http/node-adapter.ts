@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import { errorBody } from '../core/errors.js';
 import { InFlight } from './in-flight.js';
 import { requestIdFor } from './request-id.js';
+import { StallWait } from './stall-wait.js';
 import {
   type HttpHandler,
   type HttpServer,
@@ -47,6 +48,14 @@ class NodeResponse implements ServerResponse {
   started = false;
   private done = false;
   private abortListeners: (() => void)[] | undefined;
+  /** Stream writes node reported handed to the kernel (its write callback): a stalled wait's progress. */
+  private taken = 0;
+  private wait: StallWait | undefined;
+  private readonly onTaken = (err?: Error | null): void => {
+    if (err) return;
+    this.taken++;
+    this.wait?.check();
+  };
 
   /**
    * `seq`: this request's place among those parsed on `socket` (1 for the first); `queuedLost`:
@@ -67,6 +76,7 @@ class NodeResponse implements ServerResponse {
   private markAborted(): void {
     this.aborted = true;
     this.done = true;
+    this.wait?.settle(false);
     this.inFlight.leave();
     const listeners = this.abortListeners;
     this.abortListeners = undefined;
@@ -147,8 +157,34 @@ class NodeResponse implements ServerResponse {
 
   write(chunk: string | Uint8Array): boolean {
     if (this.done) return false;
-    this.res.write(chunk);
+    // One callback for every write (no allocation per chunk): it counts what reached the kernel.
+    this.res.write(chunk, this.onTaken);
     return true;
+  }
+
+  get backlog(): number {
+    return this.res.writableLength;
+  }
+
+  drain(stallMs: number): Promise<boolean> {
+    if (this.done) return Promise.resolve(false);
+    if (this.res.writableLength === 0) return Promise.resolve(true);
+    return this.waitFor(() => this.res.writableLength === 0, stallMs);
+  }
+
+  private waitFor(ready: () => boolean, stallMs: number): Promise<boolean> {
+    const wait = new StallWait(ready, () => this.taken, stallMs);
+    this.wait = wait;
+    return wait.done.then((ok) => {
+      if (this.wait === wait) this.wait = undefined;
+      return ok;
+    });
+  }
+
+  close(): void {
+    if (this.done) return;
+    // The 'close' that follows marks the response aborted.
+    this.res.destroy();
   }
 
   end(chunk?: string | Uint8Array): void {

@@ -32,9 +32,26 @@ export interface ServerResponse {
   send(status: number, headers: OutgoingHeaders, body: string | Uint8Array, closeConnection?: boolean): void;
   /** Starts a streamed response (headers are written with the first chunk). */
   stream(status: number, headers: OutgoingHeaders): void;
-  /** Writes a chunk of a streamed response; returns false when the client is gone. */
+  /**
+   * Writes a chunk of a streamed response; returns false when the client is gone. It never
+   * refuses a chunk: a writer that may outrun the client watches `backlog` and waits in `drain`.
+   */
   write(chunk: string | Uint8Array): boolean;
   end(chunk?: string | Uint8Array): void;
+  /**
+   * Bytes written that the client's connection has not taken yet, held by govgate or by the HTTP
+   * engine (not by the kernel): node:http counts them exactly; uWS only says whether a write was
+   * taken whole, so there it is what govgate holds plus every byte written since the first write
+   * uWS did not take whole.
+   */
+  readonly backlog: number;
+  /**
+   * Waits until the connection took what is held (true at once when nothing is), or false when
+   * the client goes away or the connection takes nothing for `stallMs`.
+   */
+  drain(stallMs: number): Promise<boolean>;
+  /** Closes the connection at once, abandoning the response (a client that stopped reading). */
+  close(): void;
 }
 
 export type HttpHandler = (req: ServerRequest, res: ServerResponse) => void;

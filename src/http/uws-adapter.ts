@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import type * as Uws from '@trufflesuite/uws-js-unofficial';
 import { InFlight } from './in-flight.js';
+import { StallWait } from './stall-wait.js';
 import {
   type HttpHandler,
   type HttpServer,
@@ -39,6 +40,7 @@ export function loadUws(): UwsModule | null {
 }
 
 const EMPTY = Buffer.alloc(0);
+const NOTHING = (): void => {};
 
 /**
  * The only code that touches uWS objects. uWS aborts the process when a response is used after
@@ -52,7 +54,20 @@ class UwsResponse implements ServerResponse {
   private pendingStatus = '';
   private pendingHeaders: OutgoingHeaders | undefined;
   private pending: Uint8Array[] = [];
+  private pendingBytes = 0;
   private flushScheduled = false;
+  /**
+   * Back-pressure. uWS says only whether a write was taken whole; what it keeps it sends only when
+   * written to again while an onWritable handler is set (an empty cork counts). `held`: bytes
+   * written since the first write uWS did not take whole (0 when the last one was taken); while
+   * any are held, new chunks wait in `pending` for the writable event.
+   */
+  private held = 0;
+  private writableSet = false;
+  private writableEvents = 0;
+  private wait: StallWait | undefined;
+  private corkData: Uint8Array = EMPTY;
+  private corkResult = true;
 
   constructor(
     private readonly res: Uws.HttpResponse,
@@ -64,6 +79,7 @@ class UwsResponse implements ServerResponse {
     if (this.done) return;
     this.aborted = true;
     this.done = true;
+    this.wait?.settle(false);
     this.inFlight.leave();
     const listeners = this.abortListeners;
     this.abortListeners = undefined;
@@ -134,7 +150,9 @@ class UwsResponse implements ServerResponse {
    */
   write(chunk: string | Uint8Array): boolean {
     if (this.done) return false;
-    this.pending.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    const data = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    this.pending.push(data);
+    this.pendingBytes += data.byteLength;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       setImmediate(this.flushPending);
@@ -142,20 +160,81 @@ class UwsResponse implements ServerResponse {
     return true;
   }
 
+  get backlog(): number {
+    return this.pendingBytes + this.held;
+  }
+
   private readonly flushPending = (): void => {
     this.flushScheduled = false;
-    if (this.done || this.pending.length === 0) return;
-    const data = this.takePending();
-    const res = this.res;
-    res.cork(() => {
-      this.flushHead(false);
-      res.write(data);
-    });
+    // While uWS holds bytes, chunks wait for the writable event, which writes them.
+    if (this.done || this.pending.length === 0 || this.held > 0) return;
+    this.writeOut(this.takePending());
   };
+
+  private readonly corkedWrite = (): void => {
+    this.flushHead(false);
+    this.corkResult = this.res.write(this.corkData);
+  };
+
+  /** Writes `data` (in one cork with the head, if still pending); whether uWS took it whole. */
+  private writeOut(data: Uint8Array): boolean {
+    this.corkData = data;
+    this.res.cork(this.corkedWrite);
+    this.corkData = EMPTY;
+    const ok = this.corkResult;
+    if (ok) {
+      this.held = 0;
+    } else {
+      this.held += data.byteLength;
+      if (!this.writableSet) {
+        this.writableSet = true;
+        this.res.onWritable(this.onWritable);
+      }
+    }
+    return ok;
+  }
+
+  /** uWS calls this when the socket can take more; it must not throw, and returns true. */
+  private readonly onWritable = (): boolean => {
+    if (this.done) return true;
+    this.writableEvents++;
+    if (this.pendingBytes > 0) this.writeOut(this.takePending());
+    else {
+      // Nothing to write: an empty cork sends what uWS holds, without saying whether all went.
+      this.res.cork(NOTHING);
+      this.held = 0;
+    }
+    this.wait?.check();
+    return true;
+  };
+
+  drain(stallMs: number): Promise<boolean> {
+    if (this.done) return Promise.resolve(false);
+    // Nothing refused: chunks still pending go out with this turn's write (with the end, at the
+    // end of a stream: one socket write, not two).
+    if (this.held === 0) return Promise.resolve(true);
+    return this.waitFor(() => this.held === 0, stallMs);
+  }
+
+  private waitFor(ready: () => boolean, stallMs: number): Promise<boolean> {
+    const wait = new StallWait(ready, () => this.writableEvents, stallMs);
+    this.wait = wait;
+    return wait.done.then((ok) => {
+      if (this.wait === wait) this.wait = undefined;
+      return ok;
+    });
+  }
+
+  close(): void {
+    if (this.done) return;
+    // uWS calls onAborted from here, which marks the response aborted.
+    this.res.close();
+  }
 
   private takePending(extra?: string | Uint8Array): Uint8Array {
     const parts = this.pending;
     this.pending = [];
+    this.pendingBytes = 0;
     if (extra !== undefined) parts.push(typeof extra === 'string' ? Buffer.from(extra) : extra);
     return parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts);
   }

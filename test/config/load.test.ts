@@ -132,6 +132,7 @@ t.test(
       SERVICE_PORT: (c) => c.port,
       SERVICE_PROXY_PORT: (c) => c.proxyPort,
       SERVICE_UPSTREAM_TIMEOUT_MS: (c) => c.upstreamTimeoutMs,
+      SERVICE_CLIENT_STALL_MS: (c) => c.clientStallMs,
       SERVICE_UPSTREAM_CONNECTIONS: (c) => c.upstreamConnections,
       SERVICE_IDEMPOTENCY_TTL_HOURS: (c) => c.idempotencyTtlHours,
       SERVICE_AUDIT_RETENTION_DAYS: (c) => c.audit.retentionDays,

@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import t from 'tap';
 import { costOf, priceOf } from '../../src/core/guardrails/index.js';
-import { publishOrgPolicy, serviceOnMockUpstream, type TestService } from '../helpers/service.js';
+import { ENGINES, publishOrgPolicy, serviceOnMockUpstream, type TestService } from '../helpers/service.js';
 
 // A stream that ends before the provider's usage (the client leaves, the output guard blocks, the
 // upstream fails or stalls) is recorded with an estimated usage and cost (four characters a
@@ -36,47 +36,52 @@ async function observeOnly(svc: TestService): Promise<void> {
   await publishOrgPolicy(svc, 'observe', { mode: 'observe', rules: [] });
 }
 
-t.test('an answer read to its finish and left before the usage chunk', async (t) => {
-  const { svc, upstream } = await serviceOnMockUpstream(t);
-  await observeOnly(svc);
-  const openai = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
-  const reply = 'The answer is forty-two, as always.'; // 35 characters: 9 tokens
-  upstream.reply = reply;
-  let resume = (): void => {};
-  // The usage chunk and [DONE] wait: the agent has the whole answer and its finish before them.
-  upstream.behaviour = { kind: 'paused-stream', resume: new Promise<void>((r) => (resume = r)), tail: 2 };
-  t.teardown(() => resume());
-  const stream = await openai.chat.completions.create(
-    { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: PROMPT }] },
-    { headers: { 'x-session-id': 'read-then-leave' } },
-  );
-  let text = '';
-  let finish: string | null | undefined;
-  for await (const chunk of stream) {
-    text += chunk.choices[0]?.delta.content ?? '';
-    finish = chunk.choices[0]?.finish_reason;
-    if (finish) break; // the agent leaves (the SDK aborts its request)
-  }
-  t.equal(text, reply, 'the agent read the whole answer');
-  t.equal(finish, 'stop');
+for (const engine of ENGINES)
+  t.test(`an answer read to its finish and left before the usage chunk (${engine})`, async (t) => {
+    const { svc, upstream } = await serviceOnMockUpstream(t, { engine });
+    await observeOnly(svc);
+    const openai = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+    const reply = 'The answer is forty-two, as always.'; // 35 characters: 9 tokens
+    upstream.reply = reply;
+    let resume = (): void => {};
+    // The usage chunk and [DONE] wait: the agent has the whole answer and its finish before them.
+    upstream.behaviour = { kind: 'paused-stream', resume: new Promise<void>((r) => (resume = r)), tail: 2 };
+    t.teardown(() => resume());
+    const stream = await openai.chat.completions.create(
+      { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: PROMPT }] },
+      { headers: { 'x-session-id': `read-then-leave-${engine}` } },
+    );
+    let text = '';
+    let finish: string | null | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason;
+      if (finish) break; // the agent leaves (the SDK aborts its request)
+    }
+    t.equal(text, reply, 'the agent read the whole answer');
+    t.equal(finish, 'stop');
 
-  const event = await callEvent(svc, 'read-then-leave');
-  t.equal(event?.outcome, 'error', 'still recorded as the client going away');
-  t.equal(event?.reason, 'client disconnected');
-  t.equal(event?.details.status, 499);
-  t.strictSame(
-    event?.usage,
-    { prompt_tokens: PROMPT_TOKENS, completion_tokens: 9, total_tokens: PROMPT_TOKENS + 9 },
-    'usage estimated from the prompt and the output read',
-  );
-  t.equal(event?.details.usage_estimated, true, 'and marked as an estimate');
-  t.equal(event?.cost, priced('gpt-4o-mini', PROMPT_TOKENS, 9), 'costed at list price');
-  t.strictSame(event?.details.delivered, { chars: reply.length, complete: true }, 'all of it was delivered');
+    const event = await callEvent(svc, `read-then-leave-${engine}`);
+    t.equal(event?.outcome, 'error', 'still recorded as the client going away');
+    t.equal(event?.reason, 'client disconnected');
+    t.equal(event?.details.status, 499);
+    t.strictSame(
+      event?.usage,
+      { prompt_tokens: PROMPT_TOKENS, completion_tokens: 9, total_tokens: PROMPT_TOKENS + 9 },
+      'usage estimated from the prompt and the output read',
+    );
+    t.equal(event?.details.usage_estimated, true, 'and marked as an estimate');
+    t.equal(event?.cost, priced('gpt-4o-mini', PROMPT_TOKENS, 9), 'costed at list price');
+    t.strictSame(
+      event?.details.delivered,
+      { chars: reply.length, complete: true },
+      'all of it was delivered',
+    );
 
-  const overview = await svc.call('/api/audit/_overview', { token: svc.pat });
-  t.equal(overview.body.tokens?.completion, 9, 'the overview counts the estimated tokens');
-  t.equal(overview.body.cost, priced('gpt-4o-mini', PROMPT_TOKENS, 9), 'and their cost');
-});
+    const overview = await svc.call('/api/audit/_overview', { token: svc.pat });
+    t.equal(overview.body.tokens?.completion, 9, 'the overview counts the estimated tokens');
+    t.equal(overview.body.cost, priced('gpt-4o-mini', PROMPT_TOKENS, 9), 'and their cost');
+  });
 
 t.test('a stream left mid-answer while the upstream stalls', async (t) => {
   const { svc, upstream } = await serviceOnMockUpstream(t);

@@ -44,6 +44,18 @@ export interface MockUpstream {
      * `afterDone`: a whole answer and `[DONE]` first, then the comment lines.
      */
     | { kind: 'flood-stream'; bytes: number; comments?: boolean; afterDone?: boolean }
+    /**
+     * An OpenAI stream of `chunks` content deltas of `chars` characters each (`bigStreamText`),
+     * then a finish, usage and [DONE]: written as fast as the connection takes them (a write that
+     * node says to wait after waits for 'drain'). `progress.bytes` counts the bytes written so far,
+     * `progress.done` turns true once the whole stream was written.
+     */
+    | {
+        kind: 'big-stream';
+        chunks: number;
+        chars: number;
+        progress: { bytes: number; done: boolean };
+      }
     /** This answer exactly as given (status 200 unless set), whatever was asked. */
     | { kind: 'raw'; contentType: string; body: string; status?: number };
   /** Requests whose client closed the connection before an answer. */
@@ -125,6 +137,59 @@ function openaiStreamEvents(body: Record<string, unknown>, reply: string | undef
   };
   openaiStream(collector as unknown as ServerResponse, body, reply);
   return parts;
+}
+
+/** The content of delta `i` of a `big-stream`: its number in brackets, then `x`s, `chars` in all. */
+export function bigStreamText(i: number, chars: number): string {
+  const head = `<${i}>`;
+  return head + 'x'.repeat(chars - head.length);
+}
+
+/** Resolves when `res` can take more, or is gone. */
+function writable(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
+async function bigStream(
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  chunks: number,
+  chars: number,
+  progress: { bytes: number; done: boolean },
+): Promise<void> {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const event = (delta: Record<string, unknown>, finish: string | null, usage?: unknown): string =>
+    `data: ${JSON.stringify({
+      id: 'chatcmpl-big',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: body.model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+      ...(usage ? { usage } : {}),
+    })}\n\n`;
+  for (let i = 0; i < chunks; i++) {
+    if (res.destroyed) return;
+    const line = event(
+      i === 0
+        ? { role: 'assistant', content: bigStreamText(i, chars) }
+        : { content: bigStreamText(i, chars) },
+      null,
+    );
+    progress.bytes += line.length;
+    if (!res.write(line)) await writable(res);
+  }
+  if (res.destroyed) return;
+  const usage = { prompt_tokens: 11, completion_tokens: chunks, total_tokens: 11 + chunks };
+  res.end(`${event({}, 'stop', usage)}data: [DONE]\n\n`);
+  progress.done = true;
 }
 
 /** `openaiStream`'s first half of events, then the rest once `resume` resolves. */
@@ -474,6 +539,10 @@ export async function startMockUpstream(): Promise<MockUpstream> {
       const answer = (): void => {
         if (path === '/v1/chat/completions' && body.stream && b.kind === 'byte-stream') {
           byteStream(res, body, state.reply, b.bytes);
+          return;
+        }
+        if (path === '/v1/chat/completions' && body.stream && b.kind === 'big-stream') {
+          void bigStream(res, body, b.chunks, b.chars, b.progress);
           return;
         }
         if (path === '/v1/chat/completions' && body.stream && b.kind === 'paused-stream') {

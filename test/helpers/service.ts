@@ -113,11 +113,15 @@ export async function useMockUpstream(svc: TestService, token: string, upstreamU
  * A service whose org routes every provider to a fresh mock upstream (egress allowed to it), both
  * closed when `t` ends.
  */
-export async function serviceOnMockUpstream(t: {
-  teardown(fn: () => Promise<void>): void;
-}): Promise<{ svc: TestService; upstream: MockUpstream }> {
+export async function serviceOnMockUpstream(
+  t: { teardown(fn: () => Promise<void>): void },
+  opts: { engine?: Engine; env?: Record<string, string> } = {},
+): Promise<{ svc: TestService; upstream: MockUpstream }> {
   const upstream = await startMockUpstream();
-  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+  const svc = await startService({
+    engine: opts.engine,
+    env: { ...opts.env, SERVICE_EGRESS_ALLOW: upstream.hostPort },
+  });
   t.teardown(async () => {
     await svc.close();
     await upstream.close();
