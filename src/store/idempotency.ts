@@ -78,13 +78,21 @@ export class IdempotencyStore {
       });
   }
 
-  /** Deletes expired records; returns how many. */
+  /**
+   * Deletes expired records; returns how many. Commits only when there are some: an empty sweep
+   * must not fail for want of free space (it runs at the start, and hourly).
+   */
   sweep(now = Date.now()): number {
+    const expired = (value: unknown): boolean => (value as StoredRecord).created_ms + this.ttlMs <= now;
+    const keys: unknown[] = [];
+    for (const { key, value } of this.store.idempotency.getRange()) if (expired(value)) keys.push(key);
+    if (keys.length === 0) return 0;
     let n = 0;
     this.store.root.transactionSync(() => {
-      for (const { key, value } of this.store.idempotency.getRange()) {
-        if ((value as StoredRecord).created_ms + this.ttlMs <= now) {
-          this.store.idempotency.removeSync(key);
+      for (const key of keys) {
+        const value: unknown = this.store.idempotency.get(key as Key);
+        if (value !== undefined && expired(value)) {
+          this.store.idempotency.removeSync(key as Key);
           n++;
         }
       }
