@@ -61,7 +61,18 @@ export async function startAllInOne(config: Config, logger: Logger): Promise<Run
 }
 
 async function startLocked(config: Config, logger: Logger, lock: DataDirLock): Promise<RunningService> {
-  const store = openStore(config.dataDir);
+  // Logged once each way, not per refused request (docs/ops.md, "When the disk fills").
+  const store = openStore(config.dataDir, {
+    minFreeMb: config.storeMinFreeMb,
+    health: {
+      failed: (fields) =>
+        logger.error(
+          'the store cannot commit writes: requests that must be recorded are refused with 503 until a write succeeds',
+          { ...fields, data_dir: config.dataDir },
+        ),
+      recovered: (fields) => logger.info('the store commits writes again', fields),
+    },
+  });
   try {
     checkKeysDir(store, config.keysDir);
   } catch (err) {
@@ -93,13 +104,14 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const snapshot = new LocalSnapshot(identity, settings, pools, policies);
   const metrics = new Metrics();
   metrics.watchFailClosed(() => policies.failClosedActive());
+  metrics.watchStore(() => store.health.writable);
   const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
   // Expired replays are swept a batch per turn (a store closing under a sweep ends it).
   const sweepReplays = (): void => void idempotency.sweep().catch(() => {});
   sweepReplays();
   const sweeper = setInterval(() => {
     sweepReplays();
-    void mandates.sweep();
+    mandates.sweep().catch(() => {});
   }, 3_600_000);
   const approvalSweeper = setInterval(() => void approvals.sweepExpired().catch(() => {}), 60_000);
   approvalSweeper.unref();
@@ -197,9 +209,17 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     metricsToken: config.metricsToken,
     snapshot,
     // Each check says its own state: during the drain the store is still open (the calls in
-    // flight write to it), and only `accepting` turns false.
-    checks: () => ({
+    // flight write to it), and only `accepting` turns false. `store_writable` is false while the
+    // store refuses writes (less free space than SERVICE_STORE_MIN_FREE_MB, or a commit that
+    // failed for want of storage) until a write succeeds: each probe tries one then
+    // (StoreHealth.check), since an instance that is not ready gets no traffic to tell.
+    checks: async () => ({
       store: (store.root as unknown as { isOperational(): boolean }).isOperational(),
+      store_writable:
+        (await store.health.check()?.then(
+          () => true,
+          () => false,
+        )) ?? true,
       accepting: !closing,
     }),
   });
@@ -210,6 +230,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     work,
     onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
     answeredWhileDraining: new Set(PROBE_ROUTES),
+    beforeWrite: () => store.health.check(),
   });
   let server: HttpServer;
   try {

@@ -542,12 +542,24 @@ export class ChainLog implements AuditLog {
     );
   }
 
-  /** A failed commit: this head's memory is ahead of the store; drop it and reload on next use. */
+  /**
+   * A failed commit: this head's memory is ahead of the store; it is dropped and loaded again from
+   * the store now (reads only, so on a full disk too). Search and the overview merge the postings
+   * and counts a head holds that the store does not yet; with no head they would miss the
+   * committed events since the last flush until the org's next append.
+   */
   #failed(head: OrgHead): void {
     head.dead = true;
     if (head.timer !== undefined) clearTimeout(head.timer);
     head.timer = undefined;
-    if (this.#heads.get(head.org) === head) this.#heads.delete(head.org);
+    if (this.#heads.get(head.org) !== head) return;
+    this.#heads.delete(head.org);
+    if (this.#closed) return;
+    try {
+      this.#sealer.check(this.#head(head.org));
+    } catch (err) {
+      this.#loadError = err; // the org's next append loads it again, and reports this
+    }
   }
 
   /** Makes the overview buckets of `ms` current (they only move forward: ts never goes back). */

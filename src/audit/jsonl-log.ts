@@ -183,10 +183,26 @@ export class JsonlLog {
     for (const [name, numbers] of rotated) {
       try {
         const org = decodeURIComponent(name);
-        if (fileNameOf(org) === name && !this.#files.has(org)) this.#resume(org, numbers);
+        if (fileNameOf(org) !== name || this.#files.has(org)) continue;
+        // A log behind the store (it missed lines: a crash, a full disk) is written up to it now,
+        // not at the org's next event, which may never come.
+        const resumed = this.#resume(org, numbers);
+        if (this.#behind(org, resumed.last)) this.#file(org, resumed);
       } catch (err) {
         this.#error = err;
       }
+    }
+  }
+
+  /** Whether the store holds lines after `last` (the last line an org's files keep). */
+  #behind(org: string, last: string | undefined): boolean {
+    const at = { queuedSeq: 0, appendedSeq: 0, writtenSeal: 0 };
+    resumeFrom(at, last);
+    const lines = this.#source.lines(org, at.queuedSeq, at.writtenSeal)[Symbol.iterator]();
+    try {
+      return lines.next().done !== true;
+    } finally {
+      lines.return?.(); // ends the store's read
     }
   }
 
@@ -350,7 +366,7 @@ export class JsonlLog {
     const old = f.stream;
     try {
       renameSync(live, `${f.base}.${++f.rotations}.jsonl`);
-      f.stream = this.#open(live).stream;
+      f.stream = this.#open(live, f).stream;
     } catch (err) {
       this.#error = err;
       f.stream = undefined;
@@ -364,21 +380,27 @@ export class JsonlLog {
     void ended.then(() => this.#ending.delete(ended));
   }
 
-  #open(path: string): { stream: WriteStream; size: number } {
+  #open(path: string, f: OrgFile): { stream: WriteStream; size: number } {
     // Opened synchronously so the stream writes to this inode even if the path is renamed.
     const fd = openSync(path, 'a', 0o600);
     const size = fstatSync(fd).size;
     const stream = createWriteStream(path, { fd, flags: 'a' });
     stream.on('error', (err) => {
       this.#error = err;
+      // The stream is done for, and the file lacks what it had yet to write (a full disk): the
+      // org's next line opens it again, made a prefix of the store and written up to it from there.
+      if (f.stream === stream && this.#files.get(f.org) === f) {
+        f.stream = undefined;
+        this.#files.delete(f.org);
+      }
     });
     return { stream, size };
   }
 
-  #file(org: string): OrgFile {
+  #file(org: string, resumed?: { base: string; rotations: number; last: string | undefined }): OrgFile {
     let f = this.#files.get(org);
     if (f !== undefined) return f;
-    const { base, rotations, last } = this.#resume(org);
+    const { base, rotations, last } = resumed ?? this.#resume(org);
     f = {
       org,
       base,
@@ -398,7 +420,7 @@ export class JsonlLog {
     };
     this.#files.set(org, f);
     try {
-      const opened = this.#open(`${base}.jsonl`);
+      const opened = this.#open(`${base}.jsonl`, f);
       f.stream = opened.stream;
       f.bytes = opened.size;
     } catch (err) {
@@ -608,7 +630,10 @@ function copyTail(from: string, offset: number, to: string): void {
 }
 
 /** Where an existing file ends: after event `seq`, or after the seal of `size`. */
-function resumeFrom(f: OrgFile, last: string | undefined): void {
+function resumeFrom(
+  f: Pick<OrgFile, 'queuedSeq' | 'appendedSeq' | 'writtenSeal'>,
+  last: string | undefined,
+): void {
   if (last === undefined) return;
   let rec: { seq?: unknown; _seal?: { size?: unknown } };
   try {

@@ -191,6 +191,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     proxyPort: v.SERVICE_PROXY_PORT as number,
     dataDir: resolve(v.SERVICE_DATA_DIR as string),
     keysDir: resolve(v.SERVICE_KEYS_DIR as string),
+    storeMinFreeMb: v.SERVICE_STORE_MIN_FREE_MB as number,
     controlUrl: v.SERVICE_CONTROL_URL as string | undefined,
     bootstrapToken: token,
     egressAllow: Object.freeze([...(v.SERVICE_EGRESS_ALLOW as string[])]),

@@ -5,6 +5,8 @@ export interface Config {
   readonly proxyPort: number;
   readonly dataDir: string;
   readonly keysDir: string;
+  /** SERVICE_STORE_MIN_FREE_MB: the free space below which the store refuses writes. */
+  readonly storeMinFreeMb: number;
   readonly controlUrl: string | undefined;
   readonly bootstrapToken: string | undefined;
   /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
@@ -88,6 +90,14 @@ export const SETTINGS = [
     kind: 'string',
     default: 'keys',
     doc: 'Signing keys and vault key; a relative path is from the working directory. Back up and move with the data dir',
+  },
+  {
+    env: 'SERVICE_STORE_MIN_FREE_MB',
+    yaml: 'store_min_free_mb',
+    kind: 'int',
+    min: 0,
+    default: 64,
+    doc: 'Writes are refused (503, not ready) while the data dir has less free space than this; 0 waits for the disk to refuse them',
   },
   {
     env: 'SERVICE_CONTROL_URL',

@@ -13,8 +13,8 @@ export interface PlatformDeps {
   readonly metrics: Metrics;
   readonly metricsToken: string | undefined;
   readonly snapshot: Snapshot;
-  /** Readiness checks: name → ok. */
-  readonly checks: () => Record<string, boolean>;
+  /** Readiness checks: name → ok (a check may need a moment, e.g. a probe write). */
+  readonly checks: () => Record<string, boolean> | Promise<Record<string, boolean>>;
 }
 
 /**
@@ -28,8 +28,8 @@ export function registerPlatform(router: Router<RouteHandler>, deps: PlatformDep
     ctx.json(200, { status: 'ok', version: deps.version, storage: 'lmdb', region: deps.region });
   });
   router.add('GET', '/api/health/live', (ctx) => ctx.json(200, { status: 'ok' }));
-  router.add('GET', '/api/health/ready', (ctx) => {
-    const checks = deps.checks();
+  router.add('GET', '/api/health/ready', async (ctx) => {
+    const checks = await deps.checks();
     const ok = Object.values(checks).every(Boolean);
     ctx.json(ok ? 200 : 503, ok ? { status: 'ok' } : { status: 'unavailable', checks });
   });

@@ -24,6 +24,13 @@ export interface AppHooks {
    * the store, or their events would be lost.
    */
   readonly work?: InFlight;
+  /**
+   * Runs before the handler of a request that may write (any method but GET and HEAD): undefined
+   * to go on at once, or a promise to wait for; its rejection answers the request instead. The
+   * server refuses these requests while the store cannot commit (a full disk), before a provider
+   * or a tool is called for a request whose audit event could not be recorded.
+   */
+  readonly beforeWrite?: () => Promise<void> | undefined;
 }
 
 /** How long a client refused during the drain should wait: about as long as a reconnect takes. */
@@ -100,7 +107,8 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     }
     let result: void | Promise<void>;
     try {
-      result = match.handler(ctx);
+      const gate = req.method === 'GET' || req.method === 'HEAD' ? undefined : hooks.beforeWrite?.();
+      result = gate === undefined ? match.handler(ctx) : gate.then(() => match.handler(ctx));
     } catch (err) {
       onError(ctx, err);
       return;

@@ -17,6 +17,7 @@ export class Metrics {
   readonly openStreams: Gauge;
   /** Read at each scrape: conditions that fail closed in active policy versions, by rule effect. */
   private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
+  private storeWritable: () => boolean = () => true;
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly durationChildren = new Map<string, Histogram.Internal<'route'>>();
   private readonly phaseChildren = new Map<string, Histogram.Internal<'phase'>>();
@@ -56,6 +57,17 @@ export class Metrics {
       help: 'Streamed responses in progress',
       registers: [this.registry],
     });
+    const writable = (): boolean => this.storeWritable();
+    new Gauge({
+      name: 'govgate_store_writable',
+      help:
+        '1 while the store takes writes; 0 while it refuses them for want of storage (less free ' +
+        'space than SERVICE_STORE_MIN_FREE_MB, or a failed commit) and requests that write get 503',
+      registers: [this.registry],
+      collect() {
+        this.set(writable() ? 1 : 0);
+      },
+    });
     // Labelled by the effect of the rule, not by org: the org count is unbounded, and the warn log
     // line and the policy API name the org, the version and the rule.
     const source = (): ReadonlyMap<string, number> => this.failClosedSource();
@@ -71,6 +83,11 @@ export class Metrics {
         for (const effect of EFFECTS) this.set({ effect }, counts.get(effect) ?? 0);
       },
     });
+  }
+
+  /** Where the store gauge reads whether the store takes writes (StoreHealth.writable). */
+  watchStore(writable: () => boolean): void {
+    this.storeWritable = writable;
   }
 
   /** Where the fail-closed gauge reads its counts (PolicyRepo.failClosedActive). */

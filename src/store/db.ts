@@ -1,7 +1,8 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statfsSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Database, open, type RootDatabase } from 'lmdb';
+import { type Database, open, type RootDatabase, type TransactionFlags } from 'lmdb';
 import { BatchWriter } from './batch-writer.js';
+import { StoreHealth, type StoreHealthEvents } from './health.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: lmdb's generic default for heterogeneous values
 type AnyDb = Database<any, any>;
@@ -9,7 +10,13 @@ type AnyDb = Database<any, any>;
 export interface Store {
   /** The directory the store was opened in (`openStore`'s argument). */
   readonly dataDir: string;
+  /**
+   * The environment. Its `transactionSync` reports to `health`: a commit that fails for want of
+   * storage throws 503 `unavailable` (see `StoreHealth.failed`) instead of lmdb's error.
+   */
   readonly root: RootDatabase;
+  /** Whether commits succeed (false from a full disk until a commit succeeds again). */
+  readonly health: StoreHealth;
   readonly orgs: AnyDb;
   readonly users: AnyDb;
   readonly credentials: AnyDb;
@@ -41,12 +48,57 @@ export interface Store {
 export interface StoreOptions {
   /** fsync interval; 0 fsyncs every commit. */
   readonly syncIntervalMs?: number;
+  /** Told when commits start failing for want of storage, and when they succeed again. */
+  readonly health?: StoreHealthEvents;
+  /** Commits are refused while the data dir has less free space (MiB); 0 (default): no reserve. */
+  readonly minFreeMb?: number;
+}
+
+/** The key of `meta` that `StoreHealth`'s probe writes (the time of the probe). */
+const PROBE_KEY = 'storage_probe';
+
+/** Bytes available to an unprivileged writer on the file system of `dir`. */
+function freeBytes(dir: string): number | undefined {
+  try {
+    const s = statfsSync(dir);
+    return s.bavail * s.bsize;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Makes every synchronous commit of `d` report to the store's health: the batch writer's and the
+ * control plane's `root.transactionSync`, and a `putSync` outside a transaction (lmdb commits
+ * it through the database's own `transactionSync`). A commit that fails for want of storage
+ * throws the health's 503 instead of lmdb's error, and so does one refused beforehand for want of
+ * free space (`StoreHealth.beforeCommit`).
+ */
+function reportCommits<D extends AnyDb | RootDatabase>(d: D, health: StoreHealth): D {
+  const commit = d.transactionSync.bind(d);
+  d.transactionSync = (<T>(action: () => T, flags?: TransactionFlags): T => {
+    let result: T;
+    health.beforeCommit();
+    try {
+      result = commit(action, flags);
+    } catch (err) {
+      throw health.failed(err);
+    }
+    health.committed();
+    return result;
+  }) as D['transactionSync'];
+  return d;
 }
 
 /**
  * Opens the embedded store. Writes are committed without a per-transaction fsync (a process crash
  * loses nothing; the OS holds the pages) and fsynced every `syncIntervalMs` (default 100 ms), so a
  * machine crash can lose at most that window. DESIGN's "committed before the response" holds.
+ *
+ * The map is not writable (no `useWritemap`): LMDB then writes its pages with pwrite, so a disk
+ * that cannot take them fails the commit (EIO, ENOSPC) and the store stays usable. With a writable
+ * map the file grows sparse and pages are written through the mapping: a page the disk cannot
+ * back kills the process (SIGBUS), and does so again after each restart on the full disk.
  */
 export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -55,10 +107,23 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     path: join(dataDir, 'govgate.lmdb'),
     compression: false,
     noSync: syncMs > 0,
-    useWritemap: true,
     maxDbs: 32,
   });
-  const db = (name: string): AnyDb => root.openDB({ name });
+  const minFreeBytes = (opts.minFreeMb ?? 0) * 1_048_576;
+  const health = new StoreHealth(
+    () => writer.enqueue(() => meta.putSync(PROBE_KEY, new Date().toISOString())),
+    {
+      events: opts.health,
+      reserve: { minFreeBytes, freeBytes: () => freeBytes(dataDir) },
+    },
+  );
+  const opened: AnyDb[] = [];
+  const db = (name: string): AnyDb => {
+    const d = root.openDB({ name });
+    opened.push(d);
+    return d;
+  };
+  const meta = db('meta');
   let dirty = false;
   const writer = new BatchWriter(root, {
     onCommit: () => {
@@ -86,6 +151,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
   const store: Store = {
     dataDir,
     root,
+    health,
     orgs: db('orgs'),
     users: db('users'),
     credentials: db('credentials'),
@@ -94,7 +160,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     settings: db('settings'),
     vault: db('vault'),
     idempotency: db('idempotency'),
-    meta: db('meta'),
+    meta,
     policies: db('policies'),
     policyVersions: db('policy_versions'),
     policyAssignments: db('policy_assignments'),
@@ -114,5 +180,9 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
       await root.close();
     },
   };
+  // Once every database is open: opening one is a commit too, and a start on a full disk must
+  // come up (reads served, not ready) rather than fail.
+  reportCommits(root, health);
+  for (const d of opened) reportCommits(d, health);
   return store;
 }

@@ -131,6 +131,7 @@ t.test(
     const numeric: Record<string, (c: Config) => number> = {
       SERVICE_PORT: (c) => c.port,
       SERVICE_PROXY_PORT: (c) => c.proxyPort,
+      SERVICE_STORE_MIN_FREE_MB: (c) => c.storeMinFreeMb,
       SERVICE_UPSTREAM_TIMEOUT_MS: (c) => c.upstreamTimeoutMs,
       SERVICE_CLIENT_STALL_MS: (c) => c.clientStallMs,
       SERVICE_UPSTREAM_CONNECTIONS: (c) => c.upstreamConnections,

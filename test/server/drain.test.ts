@@ -122,8 +122,8 @@ for (const engine of ENGINES) {
     t.equal(ready.status, 503, 'readiness says not ready');
     t.same(
       parse(ready.body),
-      { status: 'unavailable', checks: { store: true, accepting: false } },
-      'the store is still open and says so; only accepting is false',
+      { status: 'unavailable', checks: { store: true, store_writable: true, accepting: false } },
+      'the store is still open and takes writes, and says so; only accepting is false',
     );
     t.equal(ready.headers.connection, 'close');
     t.ok(await closedWithin(forReady, 2000), 'the connection is closed after the answer');

@@ -9,7 +9,7 @@ import { BatchWriter } from '../../src/store/batch-writer.js';
 /** A real LMDB env in a temp dir, its transactions counted, and a clock the test moves. */
 function setup(t: Test, idleMs = 0.5) {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-bw-'));
-  const root: RootDatabase = open({ path: join(dir, 'x.lmdb'), noSync: true, useWritemap: true });
+  const root: RootDatabase = open({ path: join(dir, 'x.lmdb'), noSync: true });
   const db = root.openDB({ name: 'd' });
   let commits = 0;
   const txn = root.transactionSync.bind(root);
