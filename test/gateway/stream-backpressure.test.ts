@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto';
 import t from 'tap';
 import { bigStreamText } from '../helpers/mock-upstream.js';
-import { ENGINES, publishOrgPolicy, serviceOnMockUpstream, type TestService } from '../helpers/service.js';
+import {
+  callEvent,
+  ENGINES,
+  publishOrgPolicy,
+  serviceOnMockUpstream,
+  type TestService,
+} from '../helpers/service.js';
 
 // A streamed answer follows its client: while the client does not read, govgate stops reading
 // the provider (whose connection is then paused) instead of buffering the answer; a client that
@@ -13,17 +19,6 @@ import { ENGINES, publishOrgPolicy, serviceOnMockUpstream, type TestService } fr
 const CHUNKS = 3072;
 const CHARS = 16 * 1024;
 const TOTAL_CHARS = CHUNKS * CHARS;
-
-/** The llm_call event of `session`, once it is committed. */
-async function callEvent(svc: TestService, session: string): Promise<any> {
-  for (let i = 0; i < 500; i++) {
-    const res = await svc.call(`/api/audit/session/${session}`, { token: svc.pat });
-    const event = (res.body.data ?? []).find((e: any) => e.event_type === 'llm_call');
-    if (event) return event;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return undefined;
-}
 
 /** Waits (bounded) until the mock's written byte count stops moving or its stream is done. */
 async function settled(progress: { bytes: number; done: boolean }): Promise<void> {

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { serviceOnMockUpstream } from '../helpers/service.js';
+import { callEvent, serviceOnMockUpstream } from '../helpers/service.js';
 
 /**
  * An upstream stream is bounded whatever the provider sends: a line or event that never ends is
@@ -28,10 +28,7 @@ for (const [what, behaviour, reason] of [
     t.match(text, /"upstream_error"/, 'the client is told the provider failed');
     t.notMatch(text, /a{1000}/, 'none of the flood reached the client');
     upstream.behaviour = { kind: 'normal' };
-    const events = await svc.call('/api/audit/session/flood', { token: svc.pat });
-    const call = (events.body.data as { event_type: string; outcome: string; reason: string }[]).find(
-      (e) => e.event_type === 'llm_call',
-    );
+    const call = await callEvent(svc, 'flood');
     t.equal(call?.outcome, 'error');
     t.match(call?.reason, reason);
     const after = await svc.call('/v1/chat/completions', {
@@ -60,9 +57,6 @@ t.test('a stream cut at its bound after its terminal event is a whole answer', a
   t.match(text, /data: \[DONE\]\n\n$/, 'and [DONE]');
   t.notMatch(text, /upstream_error/);
   upstream.behaviour = { kind: 'normal' };
-  const events = await svc.call('/api/audit/session/after-done', { token: svc.pat });
-  const call = (events.body.data as { event_type: string; outcome: string }[]).find(
-    (e) => e.event_type === 'llm_call',
-  );
+  const call = await callEvent(svc, 'after-done');
   t.equal(call?.outcome, 'allow', 'audited as the whole answer it was');
 });

@@ -2,7 +2,13 @@ import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import t from 'tap';
 import { costOf, priceOf } from '../../src/core/guardrails/index.js';
-import { ENGINES, publishOrgPolicy, serviceOnMockUpstream, type TestService } from '../helpers/service.js';
+import {
+  callEvent,
+  ENGINES,
+  publishOrgPolicy,
+  serviceOnMockUpstream,
+  type TestService,
+} from '../helpers/service.js';
 
 // A stream that ends before the provider's usage (the client leaves, the output guard blocks, the
 // upstream fails or stalls) is recorded with an estimated usage and cost (four characters a
@@ -12,17 +18,6 @@ import { ENGINES, publishOrgPolicy, serviceOnMockUpstream, type TestService } fr
 
 const PROMPT = 'What is the answer to everything, then'; // 38 characters: 10 tokens
 const PROMPT_TOKENS = 10;
-
-/** The llm_call event of `session`, once it is committed. */
-async function callEvent(svc: TestService, session: string): Promise<any> {
-  for (let i = 0; i < 200; i++) {
-    const res = await svc.call(`/api/audit/session/${session}`, { token: svc.pat });
-    const event = (res.body.data ?? []).find((e: any) => e.event_type === 'llm_call');
-    if (event) return event;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return undefined;
-}
 
 /** `model`'s list price of these counts, as the audit trail rounds it. */
 function priced(model: string, prompt: number, completion: number): number {

@@ -153,3 +153,14 @@ export async function publishOrgPolicy(svc: TestService, name: string, rules: un
   if (assigned.status >= 300) throw new Error(JSON.stringify(assigned.body));
   return created.body.id as string;
 }
+
+/** The `llm_call` event of `session`, once it is committed (polled for up to 10 s). */
+export async function callEvent(svc: TestService, session: string): Promise<any> {
+  for (let i = 0; i < 500; i++) {
+    const res = await svc.call(`/api/audit/session/${session}`, { token: svc.pat });
+    const event = (res.body.data ?? []).find((e: any) => e.event_type === 'llm_call');
+    if (event) return event;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return undefined;
+}
