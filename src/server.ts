@@ -189,7 +189,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   });
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
   registerApprovalRoutes(router, { snapshot, approvals });
-  registerAuditRoutes(router, { snapshot, log: events, orgExists });
+  registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists });
   registerPolicies(router, { snapshot, identity, policies, audit: events });
   registerProvisioning(router, {

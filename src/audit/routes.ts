@@ -17,12 +17,16 @@ export interface AuditRouteDeps {
   readonly orgExists: (id: string) => boolean;
   /** Epoch ms, for the integrity cache (tests move it). */
   readonly clock?: () => number;
+  /** An export's client that takes nothing for this long while behind is let go (default 6 s). */
+  readonly clientStallMs?: number;
 }
 
 /** Spec 8: an integrity result is reused for 5 minutes per org. */
 export const INTEGRITY_TTL_MS = 5 * 60_000;
 /** Bytes gathered before each write of the export stream. */
 const EXPORT_CHUNK = 256 * 1024;
+/** An export reads on only while less than this waits unsent for its client. */
+const EXPORT_BACKLOG = 4 * EXPORT_CHUNK;
 
 const SEARCH_PARAMS = [
   'agent_id',
@@ -80,6 +84,7 @@ function range(ctx: Ctx): { since?: string; until?: string } {
 export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRouteDeps): void {
   const { snapshot, log } = deps;
   const clock = deps.clock ?? Date.now;
+  const stallMs = deps.clientStallMs ?? 6_000;
   const cache = new Map<string, { at: number; result: IntegrityResult }>();
   const running = new Map<string, Promise<IntegrityResult>>();
 
@@ -234,7 +239,14 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
       if (chunk.length < EXPORT_CHUNK) continue;
       if (!ctx.res.write(chunk)) return;
       chunk = '';
-      await yieldTurn();
+      // A client behind by more than the bound is waited for (the chain is not read into the
+      // connection's buffers); one that takes nothing for the stall limit is let go.
+      if (ctx.res.backlog > EXPORT_BACKLOG) {
+        if (!(await ctx.res.drain(stallMs))) {
+          if (!ctx.res.aborted) ctx.clientStalled();
+          return;
+        }
+      } else await yieldTurn();
       if (ctx.res.aborted) return;
     }
     ctx.endStream(chunk.length > 0 ? chunk : undefined);
