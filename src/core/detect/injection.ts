@@ -82,6 +82,11 @@ export function scanInjection(
       seen[p.id] = 1;
     }
   }
+  // The marker lists of a huge text are not kept for the process's life.
+  if (markCount > 65536) {
+    markAt.length = 0;
+    markText.length = 0;
+  }
   if (seen === undefined) return scores;
   const keep = emptyInjectionScores();
   for (const t of Object.keys(keep) as (keyof InjectionScores)[]) keep[t] = 1;
