@@ -1,9 +1,8 @@
 import { connect } from 'node:net';
 import t from 'tap';
-import { ChainLog } from '../../src/audit/chain-log.js';
+import type { ChainLog } from '../../src/audit/chain-log.js';
 import { registerAuditRoutes } from '../../src/audit/routes.js';
 import { startCoreHarness } from '../helpers/core-harness.js';
-import { testSigner } from './helpers.js';
 
 /**
  * An export of a long chain follows its client's pace: it reads on only while a bounded amount
@@ -16,13 +15,6 @@ for (const engine of ['uws', 'node'] as const) {
     const h = await startCoreHarness<ChainLog>({
       prefix: 'export-bp',
       engine,
-      sink: (store, config) =>
-        new ChainLog(store, testSigner(), {
-          dataDir: config.dataDir,
-          rotationMaxMb: config.audit.rotationMaxMb,
-          sealIntervalMs: 60_000,
-        }),
-      closeSink: (log) => log.close(),
       register: ({ snapshot, orgExists, router }, log) => {
         registerAuditRoutes(router, { snapshot, log, orgExists, clientStallMs: 400 });
       },

@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { testServiceEnv } from './env.js';
 
@@ -55,4 +57,39 @@ export function exited(child: ChildProcess): Promise<number | null> {
     if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
     else child.once('exit', (code) => resolve(code));
   });
+}
+
+/**
+ * The one org log in `auditDir` (the `_system` chain aside), checked offline by `govgate verify
+ * --json` with the published keys at `keysPath`: its exit code, its output and the parsed result.
+ */
+export async function verifyOrgLog(
+  auditDir: string,
+  keysPath: string,
+): Promise<{
+  files: string[];
+  code: number | null;
+  out: string;
+  result: { status: string; chain_length: number };
+}> {
+  const files = readdirSync(auditDir).filter((f) => f.endsWith('.jsonl') && !f.startsWith('_system'));
+  const verify = spawn(
+    process.execPath,
+    [CLI, 'verify', join(auditDir, files[0] ?? ''), '--keys', keysPath, '--json'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  verify.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  const code = await exited(verify);
+  let result = { status: 'unreadable', chain_length: -1 };
+  try {
+    result = JSON.parse(out);
+  } catch {
+    // the caller's assertions show `out`
+  }
+  return { files, code, out, result };
 }

@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
-import { CLI, exited, startCli as start } from '../helpers/cli-process.js';
+import { exited, startCli as start, verifyOrgLog } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
 
 // Nothing acknowledged is lost when the process dies: `govgate start` is killed with SIGKILL
@@ -84,22 +83,9 @@ t.test('SIGKILL after the last answer loses no audit event, count or JSONL line'
   // A graceful stop writes the JSONL log to the end; offline verification sees the whole chain.
   second.child.kill('SIGTERM');
   t.equal(await exited(second.child), 0, 'a clean shutdown');
-  const auditDir = join(dir, 'data', 'audit');
-  const files = readdirSync(auditDir).filter((f) => f.endsWith('.jsonl') && !f.startsWith('_system'));
+  const { files, code, out, result } = await verifyOrgLog(join(dir, 'data', 'audit'), keysPath);
   t.equal(files.length, 1, `one org log: ${files.join(', ')}`);
-  const verify = spawn(
-    process.execPath,
-    [CLI, 'verify', join(auditDir, files[0] as string), '--keys', keysPath, '--json'],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let out = '';
-  verify.stdout?.on('data', (d: Buffer) => {
-    out += d.toString();
-  });
-  t.equal(await exited(verify), 0, out);
-  const result = JSON.parse(out) as { status: string; chain_length: number };
+  t.equal(code, 0, out);
   t.equal(result.status, 'intact');
   t.equal(result.chain_length, integrity.body.chain_length, 'the JSONL log holds every event of the chain');
 });

@@ -1,19 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  rmSync,
-  truncateSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
-import { CLI, exited, type Running, startCli as start } from '../helpers/cli-process.js';
+import { exited, type Running, startCli as start, verifyOrgLog } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
 
 // A store that cannot take writes (a full disk) fails closed: a call whose audit event cannot be
@@ -203,20 +194,9 @@ t.test(
     // Offline verification of the JSONL log sees the whole chain.
     const keysPath = join(dir, 'signing-key.json');
     writeFileSync(keysPath, JSON.stringify(keys.body));
-    const auditDir = join(dir, 'data', 'audit');
-    const files = readdirSync(auditDir).filter((f) => f.endsWith('.jsonl') && !f.startsWith('_system'));
+    const { files, code, out, result } = await verifyOrgLog(join(dir, 'data', 'audit'), keysPath);
     t.equal(files.length, 1, `one org log: ${files.join(', ')}`);
-    const verify = spawn(
-      process.execPath,
-      [CLI, 'verify', join(auditDir, files[0] as string), '--keys', keysPath, '--json'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    verify.stdout?.on('data', (d: Buffer) => {
-      out += d.toString();
-    });
-    t.equal(await exited(verify), 0, out);
-    const result = JSON.parse(out) as { status: string; chain_length: number };
+    t.equal(code, 0, out);
     t.equal(result.status, 'intact');
     t.equal(result.chain_length, integrity.body.chain_length, 'the JSONL log holds every event of the chain');
   },
