@@ -16,6 +16,7 @@ import { Governor } from './govern/governor.js';
 import { registerMandateRoutes } from './govern/mandate-routes.js';
 import { MandateService } from './govern/mandates.js';
 import { registerGovernRoutes } from './govern/routes.js';
+import { ScanPool } from './govern/scan-pool.js';
 import { ToolRegistry } from './govern/tools.js';
 import type { ApprovalDesk } from './govern/types.js';
 import { createHttpHandler, type RouteHandler } from './http/app.js';
@@ -159,7 +160,9 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
         ),
       ),
   };
-  const governor = new Governor(snapshot, approvals);
+  const scans = new ScanPool();
+  metrics.watchScans(() => scans);
+  const governor = new Governor(snapshot, approvals, scans);
   const gateway = new GatewayService({
     snapshot,
     audit: events,
@@ -238,6 +241,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   } catch (err) {
     clearInterval(sweeper);
     clearInterval(approvalSweeper);
+    await scans.close();
     await pools.close();
     await events.close();
     await sealSigner.close();
@@ -280,6 +284,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
           note: 'a tool call among them has its tool.execution_started event',
         });
       }
+      await scans.close();
       await pools.close();
       await events.close();
       await sealSigner.close();

@@ -341,7 +341,7 @@ export class GatewayService {
         tools: request.tools?.map((t) => (t.type === 'custom' ? t.custom.name : t.function.name)) ?? [],
         stream: request.stream === true,
       };
-      const gov = this.deps.governor.decide(
+      const deciding = this.deps.governor.decideOrDefer(
         agent,
         {
           type: 'LLM_CALL',
@@ -373,6 +373,8 @@ export class GatewayService {
           return redaction.stuck ? refuseUnredactable(checked, redaction.stuck) : checked;
         },
       );
+      // A large call's content is scanned off the event loop (ScanPool).
+      const gov = deciding instanceof Promise ? await deciding : deciding;
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
       const decision = gov.decision;
       const record: CallRecord = {
@@ -1047,7 +1049,7 @@ export class GatewayService {
         ? [request.input]
         : (request.input as unknown[]).filter((x): x is string => typeof x === 'string');
     const endUser = request.user;
-    const gov = this.deps.governor.decide(
+    const deciding = this.deps.governor.decideOrDefer(
       agent,
       {
         type: 'EMBEDDING_CALL',
@@ -1079,6 +1081,8 @@ export class GatewayService {
         return checked;
       },
     );
+    // A large call's content is scanned off the event loop (ScanPool).
+    const gov = deciding instanceof Promise ? await deciding : deciding;
     const decision = gov.decision;
     const base: AuditInput = {
       org_id: agent.orgId,

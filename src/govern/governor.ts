@@ -19,6 +19,7 @@ import {
   policyFlags,
 } from '../core/policy/index.js';
 import type { EffectivePolicy, Snapshot } from '../snapshot/types.js';
+import { isLarge, type ScanPool } from './scan-pool.js';
 
 export interface GovernAgent {
   readonly orgId: string;
@@ -84,6 +85,15 @@ export interface GovernResult {
   readonly consumedApproval: string | null;
 }
 
+/** What a decision is made under: the policy in force, the effective flags, the detectors to run. */
+interface Setting {
+  readonly policyRef: EffectivePolicy;
+  readonly flags: EffectiveFlags;
+  readonly ignoredFlags: readonly { flag: string; reason: string }[];
+  readonly raw: string | null;
+  readonly detect: DetectOptions;
+}
+
 /** Which detectors run: the ones acting on findings, the ones rules read, all in lockdown. */
 export function detectOptions(policy: CompiledPolicy, flags: EffectiveFlags): DetectOptions {
   const lockdown = flags.mode === 'lockdown';
@@ -103,9 +113,11 @@ export function detectOptions(policy: CompiledPolicy, flags: EffectiveFlags): De
  * Synchronous and I/O-free apart from the snapshot and approval lookups.
  */
 export class Governor {
+  /** `scanner` takes the content scan of large calls off the event loop (decideOrDefer). */
   constructor(
     private readonly snapshot: Snapshot,
     private readonly approvals: ApprovalGate,
+    private readonly scanner?: ScanPool,
   ) {}
 
   /**
@@ -119,6 +131,31 @@ export class Governor {
     input: GovernInput,
     checks?: (result: GovernResult) => GovernResult,
   ): GovernResult {
+    const setting = this.#setting(agent, input);
+    return this.#decided(agent, input, setting, scanTexts(input.texts, setting.detect), checks);
+  }
+
+  /**
+   * decide(), or, when the content is large (isLarge) and a ScanPool was given, a promise of it
+   * with the content scanned off the event loop. The policy and flags are the ones in force when
+   * the call arrived; the approval lookup and its consumption still happen in one turn, after the
+   * scan. Ordinary calls get their result without a promise.
+   */
+  decideOrDefer(
+    agent: GovernAgent,
+    input: GovernInput,
+    checks?: (result: GovernResult) => GovernResult,
+  ): GovernResult | Promise<GovernResult> {
+    const scanner = this.scanner;
+    if (scanner === undefined || !isLarge(input.texts)) return this.decide(agent, input, checks);
+    const setting = this.#setting(agent, input);
+    return scanner
+      .scan(input.texts, setting.detect)
+      .then((scan) => this.#decided(agent, input, setting, scan, checks));
+  }
+
+  /** The policy in force and the flags merged under its locks; throws on a bad flags header. */
+  #setting(agent: GovernAgent, input: GovernInput): Setting {
     const policyRef = this.snapshot.policy(agent.orgId, agent.agentUuid);
     const policy = policyRef.policy;
     let flags = policyFlags(policy);
@@ -140,7 +177,18 @@ export class Governor {
       flags = merged.flags;
       ignoredFlags = merged.ignored;
     }
-    const scan = scanTexts(input.texts, detectOptions(policy, flags));
+    return { policyRef, flags, ignoredFlags, raw, detect: detectOptions(policy, flags) };
+  }
+
+  #decided(
+    agent: GovernAgent,
+    input: GovernInput,
+    setting: Setting,
+    scan: ContentScan,
+    checks: ((result: GovernResult) => GovernResult) | undefined,
+  ): GovernResult {
+    const { policyRef, flags, ignoredFlags, raw } = setting;
+    const policy = policyRef.policy;
     const tool = input.tool ?? null;
     // Every member present (undefined when absent: rules read members, never their presence):
     // one shape for the compiled rules, and no spreads (V8's slow path on Node 20, docs/ops.md).

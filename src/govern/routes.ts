@@ -93,7 +93,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
     const ids = callIds(ctx, body.session_id);
     const behaviorId = newId('bh_');
     const texts = stringsIn(action.payload, 'payload').map((text, i) => ({ message: i, part: -1, text }));
-    const result = governor.decide(agent, {
+    const deciding = governor.decideOrDefer(agent, {
       type: action.type,
       tool: action.tool,
       server: action.server,
@@ -106,6 +106,8 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       flagsHeader: ctx.header('x-service-flags'),
       pipelineId: ids.pipelineId,
     });
+    // A large call's content is scanned off the event loop (ScanPool).
+    const result = deciding instanceof Promise ? await deciding : deciding;
     const d = result.decision;
     const decidedAt = new Date().toISOString();
     // The names as the trail may keep them: a secret the scan found in one is recorded redacted.

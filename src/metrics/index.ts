@@ -18,6 +18,10 @@ export class Metrics {
   /** Read at each scrape: conditions that fail closed in active policy versions, by rule effect. */
   private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
   private storeWritable: () => boolean = () => true;
+  private scans: () => { readonly offloaded: number; readonly pending: number } = () => ({
+    offloaded: 0,
+    pending: 0,
+  });
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly durationChildren = new Map<string, Histogram.Internal<'route'>>();
   private readonly phaseChildren = new Map<string, Histogram.Internal<'phase'>>();
@@ -68,6 +72,24 @@ export class Metrics {
         this.set(writable() ? 1 : 0);
       },
     });
+    const scans = (): { readonly offloaded: number; readonly pending: number } => this.scans();
+    new Counter({
+      name: 'govgate_content_scans_offloaded_total',
+      help: 'Calls whose content was large enough to be scanned in the scan worker, off the event loop',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(scans().offloaded);
+      },
+    });
+    new Gauge({
+      name: 'govgate_content_scans_pending',
+      help: 'Large calls waiting for or in the scan worker (one scan at a time)',
+      registers: [this.registry],
+      collect() {
+        this.set(scans().pending);
+      },
+    });
     // Labelled by the effect of the rule, not by org: the org count is unbounded, and the warn log
     // line and the policy API name the org, the version and the rule.
     const source = (): ReadonlyMap<string, number> => this.failClosedSource();
@@ -88,6 +110,11 @@ export class Metrics {
   /** Where the store gauge reads whether the store takes writes (StoreHealth.writable). */
   watchStore(writable: () => boolean): void {
     this.storeWritable = writable;
+  }
+
+  /** Where the content-scan metrics read their numbers (ScanPool). */
+  watchScans(source: () => { readonly offloaded: number; readonly pending: number }): void {
+    this.scans = source;
   }
 
   /** Where the fail-closed gauge reads its counts (PolicyRepo.failClosedActive). */

@@ -1,5 +1,6 @@
 import {
   type DetectionCategory,
+  type DetectionResult,
   type DetectionSummary,
   type DetectOptions,
   detect,
@@ -90,17 +91,26 @@ interface RequestLike {
 
 const NO_FINDINGS: readonly Finding[] = [];
 
-/** Scans one text list, merging summaries: one detect() pass per text. */
-export function scanTexts(items: readonly TextItem[], opts: DetectOptions): ContentScan {
+/**
+ * Scans one text list, merging summaries: one detect() pass per text, or, when `results` are
+ * given, the detectors' results for `items` already run elsewhere (ScanPool: one per item, null
+ * for an empty text).
+ */
+export function scanTexts(
+  items: readonly TextItem[],
+  opts: DetectOptions,
+  results?: readonly (DetectionResult | null)[],
+): ContentScan {
   const pii = new Set<string>();
   const secrets = new Set<string>();
   const unicode = new Set<string>();
   const injection: Record<string, number> = {};
   const counts: Record<DetectionCategory, number> = { pii: 0, secret: 0, injection: 0, unicode: 0 };
   const texts: ScannedText[] = [];
-  for (const item of items) {
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i] as TextItem;
     if (item.text.length === 0) continue;
-    const result = detect(item.text, opts);
+    const result = results === undefined ? detect(item.text, opts) : (results[i] as DetectionResult);
     for (const f of result.findings) {
       counts[f.category]++;
       if (f.category === 'pii') pii.add(f.type);
