@@ -55,8 +55,9 @@ export class Ctx {
     const body = this.req.body;
     if (body.length === 0)
       throw new ServiceError('invalid_json', 'the request body is empty; a JSON object is expected');
+    let value: unknown;
     try {
-      return JSON.parse(body.toString('utf8'));
+      value = JSON.parse(body.toString('utf8'));
     } catch (err) {
       throw new ServiceError(
         'invalid_json',
@@ -64,6 +65,20 @@ export class Ctx {
         { cause: err },
       );
     }
+    // A surrogate code unit can only come from a `\ud…` escape (decoded UTF-8 holds none), so
+    // nearly every body is let through by two byte searches.
+    if (body.indexOf(SURROGATE_ESCAPE) !== -1 || body.indexOf(SURROGATE_ESCAPE_UPPER) !== -1) {
+      const at = loneSurrogateAt(value, '');
+      if (at !== undefined) {
+        throw new ServiceError(
+          'invalid_json',
+          `the request body is not valid JSON: the string at ${at || 'the top level'} holds an unpaired ` +
+            'UTF-16 surrogate (a \\ud800-\\udfff escape with no partner); send well-formed Unicode',
+          at === '' ? {} : { param: at },
+        );
+      }
+    }
+    return value;
   }
 
   /** A JSON object body, or 400. */
@@ -140,4 +155,31 @@ export class Ctx {
     }
     this.json(e.status, errorBody(e.code, e.message, this.requestId, e.param, e.problems), e.headers);
   }
+}
+
+const SURROGATE_ESCAPE = Buffer.from('\\ud');
+const SURROGATE_ESCAPE_UPPER = Buffer.from('\\uD');
+
+/**
+ * Where a string (or member name) of `v` holds an unpaired surrogate, as a path (`messages[0].content`),
+ * or undefined. I-JSON (RFC 7493) forbids them, RFC 8785 cannot canonicalize them, and the
+ * providers refuse them ("no low surrogate in string"): such a body is refused whole.
+ */
+function loneSurrogateAt(v: unknown, path: string): string | undefined {
+  if (typeof v === 'string') return v.isWellFormed() ? undefined : path;
+  if (v === null || typeof v !== 'object') return undefined;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const at = loneSurrogateAt(v[i], `${path}[${i}]`);
+      if (at !== undefined) return at;
+    }
+    return undefined;
+  }
+  for (const [k, x] of Object.entries(v)) {
+    const here = path ? `${path}.${k}` : k;
+    if (!k.isWellFormed()) return here.toWellFormed();
+    const at = loneSurrogateAt(x, here);
+    if (at !== undefined) return at;
+  }
+  return undefined;
 }

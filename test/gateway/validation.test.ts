@@ -255,6 +255,32 @@ for (const engine of ENGINES) {
       assertError(t, await chat('[1, 2]'), 'invalid_request');
     });
 
+    t.test('a string with an unpaired surrogate is 400 invalid_json, naming where', async (t) => {
+      // JSON.stringify writes a lone surrogate as a \ud800 escape; the providers refuse such a
+      // body ("no low surrogate in string"), RFC 8785 cannot canonicalize it for the audit.
+      const lone = (content: string, extra: Record<string, unknown> = {}) =>
+        chat(
+          JSON.stringify({
+            ...base,
+            ...extra,
+            messages: [
+              { role: 'system', content: 'be brief' },
+              { role: 'user', content },
+            ],
+          }),
+        );
+      assertError(t, await lone('cut in half: \ud83d'), 'invalid_json', 'messages[1].content');
+      assertError(t, await lone('a low one first \udc00\ud800'), 'invalid_json', 'messages[1].content');
+      const upper = await chat(JSON.stringify(base).replace('"hello"', '"x\\uDBFF"'));
+      t.match(JSON.stringify(base), /"hello"/, 'the base request says hello');
+      assertError(t, upper, 'invalid_json', 'messages[0].content');
+      t.match(upper.body.error.message, /unpaired UTF-16 surrogate/);
+      assertError(t, await lone('ok', { metadata: { '\ud800': 1 } }), 'invalid_json', 'metadata.\ufffd');
+      // Pairs are well formed, whether escaped (Python's json.dumps writes them so) or not.
+      assertOk(t, await lone('an emoji \ud83d\ude00'), 'a pair in the text');
+      assertOk(t, await chat(JSON.stringify(base).replace('"hello"', '"\\ud83d\\ude00"')), 'an escaped pair');
+    });
+
     t.test('a non-JSON media type is 415', async (t) => {
       const xml = await chat('<chat><model>mock-echo</model></chat>', { 'content-type': 'application/xml' });
       assertError(t, xml, 'unsupported_media_type');
