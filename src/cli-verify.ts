@@ -11,19 +11,23 @@ export interface VerifyIO {
   isTTY: boolean;
 }
 
-export const VERIFY_USAGE = `Usage: govgate verify <file.jsonl> [more files…] --keys <signing-key.json> [--checkpoint <seal.json>] [--json]
+export const VERIFY_USAGE = `Usage: govgate verify <file.jsonl> [more files…] --keys <signing-key.json> [--org <org_id>] [--checkpoint <seal.json>] [--json]
 
 Checks an exported audit chain (GET /api/audit/export?format=jsonl) offline, with nothing but
 the public keys (the body of GET /api/audit/signing-key). Rotated logs are given oldest first,
 e.g. org.1.jsonl org.2.jsonl org.jsonl, and are checked as one chain.
 
   --keys <file>        the signing-key document (required)
-  --checkpoint <file>  a seal saved earlier: a {"_seal": …} line of an earlier export, or the
-                       seal of an event from the API. The files must hold the chain it signed:
+  --org <org_id>       the org whose chain this must be: every seal must name its log
+                       (govgate/<org_id>). Every org's chain is signed by the same keys, so
+                       without it another org's intact export is intact too
+  --checkpoint <file>  a seal saved earlier: a {"_seal": …} line of an earlier export, or an
+                       event from the API (GET /api/audit/events/{id}, seal inlined). The files must hold the chain it signed:
                        a file cut at its end is a sealed chain of its own, and only this check
                        finds the events that were cut off (compromised, exit 1)
   --json               print the result object (the shape of GET /api/audit/integrity, plus
-                       sealed_through and unsealed_events, and checkpoint when one is given)
+                       origin, sealed_through and unsealed_events, and checkpoint when one is
+                       given)
 
 Exit status:
   0  intact: every event is covered by a valid seal (or the file holds no events)
@@ -53,6 +57,7 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
   };
   let values: {
     keys?: string | undefined;
+    org?: string | undefined;
     checkpoint?: string | undefined;
     json?: boolean | undefined;
     help?: boolean | undefined;
@@ -63,6 +68,7 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
       args: argv,
       options: {
         keys: { type: 'string' },
+        org: { type: 'string' },
         checkpoint: { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -83,6 +89,8 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
   if (files[0] === 'verify' && files.length > 1) files = files.slice(1);
   if (files.length === 0) return usageError('no chain file given');
   if (values.keys === undefined || values.keys.length === 0) return usageError('--keys <file> is required');
+  if (values.org !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(values.org))
+    return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
 
   let keysDoc: unknown;
   try {
@@ -110,7 +118,11 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
     result = await verifyFile(
       files,
       keysDoc,
-      Object.assign(bar === undefined ? {} : { onProgress: bar.update }, { checkpoint }),
+      Object.assign(
+        bar === undefined ? {} : { onProgress: bar.update },
+        { checkpoint },
+        values.org === undefined ? {} : { org: values.org },
+      ),
     );
   } catch (err) {
     bar?.clear();
@@ -146,7 +158,7 @@ const EXIT: Record<VerifyFileResult['status'], number> = { intact: 0, empty: 0, 
 function integrityOnly(
   r: VerifyFileResult,
 ): Omit<IntegrityResult, 'status'> &
-  Pick<VerifyFileResult, 'status' | 'sealed_through' | 'unsealed_events'> &
+  Pick<VerifyFileResult, 'status' | 'origin' | 'sealed_through' | 'unsealed_events'> &
   Partial<Pick<VerifyFileResult, 'checkpoint'>> {
   const out = {
     status: r.status,
@@ -156,6 +168,7 @@ function integrityOnly(
     broken_events: r.broken_events,
     chain_length: r.chain_length,
     current_head: r.current_head,
+    origin: r.origin,
     sealed_through: r.sealed_through,
     unsealed_events: r.unsealed_events,
   };

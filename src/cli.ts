@@ -12,7 +12,7 @@ const USAGE = `govgate ${VERSION}
 
 Usage:
   govgate start            run the all-in-one service (control plane + gateway, embedded store)
-  govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--json]
+  govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--org ORG_ID] [--checkpoint SEAL.json] [--json]
                            check an exported audit chain offline, with public keys only
                            (exit 0 intact, 1 compromised, 2 usage error, 3 unsealed)
   govgate --version

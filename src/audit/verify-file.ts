@@ -43,6 +43,12 @@ export interface VerifyFileOptions {
    * chain of its own, is found out. Its signatures must verify, else `VerifyInputError`.
    */
   checkpoint?: unknown;
+  /**
+   * The org whose chain the files must be: every seal must name its log (`govgate/<org>`), so
+   * another org's export, every bit as well signed, is not taken for it. Without it the origin
+   * is read from the first event.
+   */
+  org?: string;
 }
 
 /** What the files show of `VerifyFileOptions.checkpoint`. */
@@ -169,9 +175,13 @@ class LineSink {
   readonly unparseable: UnparseableLine[] = [];
   readonly #checkpoint: SealRecord | undefined;
 
-  constructor(verifiers: readonly NoteVerifier[], checkpoint?: SealRecord) {
+  readonly #expectedOrigin: string | undefined;
+
+  /** `origin`: the log the file must be (else it is read from the first event). */
+  constructor(verifiers: readonly NoteVerifier[], checkpoint?: SealRecord, origin?: string) {
     this.#verifiers = verifiers;
     this.#checkpoint = checkpoint;
+    this.#expectedOrigin = origin;
   }
 
   line(text: string, file: string, lineNo: number): void {
@@ -219,7 +229,8 @@ class LineSink {
   /** The origin comes from the first event (v2 events only; legacy chains carry no origin). */
   #start(firstEvent: Rec | undefined): ChainVerifier {
     const org = firstEvent?._chain_version !== undefined ? firstEvent?.org_id : undefined;
-    this.origin = typeof org === 'string' && org.length > 0 ? checkpointOrigin(org) : null;
+    this.origin =
+      this.#expectedOrigin ?? (typeof org === 'string' && org.length > 0 ? checkpointOrigin(org) : null);
     const v = new ChainVerifier(
       this.origin === null
         ? { verifiers: this.#verifiers }
@@ -354,7 +365,11 @@ export async function verifyFile(
   const files = typeof paths === 'string' ? [paths] : [...paths];
   const verifiers = verifiersFromKeys(keysDoc);
   const checkpoint = opts.checkpoint === undefined ? undefined : checkpointSeal(opts.checkpoint, verifiers);
-  const sink = new LineSink(verifiers, checkpoint);
+  const sink = new LineSink(
+    verifiers,
+    checkpoint,
+    opts.org === undefined ? undefined : checkpointOrigin(opts.org),
+  );
   let totalBytes = 0;
   for (const f of files) {
     try {
@@ -404,7 +419,9 @@ function checkpointSeal(raw: unknown, verifiers: readonly NoteVerifier[]): SealR
       'invalid_checkpoint',
       `the checkpoint ${why} (give a {"_seal": …} line of an export, or an event's seal)`,
     );
-  const seal = isRecord(raw) && isRecord(raw._seal) ? raw._seal : raw;
+  // A `{"_seal": …}` line, an event from the API (its `seal` inlined), or the seal itself.
+  const seal =
+    isRecord(raw) && isRecord(raw._seal) ? raw._seal : isRecord(raw) && isRecord(raw.seal) ? raw.seal : raw;
   if (!isRecord(seal) || typeof seal.note !== 'string') throw bad('holds no seal note');
   const size = seal.size;
   if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) throw bad('has no tree size');

@@ -196,6 +196,40 @@ t.test('an edited field is content_modified at its line', async (t) => {
   t.pass();
 });
 
+t.test(
+  'a line not as written (duplicate members, aliased numbers, spacing, escapes) is content_modified',
+  async (t) => {
+    // JSON.parse keeps the last of duplicate members, and reads `5.0000000000000001` as 5: the
+    // parsed event hashes as the original, but a reader that takes the first member, or keeps a
+    // number's digits, sees something else. Only the bytes as written verify.
+    const rewrites: Array<[string, (text: string, seq: number) => string]> = [
+      ['duplicate members', (text) => `{"outcome":"block","reason":"injected",${text.slice(1)}`],
+      ['an aliased number', (text, seq) => text.replace(`"n":${seq}`, `"n":${seq}.0000000000000001`)],
+      ['a space', (text) => text.replace('{"', '{ "')],
+      ['an escaped letter', (text) => text.replace('"agent_id":"agent-', '"agent_id":"\\u0061gent-')],
+    ];
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: N }),
+        fc.integer({ min: 0, max: rewrites.length - 1 }),
+        async (seq, which) => {
+          const [, rewrite] = rewrites[which] as [string, (text: string, seq: number) => string];
+          const text = rewrite(originalEvents[seq - 1]?.value as string, seq);
+          if (text === originalEvents[seq - 1]?.value) throw new Error('the rewrite changed nothing');
+          t.same(JSON.parse(text).hash, eventAt(seq).hash);
+          h.store.auditEvents.putSync([ORG, seq], text);
+          const expected = [
+            { line: seq, event_id: ids[seq - 1] as string, reason: 'content_modified' as const },
+          ];
+          return check(await scan(), expected, seq, true);
+        },
+      ),
+      OPTS,
+    );
+    t.pass();
+  },
+);
+
 t.test('an edited field with its hash recomputed breaks the link after it', async (t) => {
   await fc.assert(
     fc.asyncProperty(fc.integer({ min: 1, max: TOTAL - 1 }), async (seq) => {

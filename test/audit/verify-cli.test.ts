@@ -233,7 +233,7 @@ const INTACT: IntegrityResult = {
   current_head: head,
 };
 /** What --json prints for it: the integrity result and what the seals cover. */
-const INTACT_JSON = { ...INTACT, sealed_through: N, unsealed_events: 0 };
+const INTACT_JSON = { ...INTACT, origin: ORIGIN, sealed_through: N, unsealed_events: 0 };
 
 /** A copy of the base chain's lines with `edit` applied. */
 function edited(edit: (lines: string[]) => void): string[] {
@@ -309,6 +309,48 @@ t.test('a tampered field: content_modified at its line, exit 1', async (t) => {
   t.match(human.out, new RegExp(`line 5  ${idOf(5)}  content_modified`));
 });
 
+t.test('a line not as written is content_modified, though it parses to the event', async (t) => {
+  // Duplicate members: JSON.parse keeps the last (the hashed one), SQLite's json_extract and a
+  // reader of the raw line the first. An aliased number: `5.0000000000000001` parses as 5.
+  const rewrites: Array<[string, (line: string) => string]> = [
+    ['duplicate members', (line) => `{"outcome":"block","reason":"injected",${line.slice(1)}`],
+    ['an aliased number', (line) => line.replace('"seq":5,', '"seq":5.0000000000000001,')],
+    ['spacing', (line) => line.replace('{"', '{ "')],
+  ];
+  for (const [name, rewrite] of rewrites) {
+    const lines = edited((l) => {
+      const line = rewrite(l[at(5)] as string);
+      t.not(line, l[at(5)], `${name}: the rewrite changed the line`);
+      t.equal(JSON.parse(line).hash, JSON.parse(l[at(5)] as string).hash);
+      l[at(5)] = line;
+    });
+    const { code, result } = await runJson([writeLines(lines)]);
+    t.equal(code, 1, name);
+    t.strictSame(result.broken_events, [{ line: 5, event_id: idOf(5), reason: 'content_modified' }], name);
+  }
+});
+
+t.test("--org: the file must be that org's chain", async (t) => {
+  const own = await run([intactPath, '--keys', keysPath, '--org', ORIGIN.slice('govgate/'.length), '--json']);
+  t.equal(own.code, 0);
+  t.equal(JSON.parse(own.out).origin, ORIGIN);
+  // Another org's chain, every bit as well signed, is not this org's: each seal names another log.
+  const other = await run([intactPath, '--keys', keysPath, '--org', 'org_someone_else', '--json']);
+  t.equal(other.code, 1);
+  const r = JSON.parse(other.out);
+  t.equal(r.status, 'compromised');
+  t.equal(r.origin, 'govgate/org_someone_else');
+  t.strictSame(
+    r.broken_events.map((b: { line: number; reason: string }) => [b.line, b.reason]),
+    [4, 8, 12].map((seq) => [seq, 'checkpoint_mismatch']),
+  );
+  const human = await run([intactPath, '--keys', keysPath, '--org', 'org_someone_else']);
+  t.match(human.out, /origin\s+govgate\/org_someone_else/);
+  const bad = await run([intactPath, '--keys', keysPath, '--org', 'govgate/x y']);
+  t.equal(bad.code, 2);
+  t.match(bad.err, /--org takes an org id/);
+});
+
 t.test('a personal value edited, or tombstoned without an erasure event', async (t) => {
   const changed = writeLines(
     edited((l) => {
@@ -357,7 +399,21 @@ t.test('a file cut at its end is a prefix: --checkpoint with a seal saved earlie
   const saved = JSON.parse(base.lines[sealLine(12)] as string) as { _seal: StoredSeal };
   const asLine = writeLines([JSON.stringify(saved)], `checkpoint-${++fileN}.json`);
   const asSeal = writeLines([JSON.stringify(saved._seal)], `checkpoint-${++fileN}.json`);
-  for (const checkpoint of [asLine, asSeal]) {
+  // An event as GET /api/audit/events/{id} serves it, its seal inlined with the signatures.
+  const event = JSON.parse(base.lines[at(12)] as string) as Record<string, unknown>;
+  const asEvent = writeLines(
+    [
+      JSON.stringify({
+        ...event,
+        seal: {
+          ...saved._seal,
+          signatures: [{ name: 'govgate-audit-ed25519', key_id: '00', alg: 'ed25519' }],
+        },
+      }),
+    ],
+    `checkpoint-${++fileN}.json`,
+  );
+  for (const checkpoint of [asLine, asSeal, asEvent]) {
     const r = await run([cut, '--keys', keysPath, '--checkpoint', checkpoint]);
     t.equal(r.code, 1, 'compromised: the file ends before the saved checkpoint');
     t.match(r.out, /status\s+COMPROMISED/);
