@@ -21,7 +21,6 @@ export const DEFAULT_MAX_TOKENS = 4096;
 /** An Anthropic Messages upstream (`base_url` is the API root, as in the official SDK). */
 export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
-  const pool = pools.get(origin);
   const headers = {
     'content-type': 'application/json',
     'x-api-key': apiKey,
@@ -38,7 +37,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
     cancel: Cancellation,
     beta?: string,
   ): Promise<AnthropicMessage> => {
-    const res = await requestJson('anthropic', pool, {
+    const res = await requestJson('anthropic', pools.get(origin), {
       path: messagesPath,
       method: 'POST',
       headers: headersFor(beta),
@@ -56,7 +55,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
     cancel: Cancellation,
     beta?: string,
   ): AsyncGenerator<AnthropicStreamEvent[]> {
-    const text = await requestStream('anthropic', pool, {
+    const text = await requestStream('anthropic', pools.get(origin), {
       path: messagesPath,
       headers: headersFor(beta),
       body: JSON.stringify(request),
@@ -140,7 +139,7 @@ export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey:
       });
     },
     async listModels(signal: AbortSignal) {
-      const res = (await requestJson('anthropic', pool, {
+      const res = (await requestJson('anthropic', pools.get(origin), {
         path: `${prefix}/v1/models`,
         method: 'GET',
         headers: { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION },

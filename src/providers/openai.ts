@@ -13,7 +13,6 @@ import {
 /** An OpenAI-compatible upstream (`base_url` ends in /v1, as in the official SDK). */
 export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
-  const pool = pools.get(origin);
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
   const getHeaders = { authorization: `Bearer ${apiKey}` };
   const chatPath = `${prefix}/chat/completions`;
@@ -22,7 +21,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
     name: 'openai',
     async chat(call: ChatCall) {
       const body = call.rawBody ?? JSON.stringify(call.request);
-      const res = await requestJson('openai', pool, {
+      const res = await requestJson('openai', pools.get(origin), {
         path: chatPath,
         method: 'POST',
         headers,
@@ -42,7 +41,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       const options = { ...call.request.stream_options };
       options.include_usage = true;
       request.stream_options = options;
-      const text = await requestStream('openai', pool, {
+      const text = await requestStream('openai', pools.get(origin), {
         path: chatPath,
         headers,
         body: JSON.stringify(request),
@@ -72,7 +71,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       if (batch.length > 0) yield batch;
     },
     async embed(request: EmbeddingRequest, signal: AbortSignal) {
-      const res = await requestJson('openai', pool, {
+      const res = await requestJson('openai', pools.get(origin), {
         path: `${prefix}/embeddings`,
         method: 'POST',
         headers,
@@ -82,7 +81,7 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
       return res as EmbeddingResponse;
     },
     async listModels(signal: AbortSignal) {
-      const res = (await requestJson('openai', pool, {
+      const res = (await requestJson('openai', pools.get(origin), {
         path: `${prefix}/models`,
         method: 'GET',
         headers: getHeaders,

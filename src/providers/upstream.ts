@@ -7,34 +7,93 @@ import type { Cancellation } from './types.js';
 export interface UpstreamOptions {
   readonly timeoutMs: number;
   readonly connections: number;
+  /** How often idle pools are looked for (default 30 s; 0: never, for tests that sweep by hand). */
+  readonly sweepMs?: number;
+  /** Pools kept before idle ones are closed at once, however recently used (default 1,024). */
+  readonly maxPools?: number;
+}
+
+/** Sweeps a pool must go unused, holding no connection and no request, before it is closed. */
+const IDLE_SWEEPS = 2;
+
+interface PoolEntry {
+  readonly pool: Pool;
+  /** The sweep count at its last use. */
+  used: number;
 }
 
 /**
  * One keep-alive undici Pool per upstream origin, shared by every org that uses that origin.
+ * A pool unused for two sweeps (30–60 s) with no connection open and no request in it is closed
+ * and forgotten; the next call to its origin opens a new one. Without that, every origin an org
+ * admin ever pointed a provider at kept ~21 KB for the life of the process (an origin is a host
+ * and a port, so their number is unbounded). Past `maxPools`, every idle pool is closed when a
+ * new one is opened. Callers take the pool at dispatch (`get`), never keep it.
  */
 export class UpstreamPools {
-  private readonly pools = new Map<string, Pool>();
+  private readonly pools = new Map<string, PoolEntry>();
+  private readonly maxPools: number;
+  private readonly timer: NodeJS.Timeout | undefined;
+  private sweeps = 0;
 
-  constructor(private readonly opts: UpstreamOptions) {}
-
-  get(origin: string): Pool {
-    let pool = this.pools.get(origin);
-    if (!pool) {
-      pool = new Pool(origin, {
-        connections: this.opts.connections,
-        pipelining: 1,
-        keepAliveTimeout: 30_000,
-        headersTimeout: this.opts.timeoutMs,
-        bodyTimeout: this.opts.timeoutMs,
-        connectTimeout: Math.min(this.opts.timeoutMs, 10_000),
-      });
-      this.pools.set(origin, pool);
+  constructor(private readonly opts: UpstreamOptions) {
+    this.maxPools = opts.maxPools ?? 1_024;
+    const every = opts.sweepMs ?? 30_000;
+    if (every > 0) {
+      this.timer = setInterval(() => this.sweep(), every);
+      this.timer.unref();
     }
-    return pool;
+  }
+
+  /** Pools open now. */
+  get size(): number {
+    return this.pools.size;
+  }
+
+  /** The origin's pool, to dispatch on now (a pool kept by the caller may be closed by a sweep). */
+  get(origin: string): Pool {
+    let entry = this.pools.get(origin);
+    if (entry === undefined) {
+      if (this.pools.size >= this.maxPools) this.evict(0);
+      entry = {
+        pool: new Pool(origin, {
+          connections: this.opts.connections,
+          pipelining: 1,
+          keepAliveTimeout: 30_000,
+          headersTimeout: this.opts.timeoutMs,
+          bodyTimeout: this.opts.timeoutMs,
+          connectTimeout: Math.min(this.opts.timeoutMs, 10_000),
+        }),
+        used: this.sweeps,
+      };
+      this.pools.set(origin, entry);
+    } else entry.used = this.sweeps;
+    return entry.pool;
+  }
+
+  /** Closes the pools unused since the sweep before last that are idle; returns how many. */
+  sweep(): number {
+    this.sweeps++;
+    return this.evict(IDLE_SWEEPS);
+  }
+
+  /** Closes idle pools unused for at least `sweeps` sweeps. */
+  private evict(sweeps: number): number {
+    let closed = 0;
+    for (const [origin, entry] of this.pools) {
+      if (this.sweeps - entry.used < sweeps) continue;
+      const s = entry.pool.stats;
+      if (s.connected > 0 || s.size > 0) continue;
+      this.pools.delete(origin);
+      entry.pool.close().catch(() => {});
+      closed++;
+    }
+    return closed;
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.pools.values()].map((p) => p.close().catch(() => {})));
+    if (this.timer !== undefined) clearInterval(this.timer);
+    await Promise.all([...this.pools.values()].map((e) => e.pool.close().catch(() => {})));
     this.pools.clear();
   }
 }
