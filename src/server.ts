@@ -171,6 +171,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     governor,
     requestApproval: (input) => approvalDesk.request(input),
     clientStallMs: config.clientStallMs,
+    scans,
     get baseUrl() {
       return base.value;
     },

@@ -11,15 +11,18 @@ import {
   guardText,
   type OutputGuard,
   outputGuard,
+  prescannedGuard,
   priceOf,
   type Redaction,
   recordable,
+  recordingGuard,
   redactAnthropicRequest,
   redactRequest,
   requestTexts,
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
 import { decisionRecord, detectionRecord } from '../govern/governor.js';
+import { isLargeText, type ScanPool } from '../govern/scan-pool.js';
 import type { ApprovalRequest } from '../govern/types.js';
 import type { Ctx } from '../http/context.js';
 import type { Metrics } from '../metrics/index.js';
@@ -70,6 +73,8 @@ export interface GatewayDeps {
   readonly baseUrl: string;
   /** A streamed answer's client that takes nothing for this long while behind is let go. */
   readonly clientStallMs: number;
+  /** Scans a large answer off the event loop (without it, every answer is scanned inline). */
+  readonly scans?: ScanPool;
 }
 
 /**
@@ -682,19 +687,24 @@ export class GatewayService {
     let audited = false;
     try {
       if (guard.active) {
-        // Every choice (`n` > 1), not just the first: one blocked choice blocks the answer.
-        let blocked: Finding | undefined;
-        if (message) {
-          const guarded = guardAnthropicMessage(guard, message, outputTypes);
-          if ('blocked' in guarded) blocked = guarded.blocked.finding;
-          else message = guarded.message;
-        } else {
-          for (const choice of choices) {
-            const m = choice.message;
-            if (m && (blocked = this.guardMessage(guard, m, outputTypes))) break;
+        // A large answer is scanned in the scan worker: the texts the guard reads are gathered by
+        // a pass that finds nothing (it changes nothing), scanned off the event loop, and the
+        // guard's pass below is answered from the results (ScanPool).
+        let g = guard;
+        const scans = this.deps.scans;
+        if (scans !== undefined) {
+          const texts: string[] = [];
+          this.guardAnswer(recordingGuard(guard, texts), message, choices, new Set());
+          if (isLargeText(texts)) {
+            const results = await scans.detectAll(texts, guard.detectOptions);
+            g = prescannedGuard(guard, texts, results);
           }
-          if (!blocked) completion.choices = choices.map(guardedChoice);
         }
+        const guarded = this.guardAnswer(g, message, choices, outputTypes);
+        const blocked = guarded.blocked;
+        if (message) {
+          if (guarded.message) message = guarded.message;
+        } else if (!blocked) completion.choices = choices.map(guardedChoice);
         outputAction = blocked ? 'blocked' : outputTypes.size > 0 ? 'redacted' : 'allowed';
         if (blocked) {
           outcome = 'block';
@@ -759,6 +769,30 @@ export class GatewayService {
     return outcome === 'allow'
       ? { status: 200, content_type: 'application/json', body, pipeline_id: record.ids.pipelineId }
       : undefined;
+  }
+
+  /**
+   * Guards a whole answer: the Anthropic message (rebuilt, or blocked), or every choice of the
+   * completion (`n` > 1, not just the first: one blocked choice blocks the answer), in place.
+   */
+  private guardAnswer(
+    guard: OutputGuard,
+    message: AnthropicMessage | undefined,
+    choices: ChatCompletion['choices'],
+    types: Set<string>,
+  ): { blocked: Finding | undefined; message: AnthropicMessage | undefined } {
+    if (message) {
+      const guarded = guardAnthropicMessage(guard, message, types);
+      return 'blocked' in guarded
+        ? { blocked: guarded.blocked.finding, message: undefined }
+        : { blocked: undefined, message: guarded.message };
+    }
+    for (const choice of choices) {
+      const m = choice.message;
+      const blocked = m ? this.guardMessage(guard, m, types) : undefined;
+      if (blocked) return { blocked, message: undefined };
+    }
+    return { blocked: undefined, message: undefined };
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { DetectionResult, DetectOptions } from '../core/detect/index.js';
+import type { DetectionResult, DetectOptions, Finding } from '../core/detect/index.js';
 import { type ContentScan, scanTexts, type TextItem } from '../core/guardrails/index.js';
 import { JobWorker } from '../util/job-worker.js';
 
@@ -18,6 +18,16 @@ export function isLarge(texts: readonly TextItem[]): boolean {
   let n = 0;
   for (const t of texts) {
     n += t.text.length;
+    if (n >= OFFLOAD_CHARS) return true;
+  }
+  return false;
+}
+
+/** isLarge for plain strings (the texts of an answer). */
+export function isLargeText(texts: readonly string[]): boolean {
+  let n = 0;
+  for (const t of texts) {
+    n += t.length;
     if (n >= OFFLOAD_CHARS) return true;
   }
   return false;
@@ -49,12 +59,28 @@ export class ScanPool {
 
   /** scanTexts(items, opts), the detectors run in the worker. */
   async scan(items: readonly TextItem[], opts: DetectOptions): Promise<ContentScan> {
-    const texts = items.map((i) => i.text);
+    const results = await this.#results(
+      items.map((i) => i.text),
+      opts,
+    );
+    return scanTexts(items, opts, results);
+  }
+
+  /** The findings of each text (an answer's, for the output guard), found in the worker. */
+  async detectAll(texts: readonly string[], opts: DetectOptions): Promise<Finding[][]> {
+    const results = await this.#results(texts, opts);
+    return results.map((r) => (r === null ? [] : r.findings));
+  }
+
+  async #results(
+    texts: readonly string[],
+    opts: DetectOptions,
+  ): Promise<readonly (DetectionResult | null)[]> {
     this.#offloaded++;
     const results = await this.#worker.run<readonly (DetectionResult | null)[]>({ texts, opts });
-    if (!Array.isArray(results) || results.length !== items.length)
+    if (!Array.isArray(results) || results.length !== texts.length)
       throw new Error('scan worker: one result per text expected');
-    return scanTexts(items, opts, results);
+    return results;
   }
 
   close(): Promise<void> {

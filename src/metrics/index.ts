@@ -75,7 +75,9 @@ export class Metrics {
     const scans = (): { readonly offloaded: number; readonly pending: number } => this.scans();
     new Counter({
       name: 'govgate_content_scans_offloaded_total',
-      help: 'Calls whose content was large enough to be scanned in the scan worker, off the event loop',
+      help:
+        "Scans large enough to run in the scan worker, off the event loop: a call's content, or a " +
+        'whole answer of its provider',
       registers: [this.registry],
       collect() {
         this.reset();
@@ -84,7 +86,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'govgate_content_scans_pending',
-      help: 'Large calls waiting for or in the scan worker (one scan at a time)',
+      help: 'Large scans waiting for or in the scan worker (one scan at a time)',
       registers: [this.registry],
       collect() {
         this.set(scans().pending);

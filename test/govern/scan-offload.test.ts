@@ -159,6 +159,7 @@ t.test('a scan that cannot run fails the call; the next one starts a new worker'
 
 t.test('through the gateway: large calls are scanned off the loop and governed alike', async (t) => {
   const { svc, upstream } = await serviceOnMockUpstream(t);
+  upstream.reply = 'ok'; // not the echo of the prompt: the answers stay small (scanned inline)
   const big = filler(300_000);
   const chat = (content: string) =>
     svc.call('/v1/chat/completions', {
@@ -201,4 +202,59 @@ t.test('through the gateway: large calls are scanned off the loop and governed a
   t.same(gov.body.details.detections.secrets, ['aws_access_key'], 'the key past 300 K was found');
   t.same(gov.body.obligations[0]?.categories, ['secret']);
   t.equal(await offloaded(), 3);
+});
+
+t.test('a large answer is scanned off the loop and guarded as it would be inline', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  const offloaded = async (): Promise<number> => {
+    const m = await svc.call('/api/metrics', { token: svc.pat });
+    return Number(String(m.body).match(/^govgate_content_scans_offloaded_total (\d+)/m)?.[1]);
+  };
+  const big = filler(300_000);
+  upstream.reply = 'hello';
+  const small = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(small.body.choices[0].message.content, 'hello');
+  t.equal(await offloaded(), 0, 'an ordinary answer is scanned inline');
+
+  // Default policy: PII in output is redacted.
+  upstream.reply = `${big} write to jane.doe@example.com ${slow(70_000)}`;
+  const chat = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    body: { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(chat.status, 200);
+  const content = chat.body.choices[0].message.content as string;
+  t.ok(content.length > 300_000, 'the large answer came through');
+  t.notOk(content.includes('jane.doe@example.com'), 'the address past 300 K was redacted');
+  t.ok(content.includes(`${big} write to [EMAIL] `), 'redacted in place, the rest as sent');
+  t.equal(await offloaded(), 1, 'the answer was scanned in the worker');
+
+  // The Anthropic wire format, forwarded to an Anthropic upstream: text blocks and tool input.
+  upstream.anthropicMessage = {
+    id: 'msg_1',
+    type: 'message',
+    role: 'assistant',
+    model: 'claude-sonnet-4-5',
+    content: [
+      { type: 'text', text: `${big} call jane.doe@example.com` },
+      { type: 'tool_use', id: 'toolu_1', name: 'mail', input: { to: 'john.roe@example.com', body: big } },
+    ],
+    stop_reason: 'tool_use',
+    stop_sequence: null,
+    usage: { input_tokens: 10, output_tokens: 10 },
+  };
+  const msg = await svc.call('/v1/messages', {
+    token: svc.agentKey,
+    headers: { 'anthropic-version': '2023-06-01' },
+    body: { model: 'claude-sonnet-4-5', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(msg.status, 200, JSON.stringify(msg.body).slice(0, 300));
+  const text = JSON.stringify(msg.body);
+  t.notOk(text.includes('jane.doe@example.com'), 'the text block was redacted');
+  t.notOk(text.includes('john.roe@example.com'), 'the tool input was redacted');
+  t.equal(msg.body.content[1].input.body, big, 'the rest of the tool input as sent');
+  t.equal(await offloaded(), 2);
 });

@@ -20,7 +20,14 @@ export {
   type FingerprintInput,
   NULL_ARGS_SHA256,
 } from './fingerprint.js';
-export { type FindingAction, type OutputGuard, outputGuard, REDACTABLE } from './output.js';
+export {
+  type FindingAction,
+  type OutputGuard,
+  outputGuard,
+  prescannedGuard,
+  REDACTABLE,
+  recordingGuard,
+} from './output.js';
 export { ASSUMED_COMPLETION_TOKENS, costOf, estimateCost, type Price, priceOf } from './pricing.js';
 export { recordable, recordableName } from './recorded.js';
 export { decodedJson, type GuardStep, guardJoined, guardText, StreamGuard } from './stream-guard.js';

@@ -1,4 +1,4 @@
-import type { DetectionCategory, DetectOptions, Finding } from '../detect/index.js';
+import { type DetectionCategory, type DetectOptions, detect, type Finding } from '../detect/index.js';
 import type { CompiledPolicy, EffectiveFlags } from '../policy/index.js';
 
 export type FindingAction = 'allow' | 'redact' | 'block';
@@ -14,6 +14,8 @@ export interface OutputGuard {
   readonly active: boolean;
   readonly detectOptions: DetectOptions;
   classify(f: Finding): FindingAction;
+  /** The findings of one output text (the detectors under `detectOptions`). */
+  scan(text: string): readonly Finding[];
 }
 
 function contentAction(action: string, types: ReadonlySet<string> | null, f: Finding): FindingAction {
@@ -33,6 +35,9 @@ export function outputGuard(policy: CompiledPolicy, flags: EffectiveFlags): Outp
   return {
     active,
     detectOptions: { pii: piiOn, secrets: secretsOn, injection: false, unicode: unicodeOn },
+    scan(text) {
+      return detect(text, this.detectOptions).findings;
+    },
     classify(f) {
       if (!enforcing) return 'allow';
       switch (f.category) {
@@ -50,3 +55,43 @@ export function outputGuard(policy: CompiledPolicy, flags: EffectiveFlags): Outp
 }
 
 export const REDACTABLE: readonly DetectionCategory[] = ['pii', 'secret', 'unicode'];
+
+/**
+ * `guard` with its scans answered from `results`, the findings of `texts` computed elsewhere (a
+ * worker), in the order the guard asks for them; a text asked out of that order is scanned here.
+ */
+export function prescannedGuard(
+  guard: OutputGuard,
+  texts: readonly string[],
+  results: readonly (readonly Finding[])[],
+): OutputGuard {
+  let next = 0;
+  return {
+    active: guard.active,
+    detectOptions: guard.detectOptions,
+    classify: (f) => guard.classify(f),
+    scan(text) {
+      const i = next;
+      if (i < texts.length && texts[i] === text) {
+        next = i + 1;
+        return results[i] as readonly Finding[];
+      }
+      return guard.scan(text);
+    },
+  };
+}
+
+/** `guard` recording the texts it is asked to scan into `texts`, finding nothing in them. */
+export function recordingGuard(guard: OutputGuard, texts: string[]): OutputGuard {
+  return {
+    active: guard.active,
+    detectOptions: guard.detectOptions,
+    classify: (f) => guard.classify(f),
+    scan(text) {
+      texts.push(text);
+      return NO_FINDINGS;
+    },
+  };
+}
+
+const NO_FINDINGS: readonly Finding[] = [];

@@ -1,4 +1,4 @@
-import { detect, type Finding, redact } from '../detect/index.js';
+import { type Finding, redact } from '../detect/index.js';
 import type { FindingAction, OutputGuard } from './output.js';
 
 export type GuardStep =
@@ -69,7 +69,7 @@ export class StreamGuard {
   private window(final: boolean): GuardStep {
     const offset = this.context.length;
     const text = this.context + this.pending;
-    const findings = detect(text, this.guard.detectOptions).findings;
+    const findings = this.guard.scan(text);
     if (this.seen) for (const f of findings) if (f.category === 'pii') this.seen.add(f.type);
     let cut = final ? text.length : text.length - this.hold;
     if (!final) {
@@ -98,7 +98,7 @@ export class StreamGuard {
 
 /** Scans a whole text once (non-streamed output, tool arguments): redacted text or a block. */
 export function guardText(guard: OutputGuard, text: string): GuardStep & { findings: readonly Finding[] } {
-  const findings = detect(text, guard.detectOptions).findings;
+  const findings = guard.scan(text);
   const red: Finding[] = [];
   for (const f of findings) {
     const action = guard.classify(f);
@@ -123,7 +123,7 @@ export function guardJoined(
 ):
   | { kind: 'block'; finding: Finding; findings: readonly Finding[] }
   | { kind: 'release'; texts: string[]; findings: readonly Finding[] } {
-  const findings = detect(texts.join(''), guard.detectOptions).findings;
+  const findings = guard.scan(texts.join(''));
   const red: Finding[] = [];
   for (const f of findings) {
     const action = guard.classify(f);
