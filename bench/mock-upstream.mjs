@@ -5,7 +5,7 @@
 import uWS from '@trufflesuite/uws-js-unofficial';
 
 const HOST = '127.0.0.1';
-const MAX_BODY = 1 << 20;
+const MAX_BODY = 8 << 20; // large-body.mjs sends ~2 MB prompts
 // Number of separate writes (event-loop turns) an SSE response is split into.
 const SSE_WRITES = Math.max(1, Number(process.env.MOCK_SSE_WRITES ?? 4));
 const CREATED = 1_700_000_000;
