@@ -50,8 +50,9 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
     ctx.json(200, result);
   });
 
+  // Anyone may ask, as often as they like: the answer is the cached text (see RevocationList).
   router.add('GET', '/v1/mandates/revoked', (ctx) => {
-    ctx.json(200, mandates.revoked(), REVOKED_HEADERS);
+    ctx.sendRaw(200, 'application/json', mandates.revokedJson(), REVOKED_HEADERS);
   });
 
   router.add('POST', '/api/mandates/revoke', async (ctx) => {
