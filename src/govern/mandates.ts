@@ -1,5 +1,6 @@
 import { sign } from 'node:crypto';
 import { compactVerify, createLocalJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import { ServiceError } from '../core/errors.js';
 import type { MandateKeys } from '../crypto/mandate-keys.js';
 import type { Store } from '../store/db.js';
 import { randomBase62 } from '../util/ids.js';
@@ -19,6 +20,12 @@ export const REVOCATION_RETENTION_MS = 3_600_000;
  * listed up to this long past REVOCATION_RETENTION_MS.
  */
 export const REVOKED_LIST_REFRESH_MS = 60_000;
+/**
+ * Live revocations by bare jti one org may hold. Nothing shows a bare jti was ever issued
+ * (mandates are not recorded when issued), so each is a row anyone with admin could make up; a
+ * revocation by token proves its mandate and is not counted.
+ */
+export const MAX_UNPROVEN_REVOCATIONS_PER_ORG = 10_000;
 /** Rows one sweep deletes per write transaction. */
 const SWEEP_BATCH = 2_000;
 /** Longer strings are not mandates (a mandate is ~600 characters). */
@@ -80,11 +87,15 @@ export interface RevokedMandate {
   readonly revoked_at: string;
   readonly revoked_by: string;
   readonly reason: string | null;
+  /** Revoked by bare jti (`POST /api/mandates/revoke {jti}`): counted against its org's allowance. */
+  readonly unproven?: true;
 }
 
 export interface MandateServiceOptions {
   /** The clock (ms) of every method whose `now` is left out; Date.now by default. */
   readonly now?: () => number;
+  /** Overrides MAX_UNPROVEN_REVOCATIONS_PER_ORG (tests). */
+  readonly unprovenCap?: number;
 }
 
 export interface RevokedList {
@@ -159,6 +170,7 @@ export class MandateService {
   private jwkSetGen = -1;
   private jwkSet: ReturnType<typeof createLocalJWKSet> | undefined;
   private readonly clock: () => number;
+  private readonly unprovenCap: number;
   /** Every row of the revocation table, loaded once; the public list is served from it. */
   private readonly list = new RevocationList(REVOCATION_RETENTION_MS, REVOKED_LIST_REFRESH_MS);
   private sweeping = false;
@@ -172,12 +184,13 @@ export class MandateService {
   ) {
     this.issuerOf = typeof issuer === 'string' ? () => issuer : issuer;
     this.clock = opts.now ?? Date.now;
+    this.unprovenCap = opts.unprovenCap ?? MAX_UNPROVEN_REVOCATIONS_PER_ORG;
     // The one scan of the table: this process is its only writer (the data dir is locked), so
     // from here on the list follows it through revoke() and sweep().
-    const rows: { jti: string; revoked_at: string }[] = [];
+    const rows: { jti: string; revoked_at: string; unprovenOrg?: string }[] = [];
     for (const { value } of store.revokedMandates.getRange()) {
       const r = value as RevokedMandate;
-      rows.push({ jti: r.jti, revoked_at: r.revoked_at });
+      rows.push({ jti: r.jti, revoked_at: r.revoked_at, unprovenOrg: r.unproven ? r.org_id : undefined });
     }
     this.list.load(rows);
   }
@@ -277,6 +290,10 @@ export class MandateService {
   /**
    * Revokes `jti` for `orgId`. Idempotent: a jti revoked before keeps its first record, which is
    * returned with `created: false`. Resolves once the revocation is committed, and listed.
+   *
+   * `unproven`: the jti was named bare, so nothing shows this service issued it. Such a new
+   * revocation takes one of the org's MAX_UNPROVEN_REVOCATIONS_PER_ORG; with none left it is
+   * refused (`rate_limited`) and nothing is written.
    */
   async revoke(
     jti: string,
@@ -284,6 +301,7 @@ export class MandateService {
     by: string,
     reason?: string,
     now: number = this.clock(),
+    opts: { unproven?: boolean } = {},
   ): Promise<{ record: RevokedMandate; created: boolean }> {
     const db = this.store.revokedMandates;
     let record: RevokedMandate = {
@@ -292,18 +310,35 @@ export class MandateService {
       revoked_at: new Date(now).toISOString(),
       revoked_by: by,
       reason: reason ?? null,
+      ...(opts.unproven ? { unproven: true as const } : {}),
     };
+    // Taken before the write, so revocations asked at once cannot overshoot the allowance.
+    let reserved = false;
+    if (opts.unproven && this.revocation(jti) === undefined) {
+      if (!this.list.reserve(orgId, this.unprovenCap))
+        throw new ServiceError(
+          'rate_limited',
+          `org ${orgId} holds ${this.unprovenCap} revocations by bare jti from the last hour; revoke by token instead`,
+        );
+      reserved = true;
+    }
     let created = true;
-    await this.store.writer.enqueue(() => {
-      const existing = db.get([jti]) as RevokedMandate | undefined;
-      if (existing !== undefined) {
-        record = existing;
-        created = false;
-      } else {
-        db.putSync([jti], record);
-      }
-    });
-    if (created) this.list.add(jti, record.revoked_at);
+    try {
+      await this.store.writer.enqueue(() => {
+        const existing = db.get([jti]) as RevokedMandate | undefined;
+        if (existing !== undefined) {
+          record = existing;
+          created = false;
+        } else {
+          db.putSync([jti], record);
+        }
+      });
+    } catch (err) {
+      if (reserved) this.list.release(orgId);
+      throw err;
+    }
+    if (created) this.list.add(jti, record.revoked_at, record.unproven ? orgId : undefined, reserved);
+    else if (reserved) this.list.release(orgId);
     return { record, created };
   }
 

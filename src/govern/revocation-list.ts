@@ -5,6 +5,8 @@ export interface ListedRevocation {
   readonly at: number;
   /** `{"jti":…,"revoked_at":…}`, as the public list shows it. */
   readonly item: string;
+  /** The org of a revocation by bare jti (counted against that org's allowance), else undefined. */
+  readonly unprovenOrg: string | undefined;
 }
 
 /**
@@ -24,6 +26,7 @@ export class RevocationList {
   /** The items of `entries[shown..]` joined by commas; undefined when it must be rebuilt. */
   private items: string | undefined = '';
   private builtAt = Number.NEGATIVE_INFINITY;
+  private readonly unproven = new Map<string, number>();
   /** How many times the joined text was rebuilt from the entries (for tests and metrics). */
   builds = 0;
 
@@ -37,17 +40,23 @@ export class RevocationList {
   }
 
   /** Replaces the contents with `rows` (in any order): the load at start. */
-  load(rows: readonly { jti: string; revoked_at: string }[]): void {
-    const entries = rows.map((r) => listed(r.jti, r.revoked_at));
+  load(rows: readonly { jti: string; revoked_at: string; unprovenOrg?: string }[]): void {
+    const entries = rows.map((r) => listed(r.jti, r.revoked_at, r.unprovenOrg));
     entries.sort((a, b) => a.at - b.at);
     this.entries = entries;
+    this.unproven.clear();
+    for (const e of entries) if (e.unprovenOrg !== undefined) this.count(e.unprovenOrg, 1);
     this.shown = 0;
     this.items = undefined;
   }
 
-  /** Adds a committed revocation. */
-  add(jti: string, revokedAt: string): void {
-    const e = listed(jti, revokedAt);
+  /**
+   * Adds a committed revocation. `reserved` says its org's allowance was already taken with
+   * `reserve` (a revocation by bare jti on its way to the store).
+   */
+  add(jti: string, revokedAt: string, unprovenOrg?: string, reserved = false): void {
+    const e = listed(jti, revokedAt, unprovenOrg);
+    if (unprovenOrg !== undefined && !reserved) this.count(unprovenOrg, 1);
     const n = this.entries.length;
     if (n === 0 || (this.entries[n - 1] as ListedRevocation).at <= e.at) {
       this.entries.push(e);
@@ -101,7 +110,9 @@ export class RevocationList {
     for (; i < this.entries.length && gone.size > 0; i++) {
       const e = this.entries[i] as ListedRevocation;
       if (e.at > last) break;
-      if (!gone.delete(e)) kept.push(e);
+      if (gone.delete(e)) {
+        if (e.unprovenOrg !== undefined) this.count(e.unprovenOrg, -1);
+      } else kept.push(e);
     }
     this.entries.splice(0, i, ...kept);
     if (i <= this.shown) this.shown -= i - kept.length;
@@ -110,10 +121,38 @@ export class RevocationList {
       this.items = undefined;
     }
   }
+
+  /** Live revocations by bare jti of `org` (listed or reserved). */
+  unprovenCount(org: string): number {
+    return this.unproven.get(org) ?? 0;
+  }
+
+  /** Takes one of `org`'s allowance of `cap` revocations by bare jti; false when none is left. */
+  reserve(org: string, cap: number): boolean {
+    if (this.unprovenCount(org) >= cap) return false;
+    this.count(org, 1);
+    return true;
+  }
+
+  /** Gives back a reservation whose revocation was not recorded. */
+  release(org: string): void {
+    this.count(org, -1);
+  }
+
+  private count(org: string, delta: number): void {
+    const n = (this.unproven.get(org) ?? 0) + delta;
+    if (n > 0) this.unproven.set(org, n);
+    else this.unproven.delete(org);
+  }
 }
 
-function listed(jti: string, revokedAt: string): ListedRevocation {
-  return { jti, at: Date.parse(revokedAt), item: JSON.stringify({ jti, revoked_at: revokedAt }) };
+function listed(jti: string, revokedAt: string, unprovenOrg: string | undefined): ListedRevocation {
+  return {
+    jti,
+    at: Date.parse(revokedAt),
+    item: JSON.stringify({ jti, revoked_at: revokedAt }),
+    unprovenOrg,
+  };
 }
 
 /** The index of the first entry whose `at` is after `t`. */

@@ -265,3 +265,63 @@ t.test('HTTP: GET /v1/mandates/revoked serves the cached list, not a scan', asyn
   t.equal(h.mandates.revokedListBuilds, builds, 'twenty GETs, no rebuild');
   t.equal(h.scans.n, 0, 'and no scan of the table');
 });
+
+t.test('HTTP: revocations by bare jti are capped per org; by token they are not', async (t) => {
+  const h = await startHarness(t, { unprovenCap: 3 });
+  const other = h.identity.createOrg('other').org_id;
+  const adminOf = (org: string): string =>
+    h.identity.createPat(h.identity.createUser(org, `admin@${org}.test`, 'admin'), { name: 'a' }).secret;
+  const admin = adminOf('default');
+  const otherAdmin = adminOf(other);
+  const made = (n: number): string => `mdt_${'x'.repeat(16)}${String(n).padStart(6, '0')}`;
+  for (let i = 0; i < 3; i++) {
+    const r = await h.call('/api/mandates/revoke', { token: admin, body: { jti: made(i) } });
+    t.equal(r.status, 200);
+  }
+  const over = await h.call('/api/mandates/revoke', { token: admin, body: { jti: made(3) } });
+  t.equal(over.status, 429);
+  t.equal(over.body.error.code, 'rate_limited');
+  t.match(over.body.error.message, /token/);
+  t.equal(h.mandates.revocation(made(3)), undefined, 'nothing recorded');
+  // A repeat of one already revoked is still answered (idempotent).
+  t.equal((await h.call('/api/mandates/revoke', { token: admin, body: { jti: made(0) } })).status, 200);
+  // Revoking by token proves the mandate is ours: never capped.
+  const m = await h.mandates.issue(REQUEST);
+  const byToken = await h.call('/api/mandates/revoke', { token: admin, body: { token: m.token } });
+  t.equal(byToken.status, 200);
+  // Another org has its own allowance.
+  const elsewhere = await h.call('/api/mandates/revoke', { token: otherAdmin, body: { jti: made(10) } });
+  t.equal(elsewhere.status, 200);
+  t.equal((await h.call('/v1/mandates/revoked')).body.revoked.length, 5);
+});
+
+t.test('the bare-jti allowance frees up as revocations expire and is kept across a restart', async (t) => {
+  const clock = { now: T0 };
+  const s = await setup(t, { now: () => clock.now, unprovenCap: 2 });
+  const made = (n: number): string => `mdt_${'y'.repeat(16)}${String(n).padStart(6, '0')}`;
+  await s.mandates.revoke(made(0), 'default', 'usr_1', undefined, undefined, { unproven: true });
+  clock.now = T0 + 1_000;
+  await s.mandates.revoke(made(1), 'default', 'usr_1', undefined, undefined, { unproven: true });
+  await t.rejects(s.mandates.revoke(made(2), 'default', 'usr_1', undefined, undefined, { unproven: true }), {
+    code: 'rate_limited',
+  });
+  await s.restart();
+  await t.rejects(
+    s.mandates.revoke(made(2), 'default', 'usr_1', undefined, undefined, { unproven: true }),
+    { code: 'rate_limited' },
+    'counted again from the store after a restart',
+  );
+  clock.now = T0 + REVOCATION_RETENTION_MS + 1;
+  t.equal(await s.mandates.sweep(), 1);
+  // Concurrent attempts cannot overshoot the cap.
+  const results = await Promise.allSettled(
+    [2, 3, 4].map((n) =>
+      s.mandates.revoke(made(n), 'default', 'usr_1', undefined, undefined, { unproven: true }),
+    ),
+  );
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'rejected'],
+    'one slot freed, one taken, even when asked at once',
+  );
+});
