@@ -110,12 +110,14 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   // Expired replays are swept a batch per turn (a store closing under a sweep ends it).
   const sweepReplays = (): void => void idempotency.sweep().catch(() => {});
   sweepReplays();
-  const sweeper = setInterval(() => {
-    sweepReplays();
-    mandates.sweep().catch(() => {});
-  }, 3_600_000);
-  const approvalSweeper = setInterval(() => void approvals.sweepExpired().catch(() => {}), 60_000);
-  approvalSweeper.unref();
+  const sweeper = setInterval(sweepReplays, 3_600_000);
+  // Every minute: expired revocations are the front of the mandate service's in-memory list, so
+  // a sweep reads no table and deletes about a minute's worth of rows.
+  const minuteSweeper = setInterval(() => {
+    void approvals.sweepExpired().catch(() => {});
+    void mandates.sweep().catch(() => {});
+  }, 60_000);
+  minuteSweeper.unref();
   sweeper.unref();
 
   let closing = false;
@@ -241,7 +243,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
   } catch (err) {
     clearInterval(sweeper);
-    clearInterval(approvalSweeper);
+    clearInterval(minuteSweeper);
     await scans.close();
     await pools.close();
     await events.close();
@@ -274,7 +276,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
       if (closing) return;
       closing = true;
       clearInterval(sweeper);
-      clearInterval(approvalSweeper);
+      clearInterval(minuteSweeper);
       const drainStart = performance.now();
       await server.close(graceMs);
       // Handlers whose client was answered or left may still be writing their events.

@@ -30,7 +30,9 @@ const REVOKED_HEADERS = { 'cache-control': 'no-cache' };
  * org's mandate is 404 (a super_admin may revoke any). With a bare jti the org cannot be known
  * (mandates are not recorded when issued, to keep the allow path write-free), so the revocation
  * is recorded for the caller's org (a super_admin's `org_id`); a jti already revoked by another
- * org is 404. Revoking a jti twice is idempotent and keeps the first record.
+ * org is 404. Revoking a jti twice is idempotent and keeps the first record. Since a bare jti may
+ * be made up, an org holds at most MAX_UNPROVEN_REVOCATIONS_PER_ORG live revocations by bare jti
+ * (429 beyond; revocation by token is not limited).
  */
 export function registerMandateRoutes(router: Router<RouteHandler>, deps: MandateRouteDeps): void {
   const { snapshot, mandates, keys, audit } = deps;
@@ -50,8 +52,9 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
     ctx.json(200, result);
   });
 
+  // Anyone may ask, as often as they like: the answer is the cached text (see RevocationList).
   router.add('GET', '/v1/mandates/revoked', (ctx) => {
-    ctx.json(200, mandates.revoked(), REVOKED_HEADERS);
+    ctx.sendRaw(200, 'application/json', mandates.revokedJson(), REVOKED_HEADERS);
   });
 
   router.add('POST', '/api/mandates/revoke', async (ctx) => {
@@ -86,7 +89,10 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
     const existing = mandates.revocation(jti);
     if (existing !== undefined && existing.org_id !== orgId && p.role !== 'super_admin')
       throw new ServiceError('not_found', `mandate ${jti} not found`);
-    const { record, created } = await mandates.revoke(jti, orgId, p.id, body.reason);
+    // A bare jti proves nothing was issued: it counts against the org's allowance.
+    const { record, created } = await mandates.revoke(jti, orgId, p.id, body.reason, undefined, {
+      unproven: body.token === undefined,
+    });
     if (created) {
       await audit.append({
         org_id: record.org_id,

@@ -1,8 +1,10 @@
 import { sign } from 'node:crypto';
 import { compactVerify, createLocalJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import { ServiceError } from '../core/errors.js';
 import type { MandateKeys } from '../crypto/mandate-keys.js';
 import type { Store } from '../store/db.js';
 import { randomBase62 } from '../util/ids.js';
+import { RevocationList } from './revocation-list.js';
 
 /** A mandate's lifetime: `exp = iat + 60` (DESIGN C). */
 export const MANDATE_TTL_S = 60;
@@ -13,6 +15,19 @@ export const MANDATE_CLOCK_TOLERANCE_S = 5;
  * TTL + tolerance of that moment; the rest of the hour is a margin for slow, skewed verifiers.
  */
 export const REVOCATION_RETENTION_MS = 3_600_000;
+/**
+ * The public list drops expired revocations when it is rebuilt, at most this often: one may be
+ * listed up to this long past REVOCATION_RETENTION_MS.
+ */
+export const REVOKED_LIST_REFRESH_MS = 60_000;
+/**
+ * Live revocations by bare jti one org may hold. Nothing shows a bare jti was ever issued
+ * (mandates are not recorded when issued), so each is a row anyone with admin could make up; a
+ * revocation by token proves its mandate and is not counted.
+ */
+export const MAX_UNPROVEN_REVOCATIONS_PER_ORG = 10_000;
+/** Rows one sweep deletes per write transaction. */
+const SWEEP_BATCH = 2_000;
 /** Longer strings are not mandates (a mandate is ~600 characters). */
 export const MAX_MANDATE_CHARS = 8192;
 export const MANDATE_JTI_RE = /^mdt_[A-Za-z0-9]{16,64}$/;
@@ -72,6 +87,15 @@ export interface RevokedMandate {
   readonly revoked_at: string;
   readonly revoked_by: string;
   readonly reason: string | null;
+  /** Revoked by bare jti (`POST /api/mandates/revoke {jti}`): counted against its org's allowance. */
+  readonly unproven?: true;
+}
+
+export interface MandateServiceOptions {
+  /** The clock (ms) of every method whose `now` is left out; Date.now by default. */
+  readonly now?: () => number;
+  /** Overrides MAX_UNPROVEN_REVOCATIONS_PER_ORG (tests). */
+  readonly unprovenCap?: number;
 }
 
 export interface RevokedList {
@@ -145,18 +169,39 @@ export class MandateService {
   private headerB64 = '';
   private jwkSetGen = -1;
   private jwkSet: ReturnType<typeof createLocalJWKSet> | undefined;
+  private readonly clock: () => number;
+  private readonly unprovenCap: number;
+  /** Every row of the revocation table, loaded once; the public list is served from it. */
+  private readonly list = new RevocationList(REVOCATION_RETENTION_MS, REVOKED_LIST_REFRESH_MS);
+  private sweeping = false;
 
   constructor(
     private readonly keys: MandateKeys,
     private readonly store: Store,
     /** The service's base URL (`iss`); a function when it is only known after listen. */
     issuer: string | (() => string),
+    opts: MandateServiceOptions = {},
   ) {
     this.issuerOf = typeof issuer === 'string' ? () => issuer : issuer;
+    this.clock = opts.now ?? Date.now;
+    this.unprovenCap = opts.unprovenCap ?? MAX_UNPROVEN_REVOCATIONS_PER_ORG;
+    // The one scan of the table: this process is its only writer (the data dir is locked), so
+    // from here on the list follows it through revoke() and sweep().
+    const rows: { jti: string; revoked_at: string; unprovenOrg?: string }[] = [];
+    for (const { value } of store.revokedMandates.getRange()) {
+      const r = value as RevokedMandate;
+      rows.push({ jti: r.jti, revoked_at: r.revoked_at, unprovenOrg: r.unproven ? r.org_id : undefined });
+    }
+    this.list.load(rows);
+  }
+
+  /** How many times the public list's text was rebuilt (not appended to): for tests. */
+  get revokedListBuilds(): number {
+    return this.list.builds;
   }
 
   /** Signs a mandate valid from `now` (ms) for MANDATE_TTL_S seconds. */
-  async issue(request: MandateRequest, now: number = Date.now()): Promise<IssuedMandate> {
+  async issue(request: MandateRequest, now: number = this.clock()): Promise<IssuedMandate> {
     return this.issueNow(request, now);
   }
 
@@ -198,7 +243,7 @@ export class MandateService {
   }
 
   /** Checks signature (local key set), issuer, `iat`/`exp` (±5 s), claim shapes and revocation. */
-  async verify(token: string, now: number = Date.now()): Promise<MandateVerification> {
+  async verify(token: string, now: number = this.clock()): Promise<MandateVerification> {
     if (typeof token !== 'string' || token.length === 0 || token.length > MAX_MANDATE_CHARS)
       return fail('malformed');
     let payload: JWTPayload;
@@ -244,14 +289,19 @@ export class MandateService {
 
   /**
    * Revokes `jti` for `orgId`. Idempotent: a jti revoked before keeps its first record, which is
-   * returned with `created: false`. Resolves once the revocation is committed.
+   * returned with `created: false`. Resolves once the revocation is committed, and listed.
+   *
+   * `unproven`: the jti was named bare, so nothing shows this service issued it. Such a new
+   * revocation takes one of the org's MAX_UNPROVEN_REVOCATIONS_PER_ORG; with none left it is
+   * refused (`rate_limited`) and nothing is written.
    */
   async revoke(
     jti: string,
     orgId: string,
     by: string,
     reason?: string,
-    now: number = Date.now(),
+    now: number = this.clock(),
+    opts: { unproven?: boolean } = {},
   ): Promise<{ record: RevokedMandate; created: boolean }> {
     const db = this.store.revokedMandates;
     let record: RevokedMandate = {
@@ -260,43 +310,83 @@ export class MandateService {
       revoked_at: new Date(now).toISOString(),
       revoked_by: by,
       reason: reason ?? null,
+      ...(opts.unproven ? { unproven: true as const } : {}),
     };
+    // Taken before the write, so revocations asked at once cannot overshoot the allowance.
+    let reserved = false;
+    if (opts.unproven && this.revocation(jti) === undefined) {
+      if (!this.list.reserve(orgId, this.unprovenCap))
+        throw new ServiceError(
+          'rate_limited',
+          `org ${orgId} holds ${this.unprovenCap} revocations by bare jti from the last hour; revoke by token instead`,
+        );
+      reserved = true;
+    }
     let created = true;
-    await this.store.writer.enqueue(() => {
-      const existing = db.get([jti]) as RevokedMandate | undefined;
-      if (existing !== undefined) {
-        record = existing;
-        created = false;
-      } else {
-        db.putSync([jti], record);
-      }
-    });
+    try {
+      await this.store.writer.enqueue(() => {
+        const existing = db.get([jti]) as RevokedMandate | undefined;
+        if (existing !== undefined) {
+          record = existing;
+          created = false;
+        } else {
+          db.putSync([jti], record);
+        }
+      });
+    } catch (err) {
+      if (reserved) this.list.release(orgId);
+      throw err;
+    }
+    if (created) this.list.add(jti, record.revoked_at, record.unproven ? orgId : undefined, reserved);
+    else if (reserved) this.list.release(orgId);
     return { record, created };
   }
 
-  /** The public list: every revocation younger than REVOCATION_RETENTION_MS, all orgs, jti only. */
-  revoked(now: number = Date.now()): RevokedList {
-    const cutoff = now - REVOCATION_RETENTION_MS;
-    const revoked: { jti: string; revoked_at: string }[] = [];
-    for (const { value } of this.store.revokedMandates.getRange()) {
-      const r = value as RevokedMandate;
-      if (Date.parse(r.revoked_at) > cutoff) revoked.push({ jti: r.jti, revoked_at: r.revoked_at });
-    }
-    return { revoked, updated_at: new Date(now).toISOString() };
+  /**
+   * The public list as JSON: every revocation younger than REVOCATION_RETENTION_MS (and some up
+   * to REVOKED_LIST_REFRESH_MS older), all orgs, jti only, oldest first. Built from the cached
+   * items, not the table.
+   */
+  revokedJson(now: number = this.clock()): string {
+    return `{"revoked":[${this.list.text(now)}],"updated_at":"${new Date(now).toISOString()}"}`;
   }
 
-  /** Deletes revocations older than REVOCATION_RETENTION_MS (run it hourly); returns how many. */
-  async sweep(now: number = Date.now()): Promise<number> {
-    const cutoff = now - REVOCATION_RETENTION_MS;
-    const db = this.store.revokedMandates;
-    const stale: unknown[] = [];
-    for (const { key, value } of db.getRange()) {
-      if (Date.parse((value as RevokedMandate).revoked_at) <= cutoff) stale.push(key);
+  /** The public list (revokedJson, parsed). */
+  revoked(now: number = this.clock()): RevokedList {
+    return JSON.parse(this.revokedJson(now)) as RevokedList;
+  }
+
+  /**
+   * Deletes revocations older than REVOCATION_RETENTION_MS, `batch` per write transaction, each
+   * on its own turn; returns how many. The stale ones are the front of the in-memory list: the
+   * table is not scanned.
+   */
+  async sweep(now: number = this.clock(), batch = SWEEP_BATCH): Promise<number> {
+    // One at a time: a sweep still running when the next is due lets it pass.
+    if (this.sweeping) return 0;
+    this.sweeping = true;
+    try {
+      return await this.sweepStale(now - REVOCATION_RETENTION_MS, batch);
+    } finally {
+      this.sweeping = false;
     }
-    if (stale.length === 0) return 0;
-    await this.store.writer.enqueue(() => {
-      for (const key of stale) db.removeSync(key);
-    });
-    return stale.length;
+  }
+
+  private async sweepStale(cutoff: number, batch: number): Promise<number> {
+    const db = this.store.revokedMandates;
+    let n = 0;
+    // Bounded: each round deletes at least one of the rows there were at the start.
+    for (let rounds = Math.ceil(this.list.size / batch) + 1; rounds > 0; rounds--) {
+      const stale = this.list.stale(cutoff, batch);
+      if (stale.length === 0) break;
+      await this.store.writer.enqueue(() => {
+        for (const e of stale) db.removeSync([e.jti]);
+      });
+      this.list.removed(stale);
+      n += stale.length;
+      if (stale.length < batch) break;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    return n;
   }
 }
