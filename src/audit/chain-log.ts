@@ -60,6 +60,8 @@ export interface ChainLogOptions {
   readonly dataDir: string;
   /** SERVICE_AUDIT_ROTATION_MAX_MB. */
   readonly rotationMaxMb: number;
+  /** Org JSONL files kept open at most, a soft cap (default 256; see `JsonlLog`). */
+  readonly jsonlMaxOpen?: number;
   /** A seal is cut at most this long after the first unsealed event (default 250 ms)… */
   readonly sealIntervalMs?: number;
   /** …or as soon as this many events are unsealed (default 1,000). */
@@ -216,6 +218,7 @@ export class ChainLog implements AuditLog {
         sealedAt: (org, seq) => reader.sealAtOrBefore(org, seq)?.size ?? 0,
       },
       opts.warn,
+      opts.jsonlMaxOpen,
     );
     this.#sealer = new Sealer(store, signer, this.#jsonl, {
       intervalMs: opts.sealIntervalMs ?? 250,

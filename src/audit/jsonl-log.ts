@@ -61,6 +61,17 @@ interface OrgFile {
   lastChunk: number;
   /** Settles when the stream has written everything handed to it so far. */
   written: Promise<void>;
+  /** When the org last wrote (a count of `#guard` calls), for closing the least recently used. */
+  used: number;
+}
+
+/** What the log knows of an org file it closed with everything written (see `JsonlLog.#evict`). */
+interface Closed {
+  readonly size: number;
+  readonly rotations: number;
+  readonly seq: number;
+  readonly sealed: number;
+  readonly lastChunk: number;
 }
 
 /** The JSONL line of a seal (also what the export writes). */
@@ -78,6 +89,10 @@ const FLUSH_BYTES = 65_536;
 const FLUSH_MS = 20;
 const NEWLINE = 0x0a;
 const MIN_CHUNK = 4_096;
+/** Org files kept open at most (a soft cap: see `JsonlLog`). */
+const MAX_OPEN = 256;
+/** Closed org files whose place the log remembers (past that, a reopen reads the file's tail). */
+const MAX_REMEMBERED = 65_536;
 
 /** A file-name-safe form of an org id ('.' is escaped so `<org>.<n>.jsonl` stays unambiguous). */
 export function fileNameOf(org: string): string {
@@ -113,6 +128,16 @@ export function fileNameOf(org: string): string {
  * before it (every line checked: an event by seq and hash, a seal by its whole line): a seal is
  * committed after later events (it is signed asynchronously) but written before them, so the
  * store can keep those events and lose the seal.
+ *
+ * At most `maxOpen` org files are open (one descriptor each; holding one per org for the life of
+ * the process ran a server out of descriptors after ~1,000 orgs). Opening one more at the cap
+ * closes the least recently used files that have nothing left to write (no pending lines, no
+ * hold, nothing held, no write in flight) until 3/4 of the cap are open: such a file is complete,
+ * so it can be opened again at once, while its close is still under way, and written on from
+ * where it ends. A file still being written is never closed for another: the cap is soft, and
+ * files opened past it in a burst are closed once written. The place a closed file ends is kept
+ * (for up to 65,536 orgs), so opening it again neither lists the directory nor reads the file
+ * back, unless its size changed meanwhile.
  */
 export class JsonlLog {
   readonly #dir: string;
@@ -120,17 +145,30 @@ export class JsonlLog {
   readonly #source: LogSource;
   readonly #warn: Warn;
   readonly #files = new Map<string, OrgFile>();
+  readonly #maxOpen: number;
+  /** Files closed by `#evict` with everything written: where they end. */
+  readonly #closed = new Map<string, Closed>();
+  /** Counts `#guard` calls: the recency stamp of an org file (`used`). */
+  #uses = 0;
+  #trim: NodeJS.Immediate | undefined;
   #error: unknown;
   #timer: NodeJS.Timeout | undefined;
   #holds = 0;
   /** Streams of files rotated away that are still writing their last chunks (drain waits). */
   readonly #ending = new Set<Promise<void>>();
 
-  constructor(dataDir: string, rotationMaxMb: number, source: LogSource, warn: Warn = () => {}) {
+  constructor(
+    dataDir: string,
+    rotationMaxMb: number,
+    source: LogSource,
+    warn: Warn = () => {},
+    maxOpen = MAX_OPEN,
+  ) {
     this.#dir = join(dataDir, 'audit');
     this.#maxBytes = Math.max(1, Math.floor(rotationMaxMb * 1024 * 1024));
     this.#source = source;
     this.#warn = warn;
+    this.#maxOpen = Math.max(1, Math.floor(maxOpen));
   }
 
   /** The last write error, if any (the log keeps going; the store is the source of truth). */
@@ -255,12 +293,18 @@ export class JsonlLog {
   async drain(): Promise<void> {
     this.#flushAll();
     await Promise.all([...[...this.#files.values()].map((f) => f.written), ...this.#ending]);
+    // Files opened past the cap are closed now that they are written (not at a later turn).
+    if (this.#files.size > this.#maxOpen) {
+      this.#evict(this.#keep());
+      await Promise.all(this.#ending);
+    }
   }
 
   /** Never throws: the log is a copy of the store, and a disk error must not fail the chain. */
   #guard(org: string, write: (f: OrgFile) => void): void {
     try {
       const f = this.#file(org);
+      f.used = ++this.#uses;
       write(f);
       if (f.pendingBytes >= FLUSH_BYTES) this.#flush(f);
       else if (f.pendingBytes > 0 && this.#timer === undefined) {
@@ -281,16 +325,71 @@ export class JsonlLog {
   async close(): Promise<void> {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
+    if (this.#trim !== undefined) clearImmediate(this.#trim);
+    this.#trim = undefined;
     const ends: Promise<void>[] = [];
     for (const f of this.#files.values()) {
       this.#release(f);
       this.#flush(f);
       const s = f.stream;
       f.stream = undefined;
-      if (s !== undefined) ends.push(new Promise<void>((resolve) => s.end(resolve)));
+      if (s !== undefined) ends.push(ended(s));
     }
     this.#files.clear();
+    this.#closed.clear();
     await Promise.all([...ends, ...this.#ending]);
+  }
+
+  /** Files left open once the cap is reached: 3/4 of it. */
+  #keep(): number {
+    return Math.max(1, Math.floor((this.#maxOpen * 3) / 4));
+  }
+
+  /**
+   * Closes the least recently used files that have nothing left to write until at most `keep` are
+   * open (see the class comment). A file's place is remembered for its next open.
+   */
+  #evict(keep: number): void {
+    const idle: OrgFile[] = [];
+    for (const f of this.#files.values()) if (quiescent(f)) idle.push(f);
+    idle.sort((a, b) => a.used - b.used);
+    for (let i = 0; i < idle.length && this.#files.size > keep; i++) {
+      const f = idle[i] as OrgFile;
+      this.#files.delete(f.org);
+      const s = f.stream;
+      f.stream = undefined;
+      if (s === undefined) continue; // its open failed: the next open starts from the files
+      // A stream that failed may have lost a write: the next open checks the file back instead.
+      if (s.errored === null && !s.destroyed) {
+        if (this.#closed.size >= MAX_REMEMBERED)
+          this.#closed.delete(this.#closed.keys().next().value as string);
+        this.#closed.set(f.org, {
+          size: f.bytes,
+          rotations: f.rotations,
+          seq: f.appendedSeq,
+          sealed: f.writtenSeal,
+          lastChunk: f.lastChunk,
+        });
+      }
+      this.#end(s);
+    }
+  }
+
+  /** Ends a stream no longer in `#files`: drain and close wait until its descriptor is closed. */
+  #end(stream: WriteStream): void {
+    const done = ended(stream);
+    this.#ending.add(done);
+    void done.then(() => this.#ending.delete(done));
+  }
+
+  /** After a write, when more files than the cap are open: close the idle ones at the next turn. */
+  #trimSoon(): void {
+    if (this.#trim !== undefined || this.#files.size <= this.#maxOpen) return;
+    this.#trim = setImmediate(() => {
+      this.#trim = undefined;
+      if (this.#files.size > this.#maxOpen) this.#evict(this.#keep());
+    });
+    this.#trim.unref();
   }
 
   #event(f: OrgFile, seq: number, line: string): void {
@@ -358,7 +457,12 @@ export class JsonlLog {
     const stream = f.stream;
     if (stream === undefined) return;
     // A failed write is reported through the stream's 'error' handler (lastError).
-    f.written = new Promise<void>((resolve) => stream.write(chunk, () => resolve()));
+    f.written = new Promise<void>((resolve) =>
+      stream.write(chunk, () => {
+        resolve();
+        if (this.#files.size > this.#maxOpen) this.#trimSoon();
+      }),
+    );
   }
 
   #rotate(f: OrgFile): void {
@@ -375,9 +479,7 @@ export class JsonlLog {
     if (old === undefined) return;
     // The old file's last chunks may still be on their way to the disk: drain and close wait for
     // them (they waited only for the new file's writes, so a drained log could lack lines).
-    const ended = new Promise<void>((resolve) => old.end(() => resolve()));
-    this.#ending.add(ended);
-    void ended.then(() => this.#ending.delete(ended));
+    this.#end(old);
   }
 
   #open(path: string, f: OrgFile): { stream: WriteStream; size: number } {
@@ -400,6 +502,13 @@ export class JsonlLog {
   #file(org: string, resumed?: { base: string; rotations: number; last: string | undefined }): OrgFile {
     let f = this.#files.get(org);
     if (f !== undefined) return f;
+    if (this.#files.size >= this.#maxOpen) this.#evict(this.#keep() - 1);
+    const closed = this.#closed.get(org);
+    if (closed !== undefined) {
+      this.#closed.delete(org);
+      if (resumed === undefined) f = this.#reopen(org, closed);
+      if (f !== undefined) return f;
+    }
     const { base, rotations, last } = resumed ?? this.#resume(org);
     f = {
       org,
@@ -417,6 +526,7 @@ export class JsonlLog {
       pendingBytes: 0,
       lastChunk: MIN_CHUNK,
       written: Promise.resolve(),
+      used: 0,
     };
     this.#files.set(org, f);
     try {
@@ -427,12 +537,57 @@ export class JsonlLog {
       this.#error = err;
     }
     resumeFrom(f, last);
-    for (const l of this.#source.lines(org, f.queuedSeq, f.writtenSeal)) {
+    this.#catchUp(f);
+    return f;
+  }
+
+  /**
+   * Opens again a file `#evict` closed, at the place it ended, when its size is still the one it
+   * had (otherwise, or when it cannot be opened, undefined: the caller reads it back).
+   */
+  #reopen(org: string, closed: Closed): OrgFile | undefined {
+    const base = join(this.#dir, fileNameOf(org));
+    let opened: { stream: WriteStream; size: number };
+    const f: OrgFile = {
+      org,
+      base,
+      stream: undefined,
+      bytes: closed.size,
+      rotations: closed.rotations,
+      queuedSeq: closed.seq,
+      appendedSeq: closed.seq,
+      writtenSeal: closed.sealed,
+      hold: null,
+      holdId: 0,
+      held: [],
+      pending: undefined,
+      pendingBytes: 0,
+      lastChunk: closed.lastChunk,
+      written: Promise.resolve(),
+      used: 0,
+    };
+    try {
+      opened = this.#open(`${base}.jsonl`, f);
+    } catch {
+      return undefined;
+    }
+    if (opened.size !== closed.size) {
+      opened.stream.destroy(); // changed meanwhile: read it back instead
+      return undefined;
+    }
+    f.stream = opened.stream;
+    this.#files.set(org, f);
+    this.#catchUp(f);
+    return f;
+  }
+
+  /** Writes the lines the store holds after the end of the file. */
+  #catchUp(f: OrgFile): void {
+    for (const l of this.#source.lines(f.org, f.queuedSeq, f.writtenSeal)) {
       if ('seal' in l) this.#seal(f, l.seal, l.line);
       else this.#event(f, l.seq, l.line);
     }
     this.#flush(f);
-    return f;
   }
 
   /**
@@ -469,6 +624,28 @@ export class JsonlLog {
     }
     return { base, rotations, last };
   }
+}
+
+/** Ends a stream; settles once its descriptor is closed (after its writes, or after an error). */
+function ended(stream: WriteStream): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (stream.closed) return resolve();
+    stream.once('close', () => resolve());
+    stream.end();
+  });
+}
+
+/**
+ * Whether a file has nothing left to write: no pending lines, no hold or held lines, no write in
+ * flight. Its content is then final, and it can be closed and opened again at once.
+ */
+function quiescent(f: OrgFile): boolean {
+  return (
+    f.pendingBytes === 0 &&
+    f.hold === null &&
+    f.held.length === 0 &&
+    (f.stream === undefined || f.stream.writableLength === 0)
+  );
 }
 
 /** Reports something an operator should know (the server's logger). */

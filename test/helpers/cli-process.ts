@@ -62,10 +62,13 @@ export function exited(child: ChildProcess): Promise<number | null> {
 /**
  * The one org log in `auditDir` (the `_system` chain aside), checked offline by `govgate verify
  * --json` with the published keys at `keysPath`: its exit code, its output and the parsed result.
+ * `chain`: the files of one org's chain instead (rotated ones oldest first, then the live one),
+ * when the directory holds several orgs.
  */
 export async function verifyOrgLog(
   auditDir: string,
   keysPath: string,
+  chain?: readonly string[],
 ): Promise<{
   files: string[];
   code: number | null;
@@ -75,7 +78,7 @@ export async function verifyOrgLog(
   const files = readdirSync(auditDir).filter((f) => f.endsWith('.jsonl') && !f.startsWith('_system'));
   const verify = spawn(
     process.execPath,
-    [CLI, 'verify', join(auditDir, files[0] ?? ''), '--keys', keysPath, '--json'],
+    [CLI, 'verify', ...(chain ?? [join(auditDir, files[0] ?? '')]), '--keys', keysPath, '--json'],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
