@@ -196,7 +196,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
   registerApprovalRoutes(router, { snapshot, approvals });
   registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
-  registerReplayRoutes(router, { snapshot, log: events, policies, orgExists });
+  registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });
   registerPolicies(router, { snapshot, identity, policies, audit: events });
   registerProvisioning(router, {
     snapshot,

@@ -19,6 +19,7 @@ import {
 } from '../core/policy/index.js';
 import { blockingStep, parseAction } from '../govern/action.js';
 import { detectOptions } from '../govern/governor.js';
+import { isLarge, type ScanPool } from '../govern/scan-pool.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -33,6 +34,8 @@ export interface ReplayDeps {
   readonly log: AuditLog;
   readonly policies: PolicyRepo;
   readonly orgExists: (orgId: string) => boolean;
+  /** Scans a large playground payload off the event loop (inline without it). */
+  readonly scans?: ScanPool;
 }
 
 /** At most this many events are read per replay (the result says `truncated` beyond it). */
@@ -265,7 +268,7 @@ export function registerReplayRoutes(router: Router<RouteHandler>, deps: ReplayD
     });
   });
 
-  router.add('POST', '/api/audit/playground/test', (ctx: Ctx) => {
+  router.add('POST', '/api/audit/playground/test', async (ctx: Ctx) => {
     const p = requireRole(ctx, snapshot, 'developer');
     const { rules, action: rawAction, ...rest } = ctx.jsonObject();
     const body = strictBody<{ policy_id?: string; version_no?: number; org_id?: string }>(rest, {
@@ -292,7 +295,12 @@ export function registerReplayRoutes(router: Router<RouteHandler>, deps: ReplayD
       ignored = merged.ignored;
     }
     const texts = stringsIn(action.payload, 'payload').map((text, i) => ({ message: i, part: -1, text }));
-    const scan = scanTexts(texts, detectOptions(policy, flags));
+    const opts = detectOptions(policy, flags);
+    // A large payload is scanned off the event loop, as /v1/govern's is (ScanPool).
+    const scan =
+      deps.scans !== undefined && isLarge(texts)
+        ? await deps.scans.scan(texts, opts)
+        : scanTexts(texts, opts);
     action.detections = scan.summary;
     const d = evaluate(policy, action, flags);
     ctx.json(200, {

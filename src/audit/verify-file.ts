@@ -2,10 +2,12 @@ import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
+  type BrokenEvent,
   ChainVerifier,
   checkpointOrigin,
   checkSeal,
   fromBase64,
+  hashEvent,
   type IntegrityResult,
   keyIdFor,
   type NoteVerifier,
@@ -175,13 +177,38 @@ class LineSink {
   readonly unparseable: UnparseableLine[] = [];
   readonly #checkpoint: SealRecord | undefined;
 
+  readonly #org: string | undefined;
   readonly #expectedOrigin: string | undefined;
+  readonly #checkpointEvent: CheckpointEvent | undefined;
+  /** Events of another org than `org`, and an event checkpoint the files do not hold as it is. */
+  readonly findings: BrokenEvent[] = [];
 
-  /** `origin`: the log the file must be (else it is read from the first event). */
-  constructor(verifiers: readonly NoteVerifier[], checkpoint?: SealRecord, origin?: string) {
+  /**
+   * `org`: the org the file must be the chain of (else the origin is read from the first event);
+   * `checkpointEvent`: an event the files must hold, as it is, at its seq.
+   */
+  constructor(
+    verifiers: readonly NoteVerifier[],
+    checkpoint?: SealRecord,
+    org?: string,
+    checkpointEvent?: CheckpointEvent,
+  ) {
     this.#verifiers = verifiers;
     this.#checkpoint = checkpoint;
-    this.#expectedOrigin = origin;
+    this.#org = org;
+    this.#expectedOrigin = org === undefined ? undefined : checkpointOrigin(org);
+    this.#checkpointEvent = checkpointEvent;
+  }
+
+  /** What the chain's checks do not see: an event's org, and the event checkpoint's line. */
+  #checkEvent(e: Record<string, unknown>): void {
+    if (e._chain_version === undefined || typeof e.seq !== 'number') return;
+    const id = typeof e.id === 'string' ? e.id : null;
+    if (this.#org !== undefined && e.org_id !== this.#org && this.findings.length < MAX_UNPARSEABLE)
+      this.findings.push({ line: e.seq, event_id: id, reason: 'org_mismatch' });
+    const cp = this.#checkpointEvent;
+    if (cp !== undefined && e.seq === cp.seq && (e.id !== cp.id || e.hash !== cp.hash))
+      this.findings.push({ line: e.seq, event_id: id, reason: 'checkpoint_mismatch' });
   }
 
   line(text: string, file: string, lineNo: number): void {
@@ -200,6 +227,8 @@ class LineSink {
       this.seals++;
       this.#push({ kind: 'seal', value: value._seal });
     } else {
+      if (isRecord(value) && (this.#org !== undefined || this.#checkpointEvent !== undefined))
+        this.#checkEvent(value);
       this.#push({ kind: 'event', value, text });
     }
   }
@@ -364,12 +393,9 @@ export async function verifyFile(
 ): Promise<VerifyFileResult> {
   const files = typeof paths === 'string' ? [paths] : [...paths];
   const verifiers = verifiersFromKeys(keysDoc);
-  const checkpoint = opts.checkpoint === undefined ? undefined : checkpointSeal(opts.checkpoint, verifiers);
-  const sink = new LineSink(
-    verifiers,
-    checkpoint,
-    opts.org === undefined ? undefined : checkpointOrigin(opts.org),
-  );
+  const given = opts.checkpoint === undefined ? undefined : checkpointOf(opts.checkpoint, verifiers);
+  const checkpoint = given?.seal;
+  const sink = new LineSink(verifiers, checkpoint, opts.org, given?.event);
   let totalBytes = 0;
   for (const f of files) {
     try {
@@ -390,7 +416,8 @@ export async function verifyFile(
   };
   const maxLine = opts.maxLineBytes ?? MAX_LINE_BYTES;
   for (const f of files) await readFileLines(f, sink, maxLine, onChunk);
-  const { integrity, coverage } = sink.result();
+  const { integrity: chain, coverage } = sink.result();
+  const integrity = withFindings(chain, sink.findings);
   return {
     ...integrity,
     status: integrity.status === 'intact' && coverage.unsealed > 0 ? 'unsealed' : integrity.status,
@@ -412,13 +439,74 @@ export async function verifyFile(
   };
 }
 
+/** The chain's result with findings made outside the chain's own checks (--org, an event checkpoint). */
+function withFindings(r: IntegrityResult, extra: readonly BrokenEvent[]): IntegrityResult {
+  if (extra.length === 0) return r;
+  const lines = new Set(r.broken_events.map((b) => b.line));
+  let newly = 0;
+  for (const b of extra) {
+    if (lines.has(b.line)) continue;
+    lines.add(b.line);
+    newly++;
+  }
+  const broken_events = [...r.broken_events, ...extra].sort((a, b) => a.line - b.line);
+  return Object.assign({}, r, {
+    status: 'compromised' as const,
+    broken_events,
+    broken: r.broken + newly,
+    valid: Math.max(0, r.valid - newly),
+  });
+}
+
+/** An event given as the checkpoint: the files must hold it, as it is, at its `seq`. */
+interface CheckpointEvent {
+  readonly seq: number;
+  readonly id: string;
+  readonly hash: string;
+}
+
+/**
+ * The seal of a checkpoint input, its signatures verified, and, when the input is an event from
+ * the API, that event (its own hash checked); throws `VerifyInputError`.
+ */
+function checkpointOf(
+  raw: unknown,
+  verifiers: readonly NoteVerifier[],
+): { seal: SealRecord; event: CheckpointEvent | undefined } {
+  const seal = checkpointSeal(raw, verifiers);
+  if (!isRecord(raw) || !isRecord(raw.seal)) return { seal, event: undefined };
+  const { seal: _s, receipt: _r, ...event } = raw;
+  const { seq, id, hash, prev_hash: prev } = event;
+  if (
+    typeof seq !== 'number' ||
+    !Number.isSafeInteger(seq) ||
+    typeof id !== 'string' ||
+    typeof hash !== 'string' ||
+    typeof prev !== 'string'
+  )
+    throw badCheckpoint('is an event without its seq, id, hash or prev_hash');
+  if (seq > seal.size)
+    throw badCheckpoint(`is an event (seq ${seq}) its seal (size ${seal.size}) does not cover`);
+  let own: string;
+  try {
+    own = hashEvent(prev, event);
+  } catch {
+    own = '';
+  }
+  if (own !== hash) throw badCheckpoint('is an event whose content does not hash to its hash (edited)');
+  return { seal, event: { seq, id, hash } };
+}
+
+function badCheckpoint(why: string): VerifyInputError {
+  return new VerifyInputError(
+    'invalid_checkpoint',
+    `the checkpoint ${why} (give a {"_seal": …} line of an export, or an event from the API)`,
+  );
+}
+
 /** The seal of a checkpoint input, its signatures verified; throws `VerifyInputError`. */
 function checkpointSeal(raw: unknown, verifiers: readonly NoteVerifier[]): SealRecord {
-  const bad = (why: string): VerifyInputError =>
-    new VerifyInputError(
-      'invalid_checkpoint',
-      `the checkpoint ${why} (give a {"_seal": …} line of an export, or an event's seal)`,
-    );
+  const bad = badCheckpoint;
   // A `{"_seal": …}` line, an event from the API (its `seal` inlined), or the seal itself.
   const seal =
     isRecord(raw) && isRecord(raw._seal) ? raw._seal : isRecord(raw) && isRecord(raw.seal) ? raw.seal : raw;

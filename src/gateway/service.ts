@@ -333,7 +333,7 @@ export class GatewayService {
     }
     let kept: StoredResponse | undefined;
     try {
-      const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
+      let provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
       // An Anthropic client's call to an Anthropic upstream goes as the caller wrote it
       // (anthropic-forward.ts): its own texts are scanned and redacted, not the canonical copy's.
@@ -378,8 +378,13 @@ export class GatewayService {
           return redaction.stuck ? refuseUnredactable(checked, redaction.stuck) : checked;
         },
       );
-      // A large call's content is scanned off the event loop (ScanPool).
-      const gov = deciding instanceof Promise ? await deciding : deciding;
+      // A large call's content is scanned off the event loop (ScanPool); what may have changed
+      // while it was is read again.
+      let gov: GovernResult;
+      if (deciding instanceof Promise) {
+        gov = await deciding;
+        provider = this.stillValid(ctx, agent, provider, request.model);
+      } else gov = deciding;
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
       const decision = gov.decision;
       const record: CallRecord = {
@@ -772,6 +777,27 @@ export class GatewayService {
   }
 
   /**
+   * After a wait for the scan worker: the caller's credential still acts for the same agent (a
+   * key revoked or disabled meanwhile is refused as it would have been on arrival), and the
+   * model's provider is the one configured now (a provider re-pointed or given a new key
+   * meanwhile is called as it is now). A model now routed to another provider was decided for
+   * the old one: the call is refused (503) rather than sent where its decision did not look.
+   */
+  private stillValid(ctx: Ctx, agent: ActingAgent, provider: Provider, model: string): Provider {
+    const now = actingAgent(ctx, this.deps.snapshot);
+    if (now.agentUuid !== agent.agentUuid || now.orgId !== agent.orgId)
+      throw new ServiceError('forbidden', 'the credential no longer acts for this agent');
+    const current = this.deps.snapshot.providers(agent.orgId).resolve(model);
+    if (current.name !== provider.name) {
+      throw new ServiceError(
+        'unavailable',
+        `model ${recordable(model)} was routed to another provider while this call was being scanned; retry the call`,
+      );
+    }
+    return current;
+  }
+
+  /**
    * Guards a whole answer: the Anthropic message (rebuilt, or blocked), or every choice of the
    * completion (`n` > 1, not just the first: one blocked choice blocks the answer), in place.
    */
@@ -1077,7 +1103,7 @@ export class GatewayService {
     ids: CallIds,
     idemKey: string | undefined,
   ): Promise<StoredResponse | undefined> {
-    const provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
+    let provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
     const inputs =
       typeof request.input === 'string'
         ? [request.input]
@@ -1115,8 +1141,13 @@ export class GatewayService {
         return checked;
       },
     );
-    // A large call's content is scanned off the event loop (ScanPool).
-    const gov = deciding instanceof Promise ? await deciding : deciding;
+    // A large call's content is scanned off the event loop (ScanPool); what may have changed
+    // while it was is read again.
+    let gov: GovernResult;
+    if (deciding instanceof Promise) {
+      gov = await deciding;
+      provider = this.stillValid(ctx, agent, provider, request.model);
+    } else gov = deciding;
     const decision = gov.decision;
     const base: AuditInput = {
       org_id: agent.orgId,

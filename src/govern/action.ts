@@ -48,7 +48,17 @@ export function parseAction(body: Record<string, unknown>, at = ''): GovernActio
     throw new ServiceError('invalid_request', `${at}payload.args must be an object`, {
       param: `${at}payload.args`,
     });
-  const str = (k: string): string | null => (typeof payload[k] === 'string' ? (payload[k] as string) : null);
+  // A model or provider name is scanned for secrets on the event loop when it is recorded
+  // (recordableName): it is a name, bounded like the gateway's model ids.
+  const str = (k: string): string | null => {
+    const v = payload[k];
+    if (typeof v !== 'string') return null;
+    if (v.length > MAX_NAME)
+      throw new ServiceError('invalid_request', `${at}payload.${k} is at most ${MAX_NAME} characters`, {
+        param: `${at}payload.${k}`,
+      });
+    return v;
+  };
   return {
     type: type as BehaviorType,
     tool,
@@ -59,6 +69,9 @@ export function parseAction(body: Record<string, unknown>, at = ''): GovernActio
     payload,
   };
 }
+
+/** The longest `payload.model` or `payload.provider` taken (the gateway's model ids are as long). */
+const MAX_NAME = 256;
 
 /** Which step decided a non-allow outcome (DESIGN C `details.blocking_step`). */
 export function blockingStep(outcome: string, ruleId: string | null): string | null {

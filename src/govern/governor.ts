@@ -85,6 +85,13 @@ export interface GovernResult {
   readonly consumedApproval: string | null;
 }
 
+/** Scans of one large call before it fails closed, when its policy's detectors keep changing. */
+const MAX_RESCANS = 3;
+
+function sameDetectors(a: DetectOptions, b: DetectOptions): boolean {
+  return a.pii === b.pii && a.secrets === b.secrets && a.injection === b.injection && a.unicode === b.unicode;
+}
+
 /** What a decision is made under: the policy in force, the effective flags, the detectors to run. */
 interface Setting {
   readonly policyRef: EffectivePolicy;
@@ -137,9 +144,11 @@ export class Governor {
 
   /**
    * decide(), or, when the content is large (isLarge) and a ScanPool was given, a promise of it
-   * with the content scanned off the event loop. The policy and flags are the ones in force when
-   * the call arrived; the approval lookup and its consumption still happen in one turn, after the
-   * scan. Ordinary calls get their result without a promise.
+   * with the content scanned off the event loop. The decision is made after the scan, in one
+   * turn with the approval lookup and its consumption, under the policy and flags in force then:
+   * a policy published while the call waited for the worker applies to it. If that policy runs
+   * other detectors than the scan did, the content is scanned again (at most MAX_RESCANS times,
+   * then the call fails closed). Ordinary calls get their result without a promise.
    */
   decideOrDefer(
     agent: GovernAgent,
@@ -148,10 +157,27 @@ export class Governor {
   ): GovernResult | Promise<GovernResult> {
     const scanner = this.scanner;
     if (scanner === undefined || !isLarge(input.texts)) return this.decide(agent, input, checks);
-    const setting = this.#setting(agent, input);
-    return scanner
-      .scan(input.texts, setting.detect)
-      .then((scan) => this.#decided(agent, input, setting, scan, checks));
+    return this.#deferred(scanner, agent, input, checks);
+  }
+
+  async #deferred(
+    scanner: ScanPool,
+    agent: GovernAgent,
+    input: GovernInput,
+    checks: ((result: GovernResult) => GovernResult) | undefined,
+  ): Promise<GovernResult> {
+    let detect = this.#setting(agent, input).detect;
+    for (let scans = 0; scans <= MAX_RESCANS; scans++) {
+      const scan = await scanner.scan(input.texts, detect);
+      // Read again now, in the turn that decides: the policy may have changed during the scan.
+      const setting = this.#setting(agent, input);
+      if (sameDetectors(setting.detect, detect)) return this.#decided(agent, input, setting, scan, checks);
+      detect = setting.detect;
+    }
+    throw new ServiceError(
+      'unavailable',
+      'the policy kept changing while this call was being scanned; retry the call',
+    );
   }
 
   /** The policy in force and the flags merged under its locks; throws on a bad flags header. */

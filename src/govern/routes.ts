@@ -106,8 +106,14 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       flagsHeader: ctx.header('x-service-flags'),
       pipelineId: ids.pipelineId,
     });
-    // A large call's content is scanned off the event loop (ScanPool).
-    const result = deciding instanceof Promise ? await deciding : deciding;
+    // A large call's content is scanned off the event loop (ScanPool); the credential is read
+    // again after it (a key revoked meanwhile is refused as it would have been on arrival).
+    let result: GovernResult;
+    if (deciding instanceof Promise) {
+      result = await deciding;
+      if (actingAgent(ctx, snapshot, body.agent_id).agentUuid !== agent.agentUuid)
+        throw new ServiceError('forbidden', 'the credential no longer acts for this agent');
+    } else result = deciding;
     const d = result.decision;
     const decidedAt = new Date().toISOString();
     // The names as the trail may keep them: a secret the scan found in one is recorded redacted.

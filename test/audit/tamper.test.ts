@@ -230,6 +230,20 @@ t.test(
   },
 );
 
+t.test('a member added inside a personal field is content_modified', async (t) => {
+  // Only each field's commitment is hashed, so the line's hash is unchanged by it.
+  for (const extra of ['"Value":"mallory"', '"erased":true', '"__proto__":{"x":1}']) {
+    const seq = 3;
+    const text = originalEvents[seq - 1]?.value as string;
+    const c = (eventAt(seq) as unknown as { personal: { end_user: { c: string } } }).personal.end_user.c;
+    const tampered = text.replace(`"c":"${c}"}`, `"c":"${c}",${extra}}`);
+    t.not(tampered, text, extra);
+    h.store.auditEvents.putSync([ORG, seq], tampered);
+    const expected = [{ line: seq, event_id: ids[seq - 1] as string, reason: 'content_modified' as const }];
+    t.ok(check(await scan(), expected, seq, true), extra);
+  }
+});
+
 t.test('an edited field with its hash recomputed breaks the link after it', async (t) => {
   await fc.assert(
     fc.asyncProperty(fc.integer({ min: 1, max: TOTAL - 1 }), async (seq) => {

@@ -340,9 +340,21 @@ t.test("--org: the file must be that org's chain", async (t) => {
   const r = JSON.parse(other.out);
   t.equal(r.status, 'compromised');
   t.equal(r.origin, 'govgate/org_someone_else');
+  const found = r.broken_events.map((b: { line: number; reason: string }) => `${b.line} ${b.reason}`).sort();
+  const want = [
+    ...[4, 8, 12].map((seq) => `${seq} checkpoint_mismatch`),
+    ...Array.from({ length: N }, (_, i) => `${i + 1} org_mismatch`),
+  ].sort();
+  t.strictSame(found, want, 'each seal names another log, each event another org');
+  t.equal(r.broken, N);
+  t.equal(r.valid, 0);
+  // Without a seal, the events' own org still tells: not merely unsealed.
+  const unsealedPath = writeLines(base.lines.filter((l) => !l.startsWith('{"_seal"')).slice(0, 3));
+  const unsealed = await run([unsealedPath, '--keys', keysPath, '--org', 'org_someone_else', '--json']);
+  t.equal(unsealed.code, 1, 'compromised, not exit 3');
   t.strictSame(
-    r.broken_events.map((b: { line: number; reason: string }) => [b.line, b.reason]),
-    [4, 8, 12].map((seq) => [seq, 'checkpoint_mismatch']),
+    JSON.parse(unsealed.out).broken_events.map((b: { reason: string }) => b.reason),
+    ['org_mismatch', 'org_mismatch', 'org_mismatch'],
   );
   const human = await run([intactPath, '--keys', keysPath, '--org', 'org_someone_else']);
   t.match(human.out, /origin\s+govgate\/org_someone_else/);
@@ -413,6 +425,26 @@ t.test('a file cut at its end is a prefix: --checkpoint with a seal saved earlie
     ],
     `checkpoint-${++fileN}.json`,
   );
+  // An event that is not the file's line at its seq: one edited and given a fresh hash (its own
+  // content checks out) is a checkpoint_mismatch there; one edited and left is refused outright.
+  const other = { ...event, outcome: 'block', reason: 'forged' };
+  const rehashed = { ...other, hash: hashEvent(event.prev_hash as string, other) };
+  const madeUp = writeLines(
+    [JSON.stringify({ ...rehashed, seal: saved._seal })],
+    `checkpoint-${++fileN}.json`,
+  );
+  const fake = await run([intactPath, '--keys', keysPath, '--checkpoint', madeUp, '--json']);
+  t.equal(fake.code, 1, 'an event the file does not hold: compromised');
+  t.strictSame(JSON.parse(fake.out).broken_events, [
+    { line: 12, event_id: idOf(12), reason: 'checkpoint_mismatch' },
+  ]);
+  const edited12 = writeLines(
+    [JSON.stringify({ ...other, seal: saved._seal })],
+    `checkpoint-${++fileN}.json`,
+  );
+  const refused = await run([intactPath, '--keys', keysPath, '--checkpoint', edited12]);
+  t.equal(refused.code, 2);
+  t.match(refused.err, /does not hash to its hash/);
   for (const checkpoint of [asLine, asSeal, asEvent]) {
     const r = await run([cut, '--keys', keysPath, '--checkpoint', checkpoint]);
     t.equal(r.code, 1, 'compromised: the file ends before the saved checkpoint');

@@ -91,6 +91,9 @@ export function checkPersonalField(path: string, field: unknown): PersonalStatus
   if (typeof field !== 'object' || field === null) return 'mismatch';
   const f = field as Partial<PersonalField>;
   if (!isHash(f.c)) return 'mismatch';
+  // Only the commitment `c` is hashed: a member beside value, salt and c would be bytes govgate
+  // never wrote, read by whoever reads the field (`"Value":"mallory"`, `"erased":true`).
+  for (const k in f) if (k !== 'value' && k !== 'salt' && k !== 'c') return 'mismatch';
   if (f.salt === undefined) return f.value === ERASED ? 'erased' : 'mismatch';
   if (typeof f.salt !== 'string') return 'mismatch';
   try {

@@ -18,7 +18,9 @@ export type IntegrityReason =
   | 'chain_broken'
   | 'checkpoint_mismatch'
   | 'signature_invalid'
-  | 'unauthorized_erasure';
+  | 'unauthorized_erasure'
+  /** `govgate verify --org`: an event of another org's chain. */
+  | 'org_mismatch';
 
 export interface BrokenEvent {
   /** The `seq` of the event (legacy events without `seq`: their 1-based position). */
