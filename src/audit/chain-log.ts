@@ -110,6 +110,23 @@ function linkedLine(event: Draft): { hash: string; json: string } {
   return { hash, json: `${head}${full}${rest},"hash":"${hash}"}` };
 }
 
+/** `v` with every string and member name made well formed (an unpaired surrogate → U+FFFD). */
+function wellFormed(v: unknown): unknown {
+  if (typeof v === 'string') return v.toWellFormed();
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map(wellFormed);
+  const out: Record<string, unknown> = {};
+  // Defined, not assigned: a member named `__proto__` stays a member.
+  for (const [k, x] of Object.entries(v))
+    Object.defineProperty(out, k.toWellFormed(), {
+      value: wellFormed(x),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  return out;
+}
+
 /**
  * Counts `e` in its org's pending postings (see `PendingPostings`) and returns how many lists
  * that began. Session and task ids of the derived form have no entry: search finds them through
@@ -281,7 +298,14 @@ export class ChainLog implements AuditLog {
       ms = Math.max(this.#clock(), head.tsMs);
       this.#buckets(head, ms);
       event = this.#build(input, head, ms);
-      const line = linkedLine(event);
+      let line = linkedLine(event);
+      // JCS writes a lone UTF-16 surrogate as a lowercase `\udxxx` escape (a pair goes as it is):
+      // one came from a provider (a tool name, an error cut inside an emoji). The event is built
+      // again with every string well formed, so RFC 8785 tools can canonicalize it (U+FFFD).
+      if (line.json.includes('\\ud')) {
+        event = this.#build(wellFormed(input) as AuditInput, head, ms);
+        line = linkedLine(event);
+      }
       event.hash = line.hash;
       json = line.json;
     } catch (err) {

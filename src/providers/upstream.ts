@@ -127,7 +127,9 @@ export function transportError(provider: string, err: unknown): ServiceError {
  * quote the request back (or a key) in their messages.
  */
 export function scrubbed(message: string): string {
-  const text = message.slice(0, 500);
+  // Not cut inside a surrogate pair, and well formed: it goes to the agent and into the trail.
+  const end = message.length > 500 && isHighSurrogate(message.charCodeAt(499)) ? 499 : 500;
+  const text = message.slice(0, end).toWellFormed();
   const findings = detect(text, { pii: true, secrets: true, injection: false, unicode: true }).findings;
   return findings.length === 0 ? text : redact(text, findings);
 }
@@ -456,4 +458,8 @@ export function requestStream(
     const exchange = new StreamExchange(provider, opts.cancel, { resolve, reject });
     pool.dispatch({ path: opts.path, method: 'POST', headers: opts.headers, body: opts.body }, exchange);
   });
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }

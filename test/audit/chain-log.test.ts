@@ -683,6 +683,33 @@ t.test('orgs interleaved in one commit: every chain, tree and receipt stays righ
   }
 });
 
+t.test('strings with an unpaired surrogate are recorded well formed (U+FFFD)', async (t) => {
+  // A provider's tool name or error message can hold one; RFC 8785 tools refuse to canonicalize
+  // such an event, so it is recorded with U+FFFD in its place.
+  const h = tempLog({ sealIntervalMs: 60_000 });
+  t.teardown(() => h.close());
+  const ref = await h.log.append({
+    org_id: ORG,
+    event_type: 'llm_call',
+    reason: 'cut inside an emoji: \ud83d',
+    details: { tool_calls: ['lookup\udc00'], '\ud800': 1, __proto__member: { ok: '\ud83d\ude00' } },
+    personal: { end_user: 'alice\ud800' },
+  });
+  const raw = h.store.auditEvents.get([ORG, ref.seq]) as string;
+  t.notMatch(raw, /\\ud[89a-f]/i, 'no surrogate escape in the stored line');
+  const e = JSON.parse(raw) as AuditEvent & { details: Record<string, unknown> };
+  t.equal(e.reason, 'cut inside an emoji: \ufffd');
+  t.same(e.details.tool_calls, ['lookup\ufffd']);
+  t.equal(e.details['\ufffd'], 1);
+  t.same(e.details.__proto__member, { ok: '\ud83d\ude00' }, 'a pair is kept');
+  t.equal((e.personal as Record<string, { value: unknown }>).end_user?.value, 'alice\ufffd');
+  t.equal(hashEvent(e.prev_hash as string, e), e.hash, 'hashed as recorded');
+  const plain = await h.log.append({ org_id: ORG, event_type: 'llm_call', reason: 'a \\ud800 in text' });
+  const rawPlain = h.store.auditEvents.get([ORG, plain.seq]) as string;
+  t.equal((JSON.parse(rawPlain) as AuditEvent).reason, 'a \\ud800 in text', 'an escaped backslash is text');
+  t.match(h.log.integrity(ORG), { status: 'intact' });
+});
+
 t.test('the stored text hashes to the event hash without re-serialising (any content)', async (t) => {
   const h = tempLog({ sealIntervalMs: 60_000 });
   t.teardown(() => h.close());

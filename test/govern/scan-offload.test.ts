@@ -335,7 +335,10 @@ t.test('a policy that turns a detector on during the wait has the content scanne
   held.finish();
   const r = await deciding;
   t.equal(r.decision.outcome, 'block', 'the injection the second scan found blocks the call');
-  t.ok((r.scan.summary.injection.direct ?? 0 > 0) ? true : Object.keys(r.scan.summary.injection).length > 0);
+  t.ok(
+    Object.values(r.scan.summary.injection).some((v) => v >= 0.8),
+    'with its injection score',
+  );
 
   // A policy that keeps changing its detectors: the call fails closed, never decided unscanned.
   let flip = false;
