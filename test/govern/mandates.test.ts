@@ -14,20 +14,11 @@ import t from 'tap';
 import type { AuditInput, AuditSink } from '../../src/audit/types.js';
 import { MandateKeys } from '../../src/crypto/mandate-keys.js';
 import { registerMandateRoutes } from '../../src/govern/mandate-routes.js';
-import { type MandateRequest, MandateService } from '../../src/govern/mandates.js';
+import { MandateService } from '../../src/govern/mandates.js';
 import type { IdentityRepo } from '../../src/identity/repo.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
-
-const ISSUER = 'https://govgate.test';
-const T0 = Date.UTC(2025, 0, 15, 12, 0, 0);
-const REQUEST: MandateRequest = {
-  sub: 'billing-agent',
-  org: 'default',
-  behavior_id: 'bhv_1',
-  pipeline_id: 'pl_1',
-  cap: { type: 'TOOL_CALL', tool: 'payments.transfer', args_sha256: 'ab'.repeat(32) },
-};
+import { ISSUER, REQUEST, T0 } from '../helpers/mandates.js';
 
 const b64 = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString('base64url');
 const unb64 = (part: string | undefined): Record<string, unknown> =>

@@ -6,7 +6,6 @@ import t from 'tap';
 import { MandateKeys } from '../../src/crypto/mandate-keys.js';
 import { registerMandateRoutes } from '../../src/govern/mandate-routes.js';
 import {
-  type MandateRequest,
   MandateService,
   type MandateServiceOptions,
   REVOCATION_RETENTION_MS,
@@ -15,16 +14,8 @@ import {
 import type { IdentityRepo } from '../../src/identity/repo.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
+import { ISSUER, REQUEST, T0 } from '../helpers/mandates.js';
 
-const ISSUER = 'https://govgate.test';
-const T0 = Date.UTC(2025, 0, 15, 12, 0, 0);
-const REQUEST: MandateRequest = {
-  sub: 'billing-agent',
-  org: 'default',
-  behavior_id: 'bhv_1',
-  pipeline_id: 'pl_1',
-  cap: { type: 'TOOL_CALL', tool: 'payments.transfer', args_sha256: 'ab'.repeat(32) },
-};
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** Counts full reads of the revocation table (`getRange`), from now on. */
