@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { runVerifyReceipt } from './cli-receipt.js';
 import { runVerify } from './cli-verify.js';
 import { ConfigError, loadConfig } from './config/index.js';
 import { startAllInOne } from './server.js';
@@ -15,6 +16,9 @@ Usage:
   govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--org ORG_ID] [--checkpoint SEAL.json] [--json]
                            check an exported audit chain offline, with public keys only
                            (exit 0 intact, 1 compromised, 2 usage error, 3 unsealed)
+  govgate verify-receipt EVENT.json --keys signing-key.json [--org ORG_ID] [--json]
+                           check offline that one event (or receipt) is in its org's sealed chain
+                           (exit 0 included, 1 not, 2 usage error)
   govgate --version
 
 Configuration is read from SERVICE_* environment variables (see README.md).`;
@@ -94,6 +98,12 @@ async function main(argv: string[]): Promise<number> {
         stdout: process.stdout,
         stderr: process.stderr,
         isTTY: process.stderr.isTTY === true,
+      });
+    case 'verify-receipt':
+      return runVerifyReceipt(argv.slice(1), {
+        stdout: process.stdout,
+        stderr: process.stderr,
+        isTTY: false,
       });
     case '--version':
     case 'version':

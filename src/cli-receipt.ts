@@ -1,0 +1,129 @@
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { VerifyInputError, verifiersFromKeys } from './audit/verify-file.js';
+import type { VerifyIO } from './cli-verify.js';
+import { checkpointOrigin, parseNote, type Receipt, verifyReceipt } from './core/chain/index.js';
+
+export const RECEIPT_USAGE = `Usage: govgate verify-receipt <event-or-receipt.json> --keys <signing-key.json> [--event <event.json>] [--org <org_id>] [--json]
+
+Checks offline that one audit event is in its org's sealed chain: the receipt's checkpoint is
+signed by both keys (Ed25519 and ML-DSA-65), its tree size is the receipt's, and the RFC 9162
+inclusion proof leads from the event's hash to the checkpoint's root.
+
+  <file>          an event as GET /api/audit/events/{id} serves it (its receipt inlined: the
+                  event itself is checked too), or a receipt (GET /api/audit/events/{id}/receipt)
+  --keys <file>   the signing-key document (required)
+  --event <file>  with a bare receipt: the event, whose hash is recomputed from its content
+  --org <org_id>  the org whose chain the checkpoint must be (its origin line govgate/<org_id>)
+  --json          print {ok, reason?, event_id, seq, tree_size, origin}
+
+Exit status: 0 included, 1 not (content_modified, signature_invalid, checkpoint_mismatch,
+not_included, org_mismatch), 2 usage or input error.`;
+
+/** `govgate verify-receipt`. Resolves to the exit code: 0 included, 1 not, 2 usage or input error. */
+export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<number> {
+  const usageError = (msg: string): number => {
+    io.stderr.write(`govgate verify-receipt: ${msg}\n\n${RECEIPT_USAGE}\n`);
+    return 2;
+  };
+  let values: { keys?: string; event?: string; org?: string; json?: boolean; help?: boolean };
+  let files: string[];
+  try {
+    const parsed = parseArgs({
+      args: argv,
+      options: {
+        keys: { type: 'string' },
+        event: { type: 'string' },
+        org: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+    values = parsed.values;
+    files = parsed.positionals;
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  if (values.help === true) {
+    io.stdout.write(`${RECEIPT_USAGE}\n`);
+    return 0;
+  }
+  if (files.length !== 1) return usageError('give one event or receipt file');
+  if (!values.keys) return usageError('--keys <file> is required');
+  if (values.org !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(values.org))
+    return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
+
+  const read = async (path: string, what: string): Promise<unknown> => {
+    try {
+      return JSON.parse(await readFile(path, 'utf8'));
+    } catch (err) {
+      const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
+      throw new VerifyInputError('unreadable_file', `cannot read ${what} ${path}: ${why}`);
+    }
+  };
+  let receipt: Receipt;
+  let event: Record<string, unknown> | undefined;
+  let verifiers: ReturnType<typeof verifiersFromKeys>;
+  try {
+    verifiers = verifiersFromKeys(await read(values.keys, 'keys file'));
+    const given = await read(files[0] as string, 'file');
+    if (!isRecord(given)) throw new VerifyInputError('unreadable_file', `${files[0]} is not a JSON object`);
+    if (isRecord(given.receipt)) {
+      // An event from the API: the receipt inlined, the event hashed without its API members.
+      const { receipt: inlined, seal: _seal, ...rest } = given;
+      receipt = inlined as unknown as Receipt;
+      event = rest;
+    } else {
+      receipt = given as unknown as Receipt;
+      if (values.event !== undefined) {
+        const e = await read(values.event, 'event');
+        if (!isRecord(e))
+          throw new VerifyInputError('unreadable_file', `${values.event} is not a JSON object`);
+        const { receipt: _r, seal: _s, ...rest } = e;
+        event = rest;
+      }
+    }
+    if (typeof receipt.checkpoint !== 'string' || typeof receipt.seq !== 'number')
+      throw new VerifyInputError('unreadable_file', 'the file holds no receipt (checkpoint, seq)');
+  } catch (err) {
+    if (!(err instanceof VerifyInputError)) throw err;
+    io.stderr.write(`govgate verify-receipt: ${err.message}\n`);
+    return 2;
+  }
+
+  let origin: string | null = null;
+  try {
+    origin = parseNote(receipt.checkpoint).body.split('\n', 1)[0] ?? null;
+  } catch {
+    origin = null;
+  }
+  let verdict: { ok: true } | { ok: false; reason: string } = verifyReceipt(receipt, verifiers, event);
+  if (verdict.ok && event !== undefined && event.id !== receipt.event_id)
+    verdict = { ok: false, reason: 'content_modified' };
+  if (verdict.ok && values.org !== undefined && origin !== checkpointOrigin(values.org))
+    verdict = { ok: false, reason: 'org_mismatch' };
+  const result = {
+    ok: verdict.ok,
+    ...(verdict.ok ? {} : { reason: verdict.reason }),
+    event_id: receipt.event_id ?? null,
+    seq: receipt.seq,
+    tree_size: receipt.tree_size ?? null,
+    origin,
+    event_checked: event !== undefined,
+  };
+  if (values.json === true) io.stdout.write(`${JSON.stringify(result)}\n`);
+  else {
+    io.stdout.write(
+      verdict.ok
+        ? `govgate verify-receipt: INCLUDED\n  event        ${result.event_id} (seq ${result.seq})\n  sealed in    ${origin} at tree size ${result.tree_size}\n  event        ${event === undefined ? 'not given: only its hash is proven' : 'content checked'}\n`
+        : `govgate verify-receipt: NOT PROVEN (${result.reason})\n  event        ${result.event_id} (seq ${result.seq})\n  checkpoint   ${origin ?? 'unreadable'}\n`,
+    );
+  }
+  return verdict.ok ? 0 : 1;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
