@@ -2,7 +2,17 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { VerifyInputError, verifiersFromKeys } from './audit/verify-file.js';
 import type { VerifyIO } from './cli-verify.js';
-import { checkpointOrigin, parseNote, type Receipt, verifyReceipt } from './core/chain/index.js';
+import {
+  checkpointOrigin,
+  fromHex,
+  isHash,
+  parseCheckpoint,
+  parseNote,
+  type Receipt,
+  verifyConsistency,
+  verifyNote,
+  verifyReceipt,
+} from './core/chain/index.js';
 
 export const RECEIPT_USAGE = `Usage: govgate verify-receipt <event-or-receipt.json> --keys <signing-key.json> [--event <event.json>] [--org <org_id>] [--json]
 
@@ -52,17 +62,10 @@ export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<nu
   }
   if (files.length !== 1) return usageError('give one event or receipt file');
   if (!values.keys) return usageError('--keys <file> is required');
-  if (values.org !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(values.org))
+  if (values.org !== undefined && !ORG_ID.test(values.org))
     return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
 
-  const read = async (path: string, what: string): Promise<unknown> => {
-    try {
-      return JSON.parse(await readFile(path, 'utf8'));
-    } catch (err) {
-      const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
-      throw new VerifyInputError('unreadable_file', `cannot read ${what} ${path}: ${why}`);
-    }
-  };
+  const read = readJson;
   let receipt: Receipt;
   let event: Record<string, unknown> | undefined;
   let verifiers: ReturnType<typeof verifiersFromKeys>;
@@ -126,4 +129,130 @@ export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<nu
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+export const CONSISTENCY_USAGE = `Usage: govgate verify-consistency <consistency.json> --keys <signing-key.json> [--org <org_id>] [--json]
+
+Checks offline that an org's chain at one seal is a prefix of the chain at a later seal: nothing
+the earlier seal covered was rewritten or dropped since. <consistency.json> is the answer of
+GET /api/audit/consistency?from=M&to=N. Both checkpoints must be signed by both keys
+(Ed25519 and ML-DSA-65), of the sizes given, of one log, and the RFC 9162 consistency proof must
+lead from the first root to the second.
+
+  --keys <file>   the signing-key document (required)
+  --org <org_id>  the org whose chain both checkpoints must be (origin govgate/<org_id>)
+  --json          print {ok, reason?, from_size, to_size, origin}
+
+Exit status: 0 consistent, 1 not (signature_invalid, checkpoint_mismatch, org_mismatch,
+inconsistent), 2 usage or input error.`;
+
+/** `govgate verify-consistency`. Resolves to 0 consistent, 1 not, 2 usage or input error. */
+export async function runVerifyConsistency(argv: string[], io: VerifyIO): Promise<number> {
+  const usageError = (msg: string): number => {
+    io.stderr.write(`govgate verify-consistency: ${msg}\n\n${CONSISTENCY_USAGE}\n`);
+    return 2;
+  };
+  let values: { keys?: string; org?: string; json?: boolean; help?: boolean };
+  let files: string[];
+  try {
+    const parsed = parseArgs({
+      args: argv,
+      options: {
+        keys: { type: 'string' },
+        org: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+    values = parsed.values;
+    files = parsed.positionals;
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  if (values.help === true) {
+    io.stdout.write(`${CONSISTENCY_USAGE}\n`);
+    return 0;
+  }
+  if (files.length !== 1) return usageError('give one consistency file');
+  if (!values.keys) return usageError('--keys <file> is required');
+  if (values.org !== undefined && !ORG_ID.test(values.org))
+    return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
+  let given: Record<string, unknown>;
+  let verifiers: ReturnType<typeof verifiersFromKeys>;
+  try {
+    verifiers = verifiersFromKeys(await readJson(values.keys, 'keys file'));
+    const raw = await readJson(files[0] as string, 'file');
+    if (
+      !isRecord(raw) ||
+      typeof raw.from_checkpoint !== 'string' ||
+      typeof raw.to_checkpoint !== 'string' ||
+      !Array.isArray(raw.consistency_proof)
+    )
+      throw new VerifyInputError(
+        'unreadable_file',
+        'the file holds no consistency proof (from_checkpoint, to_checkpoint, consistency_proof)',
+      );
+    given = raw;
+  } catch (err) {
+    if (!(err instanceof VerifyInputError)) throw err;
+    io.stderr.write(`govgate verify-consistency: ${err.message}\n`);
+    return 2;
+  }
+  const fromSize = given.from_size;
+  const toSize = given.to_size;
+  const check = (): { ok: true; origin: string } | { ok: false; reason: string; origin: string | null } => {
+    const a = verifyNote(given.from_checkpoint as string, verifiers);
+    const b = verifyNote(given.to_checkpoint as string, verifiers);
+    if (!a.ok || !b.ok) return { ok: false, reason: 'signature_invalid', origin: null };
+    let from: ReturnType<typeof parseCheckpoint>;
+    let to: ReturnType<typeof parseCheckpoint>;
+    try {
+      from = parseCheckpoint(a.body);
+      to = parseCheckpoint(b.body);
+    } catch {
+      return { ok: false, reason: 'checkpoint_mismatch', origin: null };
+    }
+    if (from.origin !== to.origin || from.size !== fromSize || to.size !== toSize)
+      return { ok: false, reason: 'checkpoint_mismatch', origin: to.origin };
+    if (values.org !== undefined && to.origin !== checkpointOrigin(values.org))
+      return { ok: false, reason: 'org_mismatch', origin: to.origin };
+    const proof: Uint8Array[] = [];
+    for (const h of given.consistency_proof as unknown[]) {
+      const bytes = typeof h === 'string' && isHash(h) ? fromHex(h) : undefined;
+      if (bytes === undefined) return { ok: false, reason: 'inconsistent', origin: to.origin };
+      proof.push(bytes);
+    }
+    return verifyConsistency(from.size, to.size, from.rootHash, to.rootHash, proof)
+      ? { ok: true, origin: to.origin }
+      : { ok: false, reason: 'inconsistent', origin: to.origin };
+  };
+  const verdict = check();
+  const result = {
+    ok: verdict.ok,
+    ...(verdict.ok ? {} : { reason: verdict.reason }),
+    from_size: typeof fromSize === 'number' ? fromSize : null,
+    to_size: typeof toSize === 'number' ? toSize : null,
+    origin: verdict.origin,
+  };
+  if (values.json === true) io.stdout.write(`${JSON.stringify(result)}\n`);
+  else
+    io.stdout.write(
+      verdict.ok
+        ? `govgate verify-consistency: CONSISTENT\n  log          ${verdict.origin}\n  sizes        ${result.from_size} is a prefix of ${result.to_size}\n`
+        : `govgate verify-consistency: NOT PROVEN (${verdict.reason})\n  sizes        ${result.from_size} → ${result.to_size}\n`,
+    );
+  return verdict.ok ? 0 : 1;
+}
+
+const ORG_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+async function readJson(path: string, what: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8'));
+  } catch (err) {
+    const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
+    throw new VerifyInputError('unreadable_file', `cannot read ${what} ${path}: ${why}`);
+  }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { runVerifyReceipt } from './cli-receipt.js';
+import { runVerifyConsistency, runVerifyReceipt } from './cli-receipt.js';
 import { runVerify } from './cli-verify.js';
 import { ConfigError, loadConfig } from './config/index.js';
 import { startAllInOne } from './server.js';
@@ -19,6 +19,9 @@ Usage:
   govgate verify-receipt EVENT.json --keys signing-key.json [--org ORG_ID] [--json]
                            check offline that one event (or receipt) is in its org's sealed chain
                            (exit 0 included, 1 not, 2 usage error)
+  govgate verify-consistency CONSISTENCY.json --keys signing-key.json [--org ORG_ID] [--json]
+                           check offline that an earlier seal's chain is a prefix of a later one's
+                           (GET /api/audit/consistency; exit 0 consistent, 1 not, 2 usage error)
   govgate --version
 
 Configuration is read from SERVICE_* environment variables (see README.md).`;
@@ -101,6 +104,12 @@ async function main(argv: string[]): Promise<number> {
       });
     case 'verify-receipt':
       return runVerifyReceipt(argv.slice(1), {
+        stdout: process.stdout,
+        stderr: process.stderr,
+        isTTY: false,
+      });
+    case 'verify-consistency':
+      return runVerifyConsistency(argv.slice(1), {
         stdout: process.stdout,
         stderr: process.stderr,
         isTTY: false,

@@ -2,16 +2,19 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { runVerifyReceipt } from '../../src/cli-receipt.js';
+import { runVerifyConsistency, runVerifyReceipt } from '../../src/cli-receipt.js';
 import { callEvent, createOrg, startService } from '../helpers/service.js';
 
 // An auditor proves one call was recorded, offline, from what the API handed out: the event (its
 // receipt inlined) and the public keys. Everything here comes from a running service.
 
-async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
+async function run(
+  args: string[],
+  command = runVerifyReceipt,
+): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runVerifyReceipt(args, {
+  const code = await command(args, {
     stdout: { write: (s: string) => out.push(s) },
     stderr: { write: (s: string) => err.push(s) },
     isTTY: false,
@@ -108,4 +111,79 @@ t.test('an event and its receipt from the API verify offline; any change does no
   const junk = await run([file('junk.json', '{"a":1}'), '--keys', keys]);
   t.equal(junk.code, 2);
   t.match(junk.err, /no receipt/);
+});
+
+t.test('a consistency proof between two seals verifies offline; any change does not', async (t) => {
+  const svc = await startService();
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-consistency-'));
+  t.teardown(async () => {
+    await svc.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const file = (name: string, value: unknown): string => {
+    const path = join(dir, name);
+    writeFileSync(path, JSON.stringify(value));
+    return path;
+  };
+  /** The tree size of the first seal that covers a new call's event. */
+  const sealedCall = async (session: string): Promise<number> => {
+    await svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      headers: { 'x-session-id': session },
+      body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+    });
+    const listed = await callEvent(svc, session);
+    for (let i = 0; i < 200; i++) {
+      const r = await svc.call(`/api/audit/events/${listed.id}/receipt`, { token: svc.pat });
+      if (r.status === 200) return r.body.tree_size as number;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    throw new Error('no seal covered the event');
+  };
+  const m = await sealedCall('sess-c1');
+  const n = await sealedCall('sess-c2');
+  t.ok(n > m, `two seals: ${m} and ${n}`);
+  const keys = file('keys.json', (await svc.call('/api/audit/signing-key', { token: svc.pat })).body);
+  const proof = (await svc.call(`/api/audit/consistency?from=${m}&to=${n}`, { token: svc.pat })).body;
+  t.equal(proof.from_size, m);
+  const org = (await svc.call('/api/me', { token: svc.pat })).body.org_id as string;
+
+  const ok = await run(
+    [file('ok.json', proof), '--keys', keys, '--org', org, '--json'],
+    runVerifyConsistency,
+  );
+  t.equal(ok.code, 0, ok.err);
+  t.same(JSON.parse(ok.out), { ok: true, from_size: m, to_size: n, origin: `govgate/${org}` });
+  const human = await run([file('ok2.json', proof), '--keys', keys], runVerifyConsistency);
+  t.match(human.out, /CONSISTENT/);
+
+  const reason = async (name: string, value: unknown, extra: string[] = []): Promise<string> => {
+    const r = await run([file(name, value), '--keys', keys, '--json', ...extra], runVerifyConsistency);
+    t.equal(r.code, 1, `${name}: not proven`);
+    return JSON.parse(r.out).reason;
+  };
+  const flipped = [...proof.consistency_proof];
+  flipped[0] = (flipped[0] as string).replace(/^./, (c: string) => (c === '0' ? '1' : '0'));
+  t.equal(await reason('flip.json', { ...proof, consistency_proof: flipped }), 'inconsistent');
+  t.equal(
+    await reason('short.json', { ...proof, consistency_proof: proof.consistency_proof.slice(1) }),
+    'inconsistent',
+  );
+  t.equal(await reason('sizes.json', { ...proof, from_size: m + 1 }), 'checkpoint_mismatch');
+  t.equal(
+    await reason('swap.json', {
+      ...proof,
+      from_checkpoint: proof.to_checkpoint,
+      to_checkpoint: proof.from_checkpoint,
+    }),
+    'checkpoint_mismatch',
+  );
+  t.equal(
+    await reason('note.json', { ...proof, to_checkpoint: proof.to_checkpoint.replace('\n', 'x\n') }),
+    'signature_invalid',
+  );
+  t.equal(await reason('org.json', proof, ['--org', 'org_someone_else']), 'org_mismatch');
+  const junk = await run([file('junk.json', { a: 1 }), '--keys', keys], runVerifyConsistency);
+  t.equal(junk.code, 2);
+  t.match(junk.err, /no consistency proof/);
 });
