@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { VerifyInputError, verifiersFromKeys } from './audit/verify-file.js';
+import { verifyArgs } from './cli-args.js';
 import type { VerifyIO } from './cli-verify.js';
 import {
   checkpointOrigin,
@@ -32,38 +32,15 @@ not_included, org_mismatch), 2 usage or input error.`;
 
 /** `govgate verify-receipt`. Resolves to the exit code: 0 included, 1 not, 2 usage or input error. */
 export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<number> {
-  const usageError = (msg: string): number => {
-    io.stderr.write(`govgate verify-receipt: ${msg}\n\n${RECEIPT_USAGE}\n`);
-    return 2;
-  };
-  let values: { keys?: string; event?: string; org?: string; json?: boolean; help?: boolean };
-  let files: string[];
-  try {
-    const parsed = parseArgs({
-      args: argv,
-      options: {
-        keys: { type: 'string' },
-        event: { type: 'string' },
-        org: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-    values = parsed.values;
-    files = parsed.positionals;
-  } catch (err) {
-    return usageError((err as Error).message);
-  }
-  if (values.help === true) {
-    io.stdout.write(`${RECEIPT_USAGE}\n`);
-    return 0;
-  }
-  if (files.length !== 1) return usageError('give one event or receipt file');
-  if (!values.keys) return usageError('--keys <file> is required');
-  if (values.org !== undefined && !ORG_ID.test(values.org))
-    return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
+  const args = verifyArgs(argv, io, {
+    command: 'verify-receipt',
+    usage: RECEIPT_USAGE,
+    extra: ['event'],
+    files: (p) => (p.length === 1 ? p : 'give one event or receipt file'),
+  });
+  if (typeof args === 'number') return args;
+  const { files } = args;
+  const values = { keys: args.keys, org: args.org, json: args.json, event: args.options.event };
 
   const read = readJson;
   let receipt: Receipt;
@@ -148,37 +125,14 @@ inconsistent), 2 usage or input error.`;
 
 /** `govgate verify-consistency`. Resolves to 0 consistent, 1 not, 2 usage or input error. */
 export async function runVerifyConsistency(argv: string[], io: VerifyIO): Promise<number> {
-  const usageError = (msg: string): number => {
-    io.stderr.write(`govgate verify-consistency: ${msg}\n\n${CONSISTENCY_USAGE}\n`);
-    return 2;
-  };
-  let values: { keys?: string; org?: string; json?: boolean; help?: boolean };
-  let files: string[];
-  try {
-    const parsed = parseArgs({
-      args: argv,
-      options: {
-        keys: { type: 'string' },
-        org: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-    values = parsed.values;
-    files = parsed.positionals;
-  } catch (err) {
-    return usageError((err as Error).message);
-  }
-  if (values.help === true) {
-    io.stdout.write(`${CONSISTENCY_USAGE}\n`);
-    return 0;
-  }
-  if (files.length !== 1) return usageError('give one consistency file');
-  if (!values.keys) return usageError('--keys <file> is required');
-  if (values.org !== undefined && !ORG_ID.test(values.org))
-    return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
+  const args = verifyArgs(argv, io, {
+    command: 'verify-consistency',
+    usage: CONSISTENCY_USAGE,
+    files: (p) => (p.length === 1 ? p : 'give one consistency file'),
+  });
+  if (typeof args === 'number') return args;
+  const { files } = args;
+  const values = { keys: args.keys, org: args.org, json: args.json };
   let given: Record<string, unknown>;
   let verifiers: ReturnType<typeof verifiersFromKeys>;
   try {
@@ -245,8 +199,6 @@ export async function runVerifyConsistency(argv: string[], io: VerifyIO): Promis
     );
   return verdict.ok ? 0 : 1;
 }
-
-const ORG_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 async function readJson(path: string, what: string): Promise<unknown> {
   try {

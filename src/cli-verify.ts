@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
 import { type VerifyFileResult, VerifyInputError, verifyFile } from './audit/verify-file.js';
+import { verifyArgs } from './cli-args.js';
 import type { IntegrityResult } from './core/chain/index.js';
 
 /** Where `govgate verify` writes; `isTTY` (of stderr) enables the progress bar. */
@@ -51,46 +51,19 @@ const int = new Intl.NumberFormat('en-US');
  * 3 unsealed (events no valid seal covers; see `VerifyStatus`).
  */
 export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
-  const usageError = (msg: string): number => {
-    io.stderr.write(`govgate verify: ${msg}\n\n${VERIFY_USAGE}\n`);
-    return 2;
-  };
-  let values: {
-    keys?: string | undefined;
-    org?: string | undefined;
-    checkpoint?: string | undefined;
-    json?: boolean | undefined;
-    help?: boolean | undefined;
-  };
-  let files: string[];
-  try {
-    const parsed = parseArgs({
-      args: argv,
-      options: {
-        keys: { type: 'string' },
-        org: { type: 'string' },
-        checkpoint: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-    values = parsed.values;
-    files = parsed.positionals;
-  } catch (err) {
-    return usageError((err as Error).message);
-  }
-  if (values.help === true) {
-    io.stdout.write(`${VERIFY_USAGE}\n`);
-    return 0;
-  }
-  // Tolerate being handed the command name too (`verify a.jsonl …`).
-  if (files[0] === 'verify' && files.length > 1) files = files.slice(1);
-  if (files.length === 0) return usageError('no chain file given');
-  if (values.keys === undefined || values.keys.length === 0) return usageError('--keys <file> is required');
-  if (values.org !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(values.org))
-    return usageError('--org takes an org id (org_…), as in the origin line govgate/<org_id>');
+  const args = verifyArgs(argv, io, {
+    command: 'verify',
+    usage: VERIFY_USAGE,
+    extra: ['checkpoint'],
+    // Tolerate being handed the command name too (`verify a.jsonl …`).
+    files: (p) => {
+      const files = p[0] === 'verify' && p.length > 1 ? p.slice(1) : p;
+      return files.length === 0 ? 'no chain file given' : files;
+    },
+  });
+  if (typeof args === 'number') return args;
+  const { files } = args;
+  const values = { keys: args.keys, org: args.org, json: args.json, checkpoint: args.options.checkpoint };
 
   let keysDoc: unknown;
   try {
