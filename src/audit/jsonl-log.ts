@@ -294,10 +294,11 @@ export class JsonlLog {
     this.#flushAll();
     await Promise.all([...[...this.#files.values()].map((f) => f.written), ...this.#ending]);
     // Files opened past the cap are closed now that they are written (not at a later turn).
-    if (this.#files.size > this.#maxOpen) {
-      this.#evict(this.#keep());
-      await Promise.all(this.#ending);
-    }
+    if (this.#trim !== undefined) clearImmediate(this.#trim);
+    this.#trim = undefined;
+    if (this.#files.size > this.#maxOpen) this.#evict(this.#keep());
+    // Also the closes a trim started while the writes above were completing.
+    await Promise.all(this.#ending);
   }
 
   /** Never throws: the log is a copy of the store, and a disk error must not fail the chain. */

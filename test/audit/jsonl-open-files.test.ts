@@ -1,13 +1,29 @@
-import { readdirSync, readFileSync, readlinkSync, realpathSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { ChainLogOptions } from '../../src/audit/chain-log.js';
+import { JsonlLog } from '../../src/audit/jsonl-log.js';
 import { verifyOrgLog } from '../helpers/cli-process.js';
 import { type TempLog, TestSigner, tempLog, waitFor } from './helpers.js';
 
 // The JSONL log keeps a bounded number of org files open: one descriptor per org for the life of
 // the process ran a server out of descriptors (EMFILE) after ~1,000 orgs. A file closed for
 // another org's is opened again at its org's next line, and every log stays the store's chain.
+
+/** The fs module object streams call (a namespace import is read-only). */
+const fs = createRequire(import.meta.url)('node:fs') as typeof import('node:fs');
 
 const CAP = 4;
 const ORGS = Array.from({ length: 20 }, (_, i) => `org_lru_${String(i).padStart(2, '0')}`);
@@ -179,4 +195,46 @@ t.test('a closed file changed on disk meanwhile is read back before it is writte
   await append(h, a);
   await h.log.flushSeals();
   t.equal(logText(h, a), exported(h, a), 'the log is the export again, the lost line written back');
+});
+
+t.test('drain resolves once the files closed while it waits are closed too', async (t) => {
+  // A slow disk: closes take 200 ms, and a large write 50 ms. The small writes complete first; the
+  // trim they schedule closes their files while drain still waits for the large one, and drain
+  // must wait for those closes as well (it once returned with them still open).
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-jsonl-drain-'));
+  mkdirSync(join(dir, 'audit')); // the chain log makes it
+  const none = { lines: () => [], eventHash: () => undefined, sealAt: () => undefined, sealedAt: () => 0 };
+  const log = new JsonlLog(dir, 100, none, () => {}, 2);
+  const { close, write } = fs;
+  const later = <A extends unknown[]>(ms: number, f: (...a: A) => void, ...a: A): void =>
+    void setTimeout(() => f(...a), ms);
+  fs.close = ((fd: number, cb: (err: Error | null) => void) => later(200, close, fd, cb)) as typeof fs.close;
+  fs.write = ((fd: number, buf: Buffer, ...rest: unknown[]) =>
+    buf.length > 1_000_000
+      ? later(50, write as (...a: unknown[]) => void, fd, buf, ...rest)
+      : (write as (...a: unknown[]) => void)(fd, buf, ...rest)) as typeof fs.write;
+  t.teardown(async () => {
+    fs.close = close;
+    fs.write = write;
+    await log.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const auditDir = `${realpathSync(join(dir, 'audit'))}/`;
+  const open = (): string[] =>
+    readdirSync('/proc/self/fd')
+      .map((fd) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${fd}`);
+        } catch {
+          return ''; // closed since the listing
+        }
+      })
+      .filter((p) => p.startsWith(auditDir));
+  const event = (org: string, length: number): void =>
+    log.events(org, [1], [JSON.stringify({ seq: 1, line: 'x'.repeat(length) })]);
+  event('org_drain_a', 10);
+  event('org_drain_b', 10);
+  event('org_drain_c', 2_000_000);
+  await log.drain();
+  t.same(open(), [join(auditDir, 'org_drain_c.jsonl')], 'only the file written last is open once drained');
 });
