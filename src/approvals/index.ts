@@ -11,5 +11,6 @@ export {
   type ConsumeOptions,
   type CreateApprovalInput,
   DEFAULT_APPROVAL_TTL_MS,
+  MAX_LIVE_PER_AGENT,
   type PreApproveInput,
 } from './store.js';

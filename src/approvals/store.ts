@@ -22,6 +22,11 @@ export type ApprovalDecision = 'approve' | 'deny';
 export const DEFAULT_APPROVAL_TTL_MS = 15 * 60_000;
 /** At most this many pending approvals are listed for one caller. */
 const MAX_PENDING_LISTED = 1000;
+/**
+ * At most this many live (pending or approved) approvals per agent: each new one is refused past
+ * it (429), so one agent cannot make its own list, and its org's, grow without bound.
+ */
+export const MAX_LIVE_PER_AGENT = 1000;
 
 export interface ApprovalRecord {
   readonly id: string;
@@ -164,6 +169,7 @@ export class ApprovalStore {
           return;
         }
       }
+      this.checkRoom(input.org_id, input.agent_uuid, now, changes);
       result = this.insert(this.newRecord(input, input.tier, now), changes);
     });
     await this.record(changes);
@@ -457,6 +463,31 @@ export class ApprovalStore {
     now: number,
   ): ApprovalRecord {
     return { ...rec, status, decided_by: by.id, decided_at: new Date(now).toISOString(), reason };
+  }
+
+  /**
+   * Refuses a new approval when the agent holds `MAX_LIVE_PER_AGENT` live ones (inside a write
+   * transaction). Its records are read only at the cap, to expire those that are due first.
+   */
+  private checkRoom(orgId: string, agentUuid: string, now: number, changes: Change[]): void {
+    const idx = this.store.approvalIndex;
+    const range = (): { start: Key; end: Key } => ({
+      start: ['f', orgId, agentUuid],
+      end: ['f', orgId, agentUuid, HIGH],
+    });
+    if (idx.getKeysCount(range()) < MAX_LIVE_PER_AGENT) return;
+    const ids: string[] = [];
+    for (const key of idx.getKeys(range())) ids.push((key as Key)[4] as string);
+    let live = 0;
+    for (const id of ids) {
+      const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
+      if (rec !== undefined && isLive(this.expireIfDue(rec, now, changes).status)) live++;
+    }
+    if (live >= MAX_LIVE_PER_AGENT)
+      throw new ServiceError(
+        'rate_limited',
+        `this agent already has ${MAX_LIVE_PER_AGENT} pending or approved approvals; wait for them to be decided, consumed or expired`,
+      );
   }
 
   /** The live records of one action (reads inside a write transaction see its writes). */

@@ -9,6 +9,7 @@ import {
   type ApprovalRecord,
   ApprovalStore,
   type CreateApprovalInput,
+  MAX_LIVE_PER_AGENT,
   registerApprovalRoutes,
 } from '../../src/approvals/index.js';
 import type { AuditInput, AuditRef, AuditSink } from '../../src/audit/types.js';
@@ -716,4 +717,32 @@ t.test('http: the approval routes', async (t) => {
       details: { approval_id: b1.id, status: 'denied', tier: 'standard', actor: dev.userId },
     });
   });
+});
+
+t.test('store: an agent holds at most MAX_LIVE_PER_AGENT live approvals', async (t) => {
+  const { approvals, sink, clock } = setup(t);
+  const fp = (i: number): string => i.toString(16).padStart(64, '0');
+  // Half of them short-lived: they are what the cap expires first once it is reached.
+  for (let i = 0; i < MAX_LIVE_PER_AGENT; i++)
+    await approvals.create(input({ fingerprint: fp(i), ...(i < 10 ? { ttl_ms: MIN } : {}) }));
+  const same = await approvals.create(input({ fingerprint: fp(5) }));
+  t.equal(same.status, 'pending', 'the identical call still gets its pending approval at the cap');
+  const created = sink.types().length;
+  await rejects(
+    t,
+    approvals.create(input({ fingerprint: fp(MAX_LIVE_PER_AGENT) })),
+    'rate_limited',
+    429,
+    'one more is refused',
+  );
+  t.equal(sink.types().length, created, 'a refused approval is not recorded as created');
+  const other = await approvals.create(input({ agent_uuid: 'agent-2', agent_id: 'name-agent-2' }));
+  t.equal(other.status, 'pending', "another agent's approvals are not counted");
+  t.equal((await approvals.pendingFor(AGENT)).length, MAX_LIVE_PER_AGENT, 'the list stays at the cap');
+
+  clock.now += 2 * MIN; // ten of them expire
+  const fresh = await approvals.create(input({ fingerprint: fp(MAX_LIVE_PER_AGENT) }));
+  t.equal(fresh.status, 'pending', 'once some expire, there is room again');
+  t.equal(sink.types().filter((e) => e === 'approval.expired').length, 10, 'the expired ones are recorded');
+  t.equal((await approvals.pendingFor(AGENT)).length, MAX_LIVE_PER_AGENT - 9);
 });
