@@ -106,7 +106,11 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const metrics = new Metrics();
   metrics.watchFailClosed(() => policies.failClosedActive());
   metrics.watchStore(() => store.health.writable);
-  const idempotency = new IdempotencyStore(store, config.idempotencyTtlHours * 3_600_000);
+  const idempotency = new IdempotencyStore(
+    store,
+    config.idempotencyTtlHours * 3_600_000,
+    config.idempotencyMaxMbPerOrg * 1024 * 1024,
+  );
   // Expired replays are swept a batch per turn (a store closing under a sweep ends it).
   const sweepReplays = (): void => void idempotency.sweep().catch(() => {});
   sweepReplays();

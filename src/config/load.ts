@@ -204,6 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clientStallMs: v.SERVICE_CLIENT_STALL_MS as number,
     upstreamConnections: v.SERVICE_UPSTREAM_CONNECTIONS as number,
     idempotencyTtlHours: v.SERVICE_IDEMPOTENCY_TTL_HOURS as number,
+    idempotencyMaxMbPerOrg: v.SERVICE_IDEMPOTENCY_MAX_MB_PER_ORG as number,
     providerKeys: Object.freeze({
       openai: v.OPENAI_API_KEY as string | undefined,
       anthropic: v.ANTHROPIC_API_KEY as string | undefined,

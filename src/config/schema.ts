@@ -20,6 +20,7 @@ export interface Config {
   readonly clientStallMs: number;
   readonly upstreamConnections: number;
   readonly idempotencyTtlHours: number;
+  readonly idempotencyMaxMbPerOrg: number;
   readonly providerKeys: { readonly openai: string | undefined; readonly anthropic: string | undefined };
   readonly audit: {
     readonly signingKey: string | undefined;
@@ -186,6 +187,14 @@ export const SETTINGS = [
     min: 1,
     default: 24,
     doc: 'How long Idempotency-Key replays are kept',
+  },
+  {
+    env: 'SERVICE_IDEMPOTENCY_MAX_MB_PER_ORG',
+    yaml: 'idempotency_max_mb_per_org',
+    kind: 'int',
+    min: 1,
+    default: 256,
+    doc: "Answers an org's Idempotency-Key replays may keep; past it an answer is not kept (its replay is a 409)",
   },
   {
     env: 'OPENAI_API_KEY',

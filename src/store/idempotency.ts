@@ -11,6 +11,8 @@ export interface StoredResponse {
 interface StoredRecord extends StoredResponse {
   readonly body_hash: string;
   readonly created_ms: number;
+  /** The answer was not kept (its org's replays were at their quota): a replay is refused. */
+  readonly not_kept?: true;
 }
 
 type Key = [string, string, string];
@@ -19,14 +21,35 @@ type Key = [string, string, string];
  * Idempotency-Key replays, per org and agent, kept `ttlMs`. A key in use by a call still running
  * is refused (409); a key reused with a different body is refused (409); only successful
  * responses are kept, so a failed call can be retried with the same key.
+ *
+ * The answers an org's replays keep are capped at `maxBytesPerOrg` (UTF-8 bytes of the bodies):
+ * an answer past it is not kept, only that it was not, and the key's replay is refused (409
+ * `idempotency_not_kept`) rather than made again upstream. One org's agents cannot fill the disk
+ * every org writes to. The count is kept in memory: `complete` adds to it, and every sweep
+ * (at a start, then hourly) counts the records again, so a start counts what earlier processes
+ * kept and an answer replaced under its key is counted once again.
  */
 export class IdempotencyStore {
   private readonly running = new Set<string>();
+  /** Bytes of the answers kept per org (see the class comment). */
+  private readonly kept = new Map<string, number>();
+  /** While a sweep counts: when it started, and the bytes kept since (it does not count them). */
+  private sweeping: { readonly since: number; readonly added: Map<string, number> } | undefined;
 
   constructor(
     private readonly store: Store,
     private readonly ttlMs: number,
+    private readonly maxBytesPerOrg = Number.POSITIVE_INFINITY,
   ) {}
+
+  /** Bytes of the answers kept for `orgId`'s replays, as counted. */
+  keptBytes(orgId: string): number {
+    return this.kept.get(orgId) ?? 0;
+  }
+
+  private count(counts: Map<string, number>, orgId: string, bytes: number): void {
+    counts.set(orgId, (counts.get(orgId) ?? 0) + bytes);
+  }
 
   /** A stored response to replay, or undefined after reserving the key for this call. */
   begin(
@@ -55,6 +78,13 @@ export class IdempotencyStore {
           },
         );
       }
+      if (rec.not_kept === true) {
+        throw new ServiceError(
+          'idempotency_not_kept',
+          `the answer to this Idempotency-Key was not kept for a replay (the org's replays were at their quota); the call was pipeline ${rec.pipeline_id}`,
+          { param: 'Idempotency-Key' },
+        );
+      }
       return rec;
     }
     this.running.add(id);
@@ -70,7 +100,23 @@ export class IdempotencyStore {
   ): void {
     this.running.delete(`${orgId}\0${agentUuid}\0${key}`);
     if (response === undefined) return;
-    const rec: StoredRecord = { ...response, body_hash: bodyHash, created_ms: Date.now() };
+    const bytes = Buffer.byteLength(response.body, 'utf8');
+    const rec: StoredRecord =
+      this.keptBytes(orgId) + bytes <= this.maxBytesPerOrg
+        ? { ...response, body_hash: bodyHash, created_ms: Date.now() }
+        : {
+            status: response.status,
+            content_type: response.content_type,
+            body: '',
+            pipeline_id: response.pipeline_id,
+            body_hash: bodyHash,
+            created_ms: Date.now(),
+            not_kept: true,
+          };
+    if (rec.body !== '') {
+      this.count(this.kept, orgId, bytes);
+      if (this.sweeping !== undefined) this.count(this.sweeping.added, orgId, bytes);
+    }
     this.store.writer
       .enqueue(() => this.store.idempotency.putSync([orgId, agentUuid, key] as Key, rec))
       .catch(() => {
@@ -79,32 +125,49 @@ export class IdempotencyStore {
   }
 
   /**
-   * Deletes expired records; resolves to how many. Replays hold whole answers (up to 64 MiB), so
-   * the records are read `batch` at a time, each batch on its own turn of the event loop: a sweep
-   * of many large ones must not hold it for all of them at once.
+   * Deletes expired records; resolves to how many, or to 0 while another sweep runs. Replays hold
+   * whole answers (up to 64 MiB), so the records are read `batch` at a time, each batch on its own
+   * turn of the event loop: a sweep of many large ones must not hold it for all of them at once.
+   * The bytes of the answers left are counted again on the way (see the class comment).
    */
   async sweep(now = Date.now(), batch = 64): Promise<number> {
-    let n = 0;
-    let after: Key | undefined;
-    for (;;) {
-      const expired: Key[] = [];
-      let read = 0;
-      for (const { key, value } of this.store.idempotency.getRange({
-        ...(after === undefined ? {} : { start: after, exclusiveStart: true }),
-        limit: batch,
-      })) {
-        read++;
-        after = key as Key;
-        if ((value as StoredRecord).created_ms + this.ttlMs <= now) expired.push(key as Key);
+    if (this.sweeping !== undefined) return 0;
+    const sweep = { since: Date.now(), added: new Map<string, number>() };
+    this.sweeping = sweep;
+    const counts = new Map<string, number>();
+    try {
+      let n = 0;
+      let after: Key | undefined;
+      for (;;) {
+        const expired: Key[] = [];
+        let read = 0;
+        for (const { key, value } of this.store.idempotency.getRange({
+          ...(after === undefined ? {} : { start: after, exclusiveStart: true }),
+          limit: batch,
+        })) {
+          read++;
+          after = key as Key;
+          const rec = value as StoredRecord;
+          if (rec.created_ms + this.ttlMs <= now) expired.push(after);
+          else if (rec.created_ms < sweep.since)
+            this.count(counts, after[0] as string, Buffer.byteLength(rec.body, 'utf8'));
+        }
+        if (expired.length > 0) {
+          this.store.root.transactionSync(() => {
+            for (const key of expired) this.store.idempotency.removeSync(key);
+          });
+          n += expired.length;
+        }
+        if (read < batch) {
+          for (const [org, bytes] of sweep.added) this.count(counts, org, bytes);
+          this.kept.clear();
+          for (const [org, bytes] of counts) if (bytes > 0) this.kept.set(org, bytes);
+          return n;
+        }
+        await new Promise((resolve) => setImmediate(resolve));
       }
-      if (expired.length > 0) {
-        this.store.root.transactionSync(() => {
-          for (const key of expired) this.store.idempotency.removeSync(key);
-        });
-        n += expired.length;
-      }
-      if (read < batch) return n;
-      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      this.sweeping = undefined;
     }
   }
 }

@@ -136,6 +136,7 @@ t.test(
       SERVICE_CLIENT_STALL_MS: (c) => c.clientStallMs,
       SERVICE_UPSTREAM_CONNECTIONS: (c) => c.upstreamConnections,
       SERVICE_IDEMPOTENCY_TTL_HOURS: (c) => c.idempotencyTtlHours,
+      SERVICE_IDEMPOTENCY_MAX_MB_PER_ORG: (c) => c.idempotencyMaxMbPerOrg,
       SERVICE_AUDIT_RETENTION_DAYS: (c) => c.audit.retentionDays,
       SERVICE_AUDIT_ROTATION_MAX_MB: (c) => c.audit.rotationMaxMb,
     };

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { serviceOnMockUpstream } from '../helpers/service.js';
+import { createOrg, serviceOnMockUpstream, useMockUpstream } from '../helpers/service.js';
 
 t.test('Idempotency-Key replays the stored response without a second upstream call', async (t) => {
   const { svc, upstream } = await serviceOnMockUpstream(t);
@@ -145,3 +145,41 @@ t.test('Idempotency-Key on /v1/embeddings: one provider call, a 409 for another 
   t.equal(replays.body.data.length, 1, 'the replay is recorded');
   t.equal(replays.body.data[0].details.endpoint, '/v1/embeddings');
 });
+
+t.test(
+  "an org's replays keep answers up to its quota; past it a replay is refused, not made again",
+  async (t) => {
+    const { svc, upstream } = await serviceOnMockUpstream(t, {
+      env: { SERVICE_IDEMPOTENCY_MAX_MB_PER_ORG: '1' },
+    });
+    const client = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+    const body = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'a long answer' }] };
+    upstream.reply = 'lorem ipsum '.repeat(30_000); // ~360 KB per answer: two are kept, not three
+    const idem = (key: string) => ({ headers: { 'Idempotency-Key': key } });
+    const answers = [];
+    for (const key of ['q-1', 'q-2', 'q-3'])
+      answers.push(await client.chat.completions.create(body, idem(key)));
+    t.equal(upstream.requests.length, 3);
+    t.same(await client.chat.completions.create(body, idem('q-2')), answers[1], 'a kept answer replays');
+    const refused = await svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      headers: { 'idempotency-key': 'q-3' },
+      body,
+    });
+    t.equal(refused.status, 409, 'the answer past the quota is not replayed');
+    t.equal(refused.body.error.code, 'idempotency_not_kept');
+    const { audit_url } = (answers[2] as unknown as { service: { audit_url: string } }).service;
+    const ran = audit_url.slice(audit_url.lastIndexOf('/') + 1);
+    t.match(ran, /^pl_/);
+    t.ok(refused.body.error.message.includes(ran), 'the message names the call it ran');
+    t.equal(upstream.requests.length, 3, 'and not made again upstream');
+
+    // Another org's quota is its own.
+    const other = await createOrg(svc, 'quota-b');
+    await useMockUpstream(svc, other.adminPat, upstream.url);
+    const c2 = new OpenAI({ apiKey: other.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+    const b1 = await c2.chat.completions.create(body, idem('q-1'));
+    t.same(await c2.chat.completions.create(body, idem('q-1')), b1, "another org's answer is kept");
+    t.equal(upstream.requests.length, 4);
+  },
+);

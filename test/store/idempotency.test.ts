@@ -48,3 +48,56 @@ t.test('sweep removes expired replays, keeps live ones, and yields to other work
   t.equal(idem.begin('org', 'agent', 'k-1', 'h', T0)?.pipeline_id, 'pl_1', 'a live one still replays');
   t.equal(await idem.sweep(T0), 0, 'nothing left to remove');
 });
+
+t.test("an org's kept answers are counted, again by each sweep, and past the quota not kept", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-idem-'));
+  const store = openStore(dir);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const answer = (body: string) => ({
+    status: 200,
+    content_type: 'application/json',
+    body,
+    pipeline_id: 'pl_x',
+  });
+  const idem = new IdempotencyStore(store, 24 * HOUR, 10_000);
+  const call = (s: IdempotencyStore, org: string, key: string, body: string): void => {
+    t.equal(s.begin(org, 'agent', key, 'h'), undefined, `${org} ${key} runs`);
+    s.complete(org, 'agent', key, 'h', answer(body));
+  };
+  call(idem, 'org_a', 'k-1', 'é'.repeat(3_000)); // 6,000 bytes of UTF-8
+  call(idem, 'org_a', 'k-2', 'x'.repeat(3_000));
+  call(idem, 'org_a', 'k-3', 'x'.repeat(2_000)); // 11,000 bytes: not kept
+  call(idem, 'org_b', 'k-1', 'x'.repeat(9_000));
+  await store.writer.enqueue(() => {}); // the records written
+  t.equal(idem.keptBytes('org_a'), 9_000, "org_a's kept answers, in UTF-8 bytes");
+  t.equal(idem.keptBytes('org_b'), 9_000, "org_b's");
+  t.equal(idem.begin('org_a', 'agent', 'k-2', 'h')?.body.length, 3_000, 'a kept one replays');
+  t.throws(() => idem.begin('org_a', 'agent', 'k-3', 'h'), { code: 'idempotency_not_kept', status: 409 });
+  t.throws(
+    () => idem.begin('org_a', 'agent', 'k-3', 'other'),
+    { code: 'idempotency_mismatch' },
+    'the body is checked first',
+  );
+
+  // A new process counts what the store holds with its first sweep.
+  await new Promise((r) => setTimeout(r, 20));
+  const again = new IdempotencyStore(store, 24 * HOUR, 10_000);
+  t.equal(await again.sweep(), 0);
+  t.equal(again.keptBytes('org_a'), 9_000, 'counted again after a restart');
+  t.equal(again.keptBytes('org_b'), 9_000);
+  call(again, 'org_b', 'k-2', 'x'.repeat(2_000));
+  await store.writer.enqueue(() => {});
+  t.throws(
+    () => again.begin('org_b', 'agent', 'k-2', 'h'),
+    { code: 'idempotency_not_kept' },
+    'past the quota counted at start',
+  );
+
+  // Once the answers expire, the sweep frees the room.
+  t.equal(await again.sweep(Date.now() + 25 * HOUR), 5);
+  t.equal(again.keptBytes('org_a'), 0);
+  t.equal(again.keptBytes('org_b'), 0);
+});
