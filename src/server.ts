@@ -11,6 +11,7 @@ import { bindKeysDir, checkKeysDir } from './crypto/keys-binding.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
 import { WorkerSealSigner } from './crypto/seal-signer.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
+import { EgressPolicy } from './export/ssrf.js';
 import { GatewayService } from './gateway/service.js';
 import { Governor } from './govern/governor.js';
 import { registerMandateRoutes } from './govern/mandate-routes.js';
@@ -95,9 +96,11 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     rotationMaxMb: config.audit.rotationMaxMb,
     warn: (msg, fields) => logger.warn(msg, fields),
   });
+  const egress = new EgressPolicy(config.egressAllow, config.egressDeny);
   const pools = new UpstreamPools({
     timeoutMs: config.upstreamTimeoutMs,
     connections: config.upstreamConnections,
+    egress,
   });
   // A version published before regexes were checked may hold conditions that fail closed: the
   // operator is told once per version, when it is compiled, and the metric counts them.
@@ -136,7 +139,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const router = new Router<RouteHandler>();
   const mandateKeys = MandateKeys.load(config.keysDir, config.audit.keyPassword);
   const mandates = new MandateService(mandateKeys, store, () => base.value);
-  const tools = new ToolRegistry(store, settings, config.egressAllow);
+  const tools = new ToolRegistry(store, settings, egress);
   const approvals = new ApprovalStore(store, events);
   const toRef = (r: {
     id: string;
@@ -207,7 +210,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     identity,
     settings,
     audit: events,
-    egressAllow: config.egressAllow,
+    egress,
   });
   registerPlatform(router, {
     version: VERSION,
@@ -249,7 +252,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     clearInterval(sweeper);
     clearInterval(minuteSweeper);
     await scans.close();
-    await pools.close();
+    await Promise.all([pools.close(), tools.close()]);
     await events.close();
     await sealSigner.close();
     await store.close();
@@ -292,7 +295,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
         });
       }
       await scans.close();
-      await pools.close();
+      await Promise.all([pools.close(), tools.close()]);
       await events.close();
       await sealSigner.close();
       await store.close();

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse as parseYaml, type Tags } from 'yaml';
+import { EgressPolicy } from '../export/ssrf.js';
 import { type Config, ConfigError, type ConfigProblem, SETTINGS, type Setting } from './schema.js';
 
 type Raw = Record<string, unknown>;
@@ -183,6 +184,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       problems.push({ path: 'SERVICE_EGRESS_ALLOW', message: `"${pair}" is not host:port` });
     }
   }
+  try {
+    new EgressPolicy([], v.SERVICE_EGRESS_DENY as string[]);
+  } catch (err) {
+    problems.push({ path: 'SERVICE_EGRESS_DENY', message: (err as Error).message });
+  }
   if (problems.length > 0) throw new ConfigError(problems);
 
   const config: Config = {
@@ -195,6 +201,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     controlUrl: v.SERVICE_CONTROL_URL as string | undefined,
     bootstrapToken: token,
     egressAllow: Object.freeze([...(v.SERVICE_EGRESS_ALLOW as string[])]),
+    egressDeny: Object.freeze([...(v.SERVICE_EGRESS_DENY as string[])]),
     region: v.SERVICE_REGION as string,
     httpServer: v.SERVICE_HTTP_SERVER as Config['httpServer'],
     logLevel: v.SERVICE_LOG_LEVEL as Config['logLevel'],

@@ -11,6 +11,7 @@ export interface Config {
   readonly bootstrapToken: string | undefined;
   /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
   readonly egressAllow: readonly string[];
+  readonly egressDeny: readonly string[];
   readonly region: string;
   readonly httpServer: 'uws' | 'node';
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -121,6 +122,13 @@ export const SETTINGS = [
     doc: 'host:port pairs exempt from the SSRF guard',
   },
   {
+    env: 'SERVICE_EGRESS_DENY',
+    yaml: 'egress_deny',
+    kind: 'list',
+    default: [],
+    doc: 'More address ranges (CIDR) the SSRF guard refuses: the cluster networks when they are not private',
+  },
+  {
     env: 'SERVICE_REGION',
     yaml: 'region',
     kind: 'string',
@@ -178,7 +186,7 @@ export const SETTINGS = [
     kind: 'int',
     min: 1,
     default: 128,
-    doc: 'Keep-alive connections per upstream origin',
+    doc: 'Keep-alive connections per org and upstream origin',
   },
   {
     env: 'SERVICE_IDEMPOTENCY_TTL_HOURS',

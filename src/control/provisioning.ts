@@ -1,7 +1,7 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import { lastFour, maskedEcho } from '../crypto/vault.js';
-import { checkEgressUrl, originOf } from '../export/ssrf.js';
+import { type EgressPolicy, originOf } from '../export/ssrf.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -26,7 +26,7 @@ export interface ProvisioningDeps {
   readonly identity: IdentityRepo;
   readonly settings: SettingsRepo;
   readonly audit: AuditSink;
-  readonly egressAllow: readonly string[];
+  readonly egress: EgressPolicy;
 }
 
 const AGENT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -366,7 +366,7 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
           secrets.set(keyRef, e.api_key as string);
         }
         if (e.base_url !== undefined) {
-          const problem = await checkEgressUrl(e.base_url, deps.egressAllow);
+          const problem = await deps.egress.check(e.base_url);
           if (problem)
             throw new ServiceError('invalid_request', `base_url ${problem}`, {
               param: `providers[${i}].base_url`,

@@ -2,7 +2,7 @@ import type { Duplex } from 'node:stream';
 import { Agent, type Dispatcher, request } from 'undici';
 import { ServiceError } from '../core/errors.js';
 import { lastFour, maskedEcho } from '../crypto/vault.js';
-import { checkEgressUrl, originOf } from '../export/ssrf.js';
+import { EGRESS_FORBIDDEN, type EgressPolicy, originOf } from '../export/ssrf.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
@@ -120,15 +120,26 @@ class ToolAgent extends Agent {
   }
 }
 
-const dispatcher = new ToolAgent({ keepAliveTimeout: 10_000, connections: 64 });
-
 /** The HTTP tools an org configured for /v1/tools/execute (header secrets in the vault). */
 export class ToolRegistry {
+  /** Every connection to a tool is checked against the egress policy as it is made. */
+  private readonly dispatcher: ToolAgent;
+
   constructor(
     private readonly store: Store,
     private readonly settings: SettingsRepo,
-    private readonly egressAllow: readonly string[],
-  ) {}
+    private readonly egress: EgressPolicy,
+  ) {
+    this.dispatcher = new ToolAgent({
+      keepAliveTimeout: 10_000,
+      connections: 64,
+      connect: egress.connector(10_000),
+    });
+  }
+
+  close(): Promise<void> {
+    return this.dispatcher.close();
+  }
 
   list(orgId: string): ToolSettings[] {
     return (this.store.tools.get(orgId) as ToolSettings[] | undefined) ?? [];
@@ -165,7 +176,7 @@ export class ToolRegistry {
           param: `tools[${i}].name`,
         });
       names.add(t.name);
-      const problem = await checkEgressUrl(t.url, this.egressAllow);
+      const problem = await this.egress.check(t.url);
       if (problem) throw new ServiceError('invalid_request', `url ${problem}`, { param: `tools[${i}].url` });
       const method = (t.method ?? 'POST').toUpperCase();
       if (!['POST', 'PUT', 'PATCH', 'GET'].includes(method))
@@ -235,8 +246,8 @@ export class ToolRegistry {
    */
   async execute(orgId: string, tool: ToolSettings, args: unknown): Promise<ToolResult> {
     const name = tool.name;
-    // The URL is re-checked (DNS may have changed).
-    const problem = await checkEgressUrl(tool.url, this.egressAllow);
+    // Checked again (the operator's lists may have changed), and each connection as it is made.
+    const problem = await this.egress.check(tool.url);
     if (problem) throw new ServiceError('upstream_error', `tool ${name} url ${problem}`);
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     for (const [h, v] of Object.entries(tool.headers)) {
@@ -256,7 +267,7 @@ export class ToolRegistry {
         headers,
         body: tool.method === 'GET' ? null : JSON.stringify(args ?? {}),
         signal: AbortSignal.timeout(tool.timeout_ms),
-        dispatcher,
+        dispatcher: this.dispatcher,
         onRequestSent: () => {
           sent = true;
         },
@@ -271,6 +282,14 @@ export class ToolRegistry {
       }
       return { status, body };
     } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === EGRESS_FORBIDDEN)
+        throw new ToolCallError(
+          'upstream_error',
+          `tool ${name} url resolves to a forbidden address`,
+          false,
+          undefined,
+          err,
+        );
       const timeout = (err as Error).name === 'TimeoutError';
       // An answer was begun: the request got there, whatever the socket's write said.
       sent ||= status !== undefined;

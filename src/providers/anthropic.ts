@@ -1,6 +1,6 @@
 import { ServiceError } from '../core/errors.js';
 import type { Cancellation, ChatCall, Provider } from './types.js';
-import { requestJson, requestStream, scrubbed, splitBaseUrl, type UpstreamPools } from './upstream.js';
+import { type PoolSource, requestJson, requestStream, scrubbed, splitBaseUrl } from './upstream.js';
 import {
   type AnthropicMessage,
   type AnthropicMessagesRequest,
@@ -19,7 +19,7 @@ export const ANTHROPIC_VERSION = '2023-06-01';
 export const DEFAULT_MAX_TOKENS = 4096;
 
 /** An Anthropic Messages upstream (`base_url` is the API root, as in the official SDK). */
-export function anthropicProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
+export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
   const headers = {
     'content-type': 'application/json',

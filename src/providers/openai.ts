@@ -1,6 +1,6 @@
 import { ServiceError } from '../core/errors.js';
 import type { ChatCall, Provider } from './types.js';
-import { requestJson, requestStream, scrubbed, splitBaseUrl, type UpstreamPools } from './upstream.js';
+import { type PoolSource, requestJson, requestStream, scrubbed, splitBaseUrl } from './upstream.js';
 import {
   type ChatCompletion,
   type ChatCompletionChunk,
@@ -11,7 +11,7 @@ import {
 } from './wire/index.js';
 
 /** An OpenAI-compatible upstream (`base_url` ends in /v1, as in the official SDK). */
-export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: string): Provider {
+export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
   const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
   const getHeaders = { authorization: `Bearer ${apiKey}` };

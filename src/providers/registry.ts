@@ -4,7 +4,7 @@ import { anthropicProvider } from './anthropic.js';
 import { mockProvider } from './mock.js';
 import { openaiProvider } from './openai.js';
 import { DEFAULT_BASE_URL, DEFAULT_MODELS, type Provider, type ProviderSettings } from './types.js';
-import type { UpstreamPools } from './upstream.js';
+import type { PoolSource } from './upstream.js';
 
 interface Route {
   readonly provider: Provider;
@@ -71,7 +71,7 @@ export class OrgProviders {
 export function buildOrgProviders(
   entries: readonly ProviderSettings[],
   openKey: (ref: string) => string | undefined,
-  pools: UpstreamPools,
+  pools: PoolSource,
 ): OrgProviders {
   const routes: Route[] = [];
   for (const e of entries) {

@@ -2,6 +2,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { type Dispatcher, Pool } from 'undici';
 import { detect, redact } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
+import { EGRESS_FORBIDDEN, type EgressPolicy } from '../export/ssrf.js';
 import type { Cancellation } from './types.js';
 
 export interface UpstreamOptions {
@@ -11,6 +12,13 @@ export interface UpstreamOptions {
   readonly sweepMs?: number;
   /** Pools kept before idle ones are closed at once, however recently used (default 1,024). */
   readonly maxPools?: number;
+  /** Checks every connection as it is made (see EgressPolicy); without one (tests), none is. */
+  readonly egress?: EgressPolicy;
+}
+
+/** Where a provider gets the pool to dispatch on for an origin. */
+export interface PoolSource {
+  get(origin: string): Pool;
 }
 
 /** Sweeps a pool must go unused, holding no connection and no request, before it is closed. */
@@ -52,9 +60,22 @@ export class UpstreamPools {
 
   /** The origin's pool, to dispatch on now (a pool kept by the caller may be closed by a sweep). */
   get(origin: string): Pool {
-    let entry = this.pools.get(origin);
+    return this.pool(origin, origin);
+  }
+
+  /**
+   * The pools of one org: its own connections to each origin, so an org that holds all of them
+   * (long answers, a slow client) makes only its own calls wait, not another org's.
+   */
+  forOrg(orgId: string): PoolSource {
+    return { get: (origin) => this.pool(`${orgId} ${origin}`, origin) };
+  }
+
+  private pool(key: string, origin: string): Pool {
+    let entry = this.pools.get(key);
     if (entry === undefined) {
       if (this.pools.size >= this.maxPools) this.evict(0);
+      const connectTimeout = Math.min(this.opts.timeoutMs, 10_000);
       entry = {
         pool: new Pool(origin, {
           connections: this.opts.connections,
@@ -62,11 +83,12 @@ export class UpstreamPools {
           keepAliveTimeout: 30_000,
           headersTimeout: this.opts.timeoutMs,
           bodyTimeout: this.opts.timeoutMs,
-          connectTimeout: Math.min(this.opts.timeoutMs, 10_000),
+          connectTimeout,
+          ...(this.opts.egress !== undefined ? { connect: this.opts.egress.connector(connectTimeout) } : {}),
         }),
         used: this.sweeps,
       };
-      this.pools.set(origin, entry);
+      this.pools.set(key, entry);
     } else entry.used = this.sweeps;
     return entry.pool;
   }
@@ -114,6 +136,15 @@ export function transportError(provider: string, err: unknown): ServiceError {
     return new ServiceError('upstream_timeout', `provider ${provider} did not answer in time`, {
       cause: err,
     });
+  }
+  if (code === EGRESS_FORBIDDEN) {
+    return new ServiceError(
+      'upstream_error',
+      `provider ${provider} base_url resolves to a forbidden address`,
+      {
+        cause: err,
+      },
+    );
   }
   if (code === 'UND_ERR_ABORTED' || (err as Error | null)?.name === 'AbortError') {
     return new ServiceError('upstream_error', `call to provider ${provider} was aborted`, { cause: err });

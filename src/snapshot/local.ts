@@ -61,7 +61,7 @@ export class LocalSnapshot implements Snapshot {
     const providers = buildOrgProviders(
       this.settings.providers(orgId),
       (ref) => this.settings.openSecret(orgId, ref),
-      this.pools,
+      this.pools.forOrg(orgId),
     );
     this.orgProviders.set(orgId, { generation, providers });
     return providers;

@@ -7,6 +7,7 @@ import { type Config, loadConfig } from '../../src/config/index.js';
 import { bootstrap } from '../../src/control/bootstrap.js';
 import { registerProvisioning } from '../../src/control/provisioning.js';
 import { createVault, loadVaultKey } from '../../src/crypto/vault.js';
+import { EgressPolicy } from '../../src/export/ssrf.js';
 import { createHttpHandler, type RouteHandler } from '../../src/http/app.js';
 import { listen } from '../../src/http/listen.js';
 import { Router } from '../../src/http/router.js';
@@ -98,7 +99,7 @@ export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
   const router = new Router<RouteHandler>();
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
   const parts: CoreParts = { config, store, identity, settings, snapshot, router, orgExists };
-  registerProvisioning(router, { snapshot, identity, settings, audit, egressAllow: [] });
+  registerProvisioning(router, { snapshot, identity, settings, audit, egress: new EgressPolicy() });
   opts.register(parts, audit);
   const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
   const server = await listen(opts.engine ?? 'uws', { host: '127.0.0.1', port: 0 }, handler);
