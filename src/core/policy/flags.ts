@@ -158,11 +158,24 @@ export function mergeFlags(policy: CompiledPolicy, flags: ServiceFlags): MergeRe
       pii,
       secrets,
       tools_allow: flags.tools_allow ? compileNameMatcher(flags.tools_allow) : null,
-      tools_deny: flags.tools_deny ? compileNameMatcher(flags.tools_deny) : null,
+      tools_deny: flags.tools_deny ? compileNameMatcher(withJoinedRuns(flags.tools_deny)) : null,
       budget_usd: budget,
     }),
     ignored,
   };
+}
+
+/**
+ * A denylist's names, and every run of up to four of them in a row joined with `:` again: names
+ * are separated by `:`, so a tool named with one (`mcp:github/create_issue`) can only be written
+ * as its parts, and a denylist must still block it (an allowlist is left as written: a name it
+ * cannot express is not allowed, so it fails closed).
+ */
+function withJoinedRuns(names: readonly string[]): string[] {
+  const out = [...names];
+  for (let i = 0; i < names.length; i++)
+    for (let j = i + 2; j <= Math.min(names.length, i + 4); j++) out.push(names.slice(i, j).join(':'));
+  return out;
 }
 
 function looser(flag: string, want: string, org: string): string {

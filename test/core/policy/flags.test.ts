@@ -187,3 +187,37 @@ t.test('tools allowlist and denylist always tighten', async (t) => {
     },
   );
 });
+
+t.test(
+  'a denylist blocks a tool whose name holds ":" written as its parts; an allowlist fails closed',
+  async (t) => {
+    const p = compileOk({ rules: [{ id: 'ok', when: { tool: '*' }, [THEN]: 'allow' }] });
+    const decide = (header: string, tool: string) =>
+      evaluate(p, action({ tool }), mergeFlags(p, parsed(header)).flags).outcome;
+    t.equal(
+      decide('mode=enforce, tools=denylist:mcp:github/create_issue', 'mcp:github/create_issue'),
+      'block',
+    );
+    t.equal(
+      decide('mode=enforce, tools=denylist:shell.exec:mcp:github/*', 'mcp:github/delete_repo'),
+      'block',
+      'a glob in a part',
+    );
+    t.equal(
+      decide('mode=enforce, tools=denylist:mcp:github/create_issue', 'github/create_issue'),
+      'block',
+      'each part too',
+    );
+    t.equal(decide('mode=enforce, tools=denylist:mcp:github/create_issue', 'mcp:slack/post'), 'allow');
+    t.equal(
+      decide('mode=enforce, tools=allowlist:mcp:github/create_issue', 'mcp:github/create_issue'),
+      'block',
+      'not allowed by its parts',
+    );
+    t.equal(
+      decide('mode=enforce, tools=allowlist:mcp*create_issue', 'mcp:github/create_issue'),
+      'allow',
+      'a glob allows it',
+    );
+  },
+);
