@@ -612,6 +612,7 @@ export class ApprovalStore {
     if (c.actor !== undefined) {
       details.actor = c.actor.id;
       details.actor_kind = c.actor.kind;
+      details.credential_id = c.actor.credential_id;
     }
     if (c.preapproved) details.preapproved = true;
     if (c.event === 'consumed') details.request_pipeline_id = r.pipeline_id;

@@ -2,7 +2,10 @@ import { createHash } from 'node:crypto';
 import type { AuditSink } from '../audit/types.js';
 import type { Principal } from '../identity/types.js';
 
-/** Records an admin change (`admin.<type>`) in the org's chain, naming who made it. */
+/**
+ * Records an admin change (`admin.<type>`) in the org's chain, naming who made it: the user (or
+ * agent) and the credential it used, so a change made with a leaked token is found by the token.
+ */
 export function adminEvent(
   audit: AuditSink,
   orgId: string,
@@ -14,7 +17,7 @@ export function adminEvent(
     org_id: orgId,
     event_type: `admin.${type}`,
     outcome: 'allow',
-    details: { actor: p.id, actor_kind: p.kind, ...details },
+    details: { actor: p.id, actor_kind: p.kind, credential_id: p.credential_id, ...details },
   });
 }
 

@@ -101,6 +101,7 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
         details: {
           actor: p.id,
           actor_kind: p.kind,
+          credential_id: p.credential_id,
           jti,
           by: body.token !== undefined ? 'token' : 'jti',
           ...(body.reason !== undefined ? { reason: body.reason } : {}),

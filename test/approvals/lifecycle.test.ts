@@ -399,6 +399,7 @@ t.test('store: who may decide, cancel and revoke', async (t) => {
   ]);
   const decided = sink.events[1] as AuditInput;
   t.match(decided.details, { actor: 'usr_dev', actor_kind: 'user', approval_id: rec.id, tier: 'standard' });
+  t.equal(decided.details?.credential_id, 'tok_usr_dev', 'and the token it used');
   t.equal(decided.reason, 'no');
   t.equal(sink.events[3]?.details?.actor_kind, 'agent');
 });

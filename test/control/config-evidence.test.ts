@@ -20,9 +20,12 @@ t.test('configuration events record destinations and rule hashes, never secrets'
     return (res.body.data as { details: Record<string, any> }[]).reverse();
   };
 
+  // The changes are made with a second token of the same user: the events name the token.
+  const changer = await svc.call('/api/tokens', { token: svc.pat, body: { name: 'second' } });
+  t.equal(changer.status, 201);
   for (const base of ['http://127.0.0.1:9/v1', 'http://127.0.0.1:10/v1']) {
     const put = await svc.call('/api/settings/providers', {
-      token: svc.pat,
+      token: changer.body.token,
       method: 'PUT',
       body: {
         providers: [
@@ -57,6 +60,11 @@ t.test('configuration events record destinations and rule hashes, never secrets'
     'each change names where the provider points',
   );
   t.notOk(JSON.stringify(providers).includes('sk-test-secret'), 'never its key');
+  t.same(
+    providers.map((e) => e.details.credential_id),
+    [changer.body.token_id, changer.body.token_id],
+    'each change names the token that made it',
+  );
 
   const tools = await svc.call('/api/settings/tools', {
     token: svc.pat,

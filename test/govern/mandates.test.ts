@@ -486,6 +486,7 @@ t.test('HTTP: jwks, verify, revoked list and revoke', async (t) => {
   t.equal(events.length, 1);
   t.equal(events[0]?.org_id, 'default');
   t.match(events[0]?.details, { jti: issued.jti, reason: 'agent compromised', actor_kind: 'user' });
+  t.match(events[0]?.details?.credential_id, /^tok_/, 'and the token it used');
 
   // Repeating is idempotent (same revoked_at, no second event); another org's admin gets 404.
   const repeat = await h.call('/api/mandates/revoke', { token: defaultAdmin, body: { jti: issued.jti } });
