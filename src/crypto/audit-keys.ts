@@ -9,17 +9,17 @@ import {
   randomBytes,
   scryptSync,
 } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import type { SigningKeyDocument } from '../audit/types.js';
 import { keyIdFor, type SignatureAlg, toBase64, toHex } from '../core/chain/index.js';
 import { KeyMaterialError } from './key-errors.js';
+import { encryptIfPlain, PEM_CIPHER, writeAtomic } from './pem-at-rest.js';
 
 /** The folder of `SERVICE_KEYS_DIR` that holds the audit (seal) keys. */
 export const AUDIT_KEYS_FOLDER = 'audit';
 const INDEX_FILE = 'keys.json';
-const PEM_CIPHER = 'aes-256-cbc';
 const SEED_LABEL = 'GOVGATE ML-DSA-65 SEED';
 const SEED_BYTES = 32;
 const SEED_ENCRYPTION = 'scrypt-aes-256-gcm';
@@ -167,14 +167,6 @@ function rawEd25519Public(key: KeyObject): Uint8Array {
   return new Uint8Array(Buffer.from(jwk.x, 'base64url'));
 }
 
-/** Written to a temporary file and renamed, so a crash never leaves a half-written file. */
-function writeAtomic(path: string, data: string, mode: number): void {
-  const tmp = `${path}.tmp`;
-  rmSync(tmp, { force: true });
-  writeFileSync(tmp, data, { mode, flag: 'wx' });
-  renameSync(tmp, path);
-}
-
 function writeIndex(dir: string, index: IndexFile): void {
   writeAtomic(join(dir, INDEX_FILE), `${JSON.stringify(index, null, 2)}\n`, 0o644);
 }
@@ -246,11 +238,14 @@ function generateEd25519(dir: string, password: string | undefined, at: string):
 
 function readEd25519(path: string, password: string | undefined): KeyObject {
   try {
-    return createPrivateKey({
-      key: readFileSync(path, 'utf8'),
+    const pem = readFileSync(path, 'utf8');
+    const key = createPrivateKey({
+      key: pem,
       format: 'pem',
       ...(password === undefined ? {} : { passphrase: password }),
     });
+    encryptIfPlain(path, pem, key, password);
+    return key;
   } catch (err) {
     throw new KeyMaterialError(
       `cannot read the audit signing key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +
@@ -548,10 +543,15 @@ function readEd25519Material(
 function readMlDsaMaterial(dir: string, index: IndexFile, password: string | undefined): MlDsaMaterial {
   const entry = entryOf(index, index.active['ml-dsa-65'], 'ml-dsa-65');
   const path = privateFile(dir, entry);
-  const material = mlDsaFromSeed(entry, unarmorSeed(path, entry.name, password));
+  const seed = unarmorSeed(path, entry.name, password);
+  const material = mlDsaFromSeed(entry, seed);
   if (toBase64(material.publicKey) !== entry.public_key) {
     throw new Error(`${path} does not match the public key recorded for ${entry.name}`);
   }
+  // A seed kept in the clear while a password is set is sealed now (a password set after the
+  // first start), as encryptIfPlain does for the PEMs.
+  if (password !== undefined && !readFileSync(path, 'utf8').includes('Encryption:'))
+    writeAtomic(path, armorSeed(entry.name, seed, password), 0o600);
   return material;
 }
 

@@ -9,11 +9,11 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { join } from 'node:path';
 import type { JWK } from 'jose';
 import { KeyMaterialError } from './key-errors.js';
+import { encryptIfPlain, PEM_CIPHER } from './pem-at-rest.js';
 
 /** The folder of `SERVICE_KEYS_DIR` that holds the mandate keys. */
 export const MANDATE_KEYS_FOLDER = 'mandate';
 const INDEX_FILE = 'keys.json';
-const PEM_CIPHER = 'aes-256-cbc';
 
 /**
  * How long a retired key stays in the JWKS. A key signs nothing once retired, and a mandate
@@ -191,11 +191,13 @@ export class MandateKeys {
     const path = join(this.dir, `${kid}.pem`);
     let privateKey: KeyObject;
     try {
+      const pem = readFileSync(path, 'utf8');
       privateKey = createPrivateKey({
-        key: readFileSync(path, 'utf8'),
+        key: pem,
         format: 'pem',
         ...(this.password === undefined ? {} : { passphrase: this.password }),
       });
+      encryptIfPlain(path, pem, privateKey, this.password);
     } catch (err) {
       throw new KeyMaterialError(
         `cannot read the mandate signing key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +

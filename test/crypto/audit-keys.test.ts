@@ -7,6 +7,7 @@ import type { Test } from 'tap';
 import t from 'tap';
 import { keyIdFor, toBase64, toHex } from '../../src/core/chain/index.js';
 import { AUDIT_KEYS_FOLDER, AuditKeys } from '../../src/crypto/audit-keys.js';
+import { MANDATE_KEYS_FOLDER, MandateKeys } from '../../src/crypto/mandate-keys.js';
 
 const T0 = Date.parse('2025-03-01T10:00:00.000Z');
 const T1 = Date.parse('2025-03-02T10:00:00.000Z');
@@ -300,4 +301,42 @@ t.test('tampered or swapped key files are detected on load', async (t) => {
   t.throws(() => AuditKeys.load({ keysDir: dir }), /is not a GOVGATE ML-DSA-65 SEED file/);
   writeFileSync(join(auditDir(dir), 'keys.json'), '{"v":1}');
   t.throws(() => AuditKeys.load({ keysDir: dir }), /is not an audit key index/);
+});
+
+t.test('a password set after the first start encrypts the keys made before it', async (t) => {
+  const dir = tempKeysDir(t);
+  const plain = AuditKeys.load({ keysDir: dir, now: () => T0 });
+  MandateKeys.load(dir);
+  const pems = [
+    ...filesOf(dir, '.pem'),
+    ...readdirSync(join(dir, MANDATE_KEYS_FOLDER))
+      .filter((f) => f.endsWith('.pem'))
+      .map((f) => join(dir, MANDATE_KEYS_FOLDER, f)),
+  ];
+  const seedFile = filesOf(dir, '.seed')[0] as string;
+  t.equal(pems.length, 2, 'the audit and the mandate key');
+  for (const p of pems)
+    t.match(readFileSync(p, 'utf8'), /^-----BEGIN PRIVATE KEY-----/, 'in the clear at first');
+
+  const sealed = AuditKeys.load({ keysDir: dir, password: 'set later' });
+  MandateKeys.load(dir, 'set later');
+  for (const p of pems) {
+    t.match(readFileSync(p, 'utf8'), /^-----BEGIN ENCRYPTED PRIVATE KEY-----\n/, `${p} is encrypted now`);
+    t.equal(statSync(p).mode & 0o777, 0o600);
+  }
+  t.match(readFileSync(seedFile, 'utf8'), /Encryption: scrypt-aes-256-gcm/, 'the seed too');
+  t.notMatch(readFileSync(seedFile, 'utf8'), Buffer.from(plain.active().mldsa.seed).toString('base64'));
+  t.same(sealed.active().mldsa.seed, plain.active().mldsa.seed, 'the same keys');
+  t.same(sealed.active().ed25519.publicKey, plain.active().ed25519.publicKey);
+
+  t.same(
+    AuditKeys.load({ keysDir: dir, password: 'set later' }).active().mldsa.seed,
+    plain.active().mldsa.seed,
+  );
+  t.throws(
+    () => AuditKeys.load({ keysDir: dir }),
+    /SERVICE_AUDIT_KEY_PASSWORD/,
+    'now the password is needed',
+  );
+  t.throws(() => MandateKeys.load(dir), /SERVICE_AUDIT_KEY_PASSWORD/);
 });
