@@ -128,8 +128,11 @@ export function splitBaseUrl(baseUrl: string): { origin: string; prefix: string 
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
-/** Turns a transport failure into the contract's error: timeouts 504, anything else 502. */
-export function transportError(provider: string, err: unknown): ServiceError {
+/**
+ * Turns a transport failure into the contract's error: timeouts 504, anything else 502. `answering`:
+ * the provider had begun its answer (the request reached it): it broke off, it was not unreachable.
+ */
+export function transportError(provider: string, err: unknown, answering = false): ServiceError {
   if (err instanceof ServiceError) return err;
   const code = (err as { code?: string } | null)?.code;
   if (code !== undefined && TIMEOUT_CODES.has(code)) {
@@ -148,6 +151,10 @@ export function transportError(provider: string, err: unknown): ServiceError {
   }
   if (code === 'UND_ERR_ABORTED' || (err as Error | null)?.name === 'AbortError') {
     return new ServiceError('upstream_error', `call to provider ${provider} was aborted`, { cause: err });
+  }
+  if (answering) {
+    const why = code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' ? ' (connection reset)' : '';
+    return new ServiceError('upstream_error', `provider ${provider} broke off its answer${why}`, { cause: err });
   }
   return new ServiceError('upstream_error', `provider ${provider} is unreachable`, { cause: err });
 }
@@ -297,7 +304,7 @@ abstract class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     this.over = true;
-    this.fail(transportError(this.provider, err));
+    this.fail(transportError(this.provider, err, this.status !== 0));
   }
 
   protected started(): void {}

@@ -1,3 +1,6 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import t, { type Test } from 'tap';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { ENGINES, startService, type TestService, useMockUpstream } from '../helpers/service.js';
@@ -194,3 +197,56 @@ for (const engine of ENGINES) {
     t.equal(after.status, 200, 'the gateway keeps serving');
   });
 }
+
+t.test('a provider that breaks off its answer is recorded as such, not as unreachable', async (t) => {
+  // Answers the head and part of the body, then resets the connection.
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => {
+      body += c;
+    });
+    req.on('end', () => {
+      const stream = JSON.parse(body).stream === true;
+      res.writeHead(
+        200,
+        stream
+          ? { 'content-type': 'text/event-stream' }
+          : { 'content-type': 'application/json', 'content-length': '500' },
+      );
+      res.write(
+        stream
+          ? 'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}\n\n'
+          : '{"id":"c1","object":"chat.comp',
+      );
+      setTimeout(() => res.socket?.resetAndDestroy(), 50);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: `127.0.0.1:${port}` } });
+  t.teardown(async () => {
+    await svc.close();
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+  await useMockUpstream(svc, svc.pat, `http://127.0.0.1:${port}`);
+  const client = new OpenAI({ apiKey: svc.agentKey, baseURL: `${svc.url}/v1`, maxRetries: 0 });
+  const request = { model: 'gpt-test', messages: [{ role: 'user' as const, content: 'hi' }] };
+
+  await t.rejects(client.chat.completions.create(request), { status: 502, message: /broke off its answer/ });
+  const stream = await client.chat.completions.create({ ...request, stream: true });
+  await t.rejects(
+    (async () => {
+      for await (const _ of stream);
+    })(),
+    /broke off its answer/,
+    'the stream ends with the error',
+  );
+  const events = await svc.call('/api/audit?event_type=llm_call&limit=10', { token: svc.pat });
+  const reasons = events.body.data.map((e: { reason: string }) => e.reason);
+  t.equal(reasons.length, 2);
+  for (const r of reasons) {
+    t.match(r, /^provider openai broke off its answer/, 'the trail says the answer broke off');
+    t.notMatch(r, /unreachable/);
+  }
+});
