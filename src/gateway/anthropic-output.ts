@@ -16,6 +16,7 @@
 import type { Finding } from '../core/detect/index.js';
 import { ServiceError } from '../core/errors.js';
 import {
+  cachedGuard,
   decodedJson,
   type GuardStep,
   guardJoined,
@@ -24,6 +25,7 @@ import {
   redactedJson,
   StreamGuard,
 } from '../core/guardrails/index.js';
+import { OFFLOAD_CHARS, type ScanPool } from '../govern/scan-pool.js';
 import type {
   AnthropicContentBlock,
   AnthropicMessage,
@@ -174,7 +176,60 @@ export class AnthropicStreamGovernor {
     for (const f of findings) if (f.category === 'pii') this.pii.add(f.type);
   };
 
-  constructor(private readonly guard: OutputGuard) {}
+  /** Findings of large texts scanned in the worker, for `guard` to answer from (see `prescan`). */
+  private readonly prescans = new Map<string, readonly Finding[]>();
+  private readonly guard: OutputGuard;
+
+  constructor(guard: OutputGuard) {
+    this.guard = cachedGuard(guard, this.prescans, OFFLOAD_CHARS);
+  }
+
+  /**
+   * Before `push(event)`: the texts of at least OFFLOAD_CHARS it will scan are scanned in
+   * `scans`' worker first (as OutputStreamGovernor.prescan; `end()` scans nothing).
+   */
+  prescan(event: AnthropicStreamEvent | undefined, scans: ScanPool): Promise<void> | undefined {
+    if (this.blocked || event === undefined) return undefined;
+    const text = this.largeText(event);
+    if (text === undefined || text.length < OFFLOAD_CHARS) return undefined;
+    return scans.detectAll([text], this.guard.detectOptions).then(([findings]) => {
+      this.prescans.set(text, findings as Finding[]);
+    });
+  }
+
+  /** The text `push(event)` would scan whole or as a window, when it may be large. */
+  private largeText(event: AnthropicStreamEvent): string | undefined {
+    const open = this.open;
+    switch (event.type) {
+      case 'content_block_start': {
+        const block = event.content_block as unknown as Json;
+        if (block.type !== 'text' || typeof block.text !== 'string' || block.text.length < OFFLOAD_CHARS)
+          return undefined;
+        const window = new StreamGuard(this.guard);
+        window.seed(this.carry);
+        return window.peek(block.text, OFFLOAD_CHARS);
+      }
+      case 'content_block_delta': {
+        const d = event.delta;
+        if (open?.kind === 'text' && d.type === 'text_delta' && typeof d.text === 'string')
+          return open.window.peek(d.text, OFFLOAD_CHARS);
+        return undefined;
+      }
+      case 'content_block_stop':
+        if (open === undefined || open.kind === 'text' || open.index !== event.index) return undefined;
+        if (open.kind === 'tool_use')
+          return open.json.length < OFFLOAD_CHARS ? undefined : decodedJson(open.json);
+        if (open.kind === 'thinking') return open.thinking;
+        if (open.json.length < OFFLOAD_CHARS && open.held.length < 64) return undefined;
+        try {
+          return assembledText(open);
+        } catch {
+          return undefined; // the stop fails on it
+        }
+      default:
+        return undefined;
+    }
+  }
 
   push(event: AnthropicStreamEvent): AnthropicStreamEvent[] {
     if (this.blocked) return [];
@@ -371,16 +426,7 @@ export class AnthropicStreamGovernor {
           delta: { type: 'signature_delta', signature: open.signature },
         });
     } else {
-      // As the SDK assembles it: the start, with the JSON of its input deltas parsed in.
-      const assembled: Json = { ...open.start };
-      if (open.json !== '') {
-        try {
-          assembled.input = JSON.parse(open.json);
-        } catch {
-          throw upstream('block input that is not JSON');
-        }
-      }
-      const f = sealedCheck(this.guard, JSON.stringify([assembled, ...open.held]), this.note);
+      const f = sealedCheck(this.guard, assembledText(open), this.note);
       if (f) {
         this.blocked = { finding: f, where: 'content' };
         return [];
@@ -418,4 +464,20 @@ export class AnthropicStreamGovernor {
       delta: { type: 'text_delta', text: step.text },
     });
   }
+}
+
+/**
+ * A block of another kind as the SDK assembles it (its start, with the JSON of its input deltas
+ * parsed in), and its held deltas: the text its stop scans.
+ */
+function assembledText(open: Open & { kind: 'tool_use' | 'thinking' | 'other' }): string {
+  const assembled: Json = { ...open.start };
+  if (open.json !== '') {
+    try {
+      assembled.input = JSON.parse(open.json);
+    } catch {
+      throw upstream('block input that is not JSON');
+    }
+  }
+  return JSON.stringify([assembled, ...open.held]);
 }

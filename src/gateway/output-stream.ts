@@ -1,5 +1,12 @@
 import type { Finding } from '../core/detect/index.js';
-import { decodedJson, guardText, type OutputGuard, StreamGuard } from '../core/guardrails/index.js';
+import {
+  cachedGuard,
+  decodedJson,
+  guardText,
+  type OutputGuard,
+  StreamGuard,
+} from '../core/guardrails/index.js';
+import { OFFLOAD_CHARS, type ScanPool } from '../govern/scan-pool.js';
 import {
   ANTHROPIC_STOP,
   type AnthropicStop,
@@ -55,9 +62,76 @@ export class OutputStreamGovernor {
   /** The other choices, by index, made when their first chunk arrives. */
   private others: Map<number, ChoiceHold> | undefined;
   private last: ChatCompletionChunk | undefined;
+  /** Findings of large texts scanned in the worker, for `guard` to answer from (see `prescan`). */
+  private readonly prescans = new Map<string, readonly Finding[]>();
+  private readonly guard: OutputGuard;
 
-  constructor(private readonly guard: OutputGuard) {
+  constructor(guard: OutputGuard) {
+    this.guard = cachedGuard(guard, this.prescans, OFFLOAD_CHARS);
     this.first = { text: this.window(), refusal: undefined, tools: new Map(), finished: false };
+  }
+
+  /**
+   * Before `push(chunk)` (or `end()`, for undefined): the texts of at least OFFLOAD_CHARS it will
+   * scan are scanned in `scans`' worker, so one large event does not hold the event loop (and
+   * every other call) for its scan. Undefined when there are none: the usual case costs a few
+   * length checks. A text it did not foresee is scanned inline; one it foresaw wrongly is not
+   * used. A worker that fails rejects: the stream fails closed.
+   */
+  prescan(chunk: ChatCompletionChunk | undefined, scans: ScanPool): Promise<void> | undefined {
+    if (this.blocked) return undefined;
+    const texts = chunk === undefined ? this.endTexts() : this.pushTexts(chunk);
+    if (texts === undefined) return undefined;
+    return scans.detectAll(texts, this.guard.detectOptions).then((results) => {
+      for (let i = 0; i < texts.length; i++) this.prescans.set(texts[i] as string, results[i] as Finding[]);
+    });
+  }
+
+  private pushTexts(chunk: ChatCompletionChunk): string[] | undefined {
+    let out: string[] | undefined;
+    for (const choice of chunk.choices) {
+      const hold = choice.index === 0 ? this.first : this.others?.get(choice.index);
+      const delta = choice.delta;
+      if (typeof delta.content === 'string' && delta.content.length > 0)
+        out = large(out, (hold?.text ?? this.window()).peek(delta.content, OFFLOAD_CHARS));
+      if (typeof delta.refusal === 'string' && delta.refusal.length > 0)
+        out = large(out, (hold?.refusal ?? this.window()).peek(delta.refusal, OFFLOAD_CHARS));
+      if (choice.finish_reason) out = this.toolTexts(out, hold, delta);
+    }
+    return out;
+  }
+
+  private endTexts(): string[] | undefined {
+    if (this.last === undefined) return undefined;
+    let out: string[] | undefined;
+    if (!this.first.finished) out = this.toolTexts(out, this.first, undefined);
+    for (const hold of this.others?.values() ?? [])
+      if (!hold.finished) out = this.toolTexts(out, hold, undefined);
+    return out;
+  }
+
+  /** The tool-call texts `flush` scans, with the fragments `delta` adds (as holdTool adds them). */
+  private toolTexts(
+    out: string[] | undefined,
+    hold: ChoiceHold | undefined,
+    delta: ChatCompletionChunkDelta | undefined,
+  ): string[] | undefined {
+    const calls = delta?.tool_calls;
+    for (const [index, held] of hold?.tools ?? []) {
+      let args = held.args;
+      for (const tc of calls ?? [])
+        if (tc.index === index) args += (held.custom ? tc.custom?.input : tc.function?.arguments) ?? '';
+      if (args.length >= OFFLOAD_CHARS) out = large(out, held.custom ? args : decodedJson(args));
+    }
+    for (const tc of calls ?? []) {
+      if (hold?.tools.has(tc.index)) continue;
+      const args = tc.function?.arguments ?? tc.custom?.input ?? '';
+      if (args.length >= OFFLOAD_CHARS)
+        out = large(out, tc.type === 'custom' || tc.custom ? args : decodedJson(args));
+    }
+    const legacy = (hold?.legacy?.args ?? '') + (delta?.function_call?.arguments ?? '');
+    if (legacy.length >= OFFLOAD_CHARS) out = large(out, decodedJson(legacy));
+    return out;
   }
 
   /** A window over one text of the answer, reporting the PII it finds to `pii`. */
@@ -264,4 +338,12 @@ function holdTool(hold: ChoiceHold, tc: OpenaiToolCallDelta): void {
   }
   if (tc.function?.name) held.name = tc.function.name;
   if (tc.function?.arguments) held.args += tc.function.arguments;
+}
+
+/** `out` with `text` added when it is large enough to scan off the event loop. */
+function large(out: string[] | undefined, text: string | undefined): string[] | undefined {
+  if (text === undefined || text.length < OFFLOAD_CHARS) return out;
+  if (out === undefined) return [text];
+  out.push(text);
+  return out;
 }

@@ -930,13 +930,24 @@ export class GatewayService {
       }
       return true;
     };
+    const scans = this.deps.scans;
     try {
       let step = first;
       reading: while (!step.done) {
         for (const e of step.value) {
           wire.observe(e);
-          if (!emit(governor ? governor.push(e) : [e])) break reading;
-          if (governor?.blocked) break reading;
+          if (governor === undefined) {
+            if (!emit([e])) break reading;
+            continue;
+          }
+          // An event with a large text is scanned off the event loop first (ScanPool).
+          const prescan = scans === undefined ? undefined : governor.prescan(e, scans);
+          if (prescan !== undefined) {
+            await prescan;
+            if (res.aborted) break reading;
+          }
+          if (!emit(governor.push(e))) break reading;
+          if (governor.blocked) break reading;
         }
         // Back-pressure: the next read waits for the client (once per network read, not per chunk).
         if (res.backlog > STREAM_BACKLOG_BYTES && !(await res.drain(stallMs))) {
@@ -945,7 +956,11 @@ export class GatewayService {
         }
         step = await iterator.next();
       }
-      if (governor && !governor.blocked && !res.aborted && !stalled) emit(governor.end());
+      if (governor && !governor.blocked && !res.aborted && !stalled) {
+        const prescan = scans === undefined ? undefined : governor.prescan(undefined, scans);
+        if (prescan !== undefined) await prescan;
+        emit(governor.end());
+      }
     } catch (err) {
       failure = asServiceError(err);
     } finally {

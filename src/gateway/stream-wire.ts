@@ -6,6 +6,7 @@
 import { ServiceError } from '../core/errors.js';
 import type { OutputGuard } from '../core/guardrails/index.js';
 import { tokensOfChars } from '../core/guardrails/pricing.js';
+import type { ScanPool } from '../govern/scan-pool.js';
 import type { Cancellation, Provider } from '../providers/types.js';
 import { scrubbed } from '../providers/upstream.js';
 import {
@@ -86,6 +87,8 @@ export interface StreamWire<E> {
   /** Holds and scans the events when output is guarded. */
   readonly governor:
     | {
+        /** Scans in the worker the large texts `push(e)` (`end()`, for undefined) will scan. */
+        prescan(e: E | undefined, scans: ScanPool): Promise<void> | undefined;
         push(e: E): E[];
         end(): E[];
         readonly blocked: StreamBlock | undefined;

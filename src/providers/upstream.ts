@@ -154,7 +154,9 @@ export function transportError(provider: string, err: unknown, answering = false
   }
   if (answering) {
     const why = code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' ? ' (connection reset)' : '';
-    return new ServiceError('upstream_error', `provider ${provider} broke off its answer${why}`, { cause: err });
+    return new ServiceError('upstream_error', `provider ${provider} broke off its answer${why}`, {
+      cause: err,
+    });
   }
   return new ServiceError('upstream_error', `provider ${provider} is unreachable`, { cause: err });
 }

@@ -21,6 +21,7 @@ export {
   NULL_ARGS_SHA256,
 } from './fingerprint.js';
 export {
+  cachedGuard,
   type FindingAction,
   type OutputGuard,
   outputGuard,

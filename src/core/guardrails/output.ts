@@ -95,3 +95,30 @@ export function recordingGuard(guard: OutputGuard, texts: string[]): OutputGuard
 }
 
 const NO_FINDINGS: readonly Finding[] = [];
+
+/**
+ * `guard` with the scans of texts of at least `min` characters answered from `cache` (findings
+ * computed elsewhere, a worker), each once; any other text is scanned here. Smaller texts never
+ * look in the cache: the streamed answer's windows pay nothing for it.
+ */
+export function cachedGuard(
+  guard: OutputGuard,
+  cache: Map<string, readonly Finding[]>,
+  min: number,
+): OutputGuard {
+  return {
+    active: guard.active,
+    detectOptions: guard.detectOptions,
+    classify: (f) => guard.classify(f),
+    scan(text) {
+      if (text.length >= min && cache.size > 0) {
+        const hit = cache.get(text);
+        if (hit !== undefined) {
+          cache.delete(text);
+          return hit;
+        }
+      }
+      return guard.scan(text);
+    },
+  };
+}

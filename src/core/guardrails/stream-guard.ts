@@ -46,6 +46,17 @@ export class StreamGuard {
   }
 
   /**
+   * The text `push(delta)` would scan when it is at least `min` characters long; undefined when it
+   * is shorter or the push would scan nothing (it only holds). The stream governors use it to have
+   * large windows scanned off the event loop first; it builds no string below `min`.
+   */
+  peek(delta: string, min: number): string | undefined {
+    const pending = this.pending.length + delta.length;
+    if (pending < this.hold * 2 || this.context.length + pending < min) return undefined;
+    return this.context + this.pending + delta;
+  }
+
+  /**
    * Continues the scan of an earlier block of the same answer: its last released characters
    * (`carry()` of that block's guard) are the context of this one's first window, so a value split
    * across the two is still found (and, since its first part is out already, blocks).
