@@ -5,7 +5,7 @@ import {
   type ChatCompletion,
   type ChatCompletionChunk,
   type EmbeddingRequest,
-  type EmbeddingResponse,
+  embeddingResponse,
   type SseEvent,
   SseParser,
 } from './wire/index.js';
@@ -81,7 +81,14 @@ export function openaiProvider(pools: UpstreamPools, baseUrl: string, apiKey: st
         cancel: signal,
         key: apiKey,
       });
-      return res as EmbeddingResponse;
+      // Rebuilt from the documented fields: the upstream's object is never handed on as it came.
+      const answer = embeddingResponse(res, request.encoding_format === 'base64');
+      if (typeof answer === 'string')
+        throw new ServiceError(
+          'upstream_error',
+          `provider openai sent an unexpected embeddings answer: ${answer}`,
+        );
+      return answer;
     },
     async listModels(signal: AbortSignal) {
       const res = (await requestJson('openai', pools.get(origin), {
