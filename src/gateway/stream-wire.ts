@@ -258,9 +258,10 @@ export function anthropicWire(
           break;
         }
         case 'error':
+          // The provider took its key out of the event's message (providers/anthropic.ts).
           throw new ServiceError(
             'upstream_error',
-            `provider anthropic stream failed: ${scrubbed(String(e.error?.message ?? 'upstream stream error'))}`,
+            `provider anthropic stream failed: ${scrubbed(String(e.error?.message ?? 'upstream stream error'), undefined)}`,
           );
       }
     },

@@ -6,6 +6,7 @@ import { EGRESS_FORBIDDEN, type EgressPolicy, originOf } from '../export/ssrf.js
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
+import { toolHeaderProblem } from './tool-headers.js';
 
 export interface ToolSettings {
   readonly name: string;
@@ -187,6 +188,14 @@ export class ToolRegistry {
       for (const [name, value] of Object.entries(t.headers ?? {})) {
         if (typeof value !== 'string')
           throw new ServiceError('invalid_request', 'header values must be strings', {
+            param: `tools[${i}].headers.${name}`,
+          });
+        const problem = toolHeaderProblem(name, value);
+        if (problem)
+          throw new ServiceError('invalid_request', problem, { param: `tools[${i}].headers.${name}` });
+        // Names are stored lower-case: a second spelling would silently replace the first.
+        if (Object.hasOwn(headers, name.toLowerCase()))
+          throw new ServiceError('invalid_request', `header ${name} is given twice (names ignore case)`, {
             param: `tools[${i}].headers.${name}`,
           });
         const before = current.get(t.name);

@@ -1,6 +1,13 @@
 import { ServiceError } from '../core/errors.js';
 import type { Cancellation, ChatCall, Provider } from './types.js';
-import { type PoolSource, requestJson, requestStream, scrubbed, splitBaseUrl } from './upstream.js';
+import {
+  type PoolSource,
+  requestJson,
+  requestStream,
+  scrubbed,
+  splitBaseUrl,
+  withoutProviderKey,
+} from './upstream.js';
 import {
   type AnthropicMessage,
   type AnthropicMessagesRequest,
@@ -43,6 +50,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
       headers: headersFor(beta),
       body: JSON.stringify(request),
       cancel,
+      key: apiKey,
     });
     if (!isMessage(res))
       throw new ServiceError('upstream_error', 'provider anthropic sent an unexpected answer');
@@ -60,6 +68,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
       headers: headersFor(beta),
       body: JSON.stringify(request),
       cancel,
+      key: apiKey,
     });
     const parser = new SseParser('provider anthropic');
     let done = false;
@@ -67,7 +76,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
       for await (const piece of text) {
         if (done) continue; // read to the end so the connection is reused
         const batch: AnthropicStreamEvent[] = [];
-        done = decodeEvents(parser.push(piece), batch);
+        done = decodeEvents(parser.push(piece), batch, apiKey);
         if (batch.length > 0) yield batch;
       }
     } catch (err) {
@@ -78,7 +87,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
     // The body ended: an event without its blank line counts, but a stream without
     // message_stop (cut short, or no event stream at all) is a failure, not a complete answer.
     const batch: AnthropicStreamEvent[] = [];
-    done = decodeEvents(parser.end(), batch);
+    done = decodeEvents(parser.end(), batch, apiKey);
     if (!done)
       throw new ServiceError('upstream_error', 'provider anthropic ended its stream before message_stop');
     if (batch.length > 0) yield batch;
@@ -113,7 +122,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
             if (err instanceof WireStreamError) {
               throw new ServiceError(
                 'upstream_error',
-                `provider anthropic stream failed: ${scrubbed(err.message)}`,
+                `provider anthropic stream failed: ${scrubbed(err.message, apiKey)}`,
                 {
                   cause: err,
                 },
@@ -144,6 +153,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
         method: 'GET',
         headers: { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION },
         cancel: signal,
+        key: apiKey,
       })) as { data?: { id?: unknown }[] };
       return (res.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
     },
@@ -152,9 +162,10 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
 
 /**
  * Adds the parsed `events` to `batch`; true at message_stop (the rest is ignored). An `error`
- * event (overloaded, ...) fails the stream.
+ * event (overloaded, ...) fails the stream: its message has the provider's key `key` removed
+ * here, as the messages API's stream hands the event on, and the caller repeats the message.
  */
-function decodeEvents(events: readonly SseEvent[], batch: AnthropicStreamEvent[]): boolean {
+function decodeEvents(events: readonly SseEvent[], batch: AnthropicStreamEvent[], key: string): boolean {
   for (const event of events) {
     let parsed: AnthropicStreamEvent;
     try {
@@ -166,6 +177,8 @@ function decodeEvents(events: readonly SseEvent[], batch: AnthropicStreamEvent[]
     }
     if (parsed === null || typeof parsed !== 'object')
       throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event');
+    if (parsed.type === 'error' && typeof parsed.error?.message === 'string')
+      parsed.error.message = withoutProviderKey(parsed.error.message, key);
     batch.push(parsed);
     if (parsed.type === 'message_stop') return true;
   }

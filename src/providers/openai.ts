@@ -5,7 +5,7 @@ import {
   type ChatCompletion,
   type ChatCompletionChunk,
   type EmbeddingRequest,
-  type EmbeddingResponse,
+  embeddingResponse,
   type SseEvent,
   SseParser,
 } from './wire/index.js';
@@ -27,6 +27,7 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
         headers,
         body,
         cancel: call.cancel,
+        key: apiKey,
       });
       if (!isChatCompletion(res))
         throw new ServiceError('upstream_error', 'provider openai sent an unexpected answer');
@@ -46,6 +47,7 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
         headers,
         body: JSON.stringify(request),
         cancel: call.cancel,
+        key: apiKey,
       });
       const parser = new SseParser('provider openai');
       // After [DONE] the body is read to its end (not abandoned), so the keep-alive connection
@@ -55,7 +57,7 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
         for await (const piece of text) {
           if (done) continue;
           const batch: ChatCompletionChunk[] = [];
-          done = decodeEvents(parser.push(piece), batch);
+          done = decodeEvents(parser.push(piece), batch, apiKey);
           if (batch.length > 0) yield batch;
         }
       } catch (err) {
@@ -66,7 +68,7 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
       // The body ended: an event without its blank line counts, but a stream without [DONE]
       // (cut short, or no event stream at all) is a failure, not a complete answer.
       const batch: ChatCompletionChunk[] = [];
-      done = decodeEvents(parser.end(), batch);
+      done = decodeEvents(parser.end(), batch, apiKey);
       if (!done) throw new ServiceError('upstream_error', 'provider openai ended its stream before [DONE]');
       if (batch.length > 0) yield batch;
     },
@@ -77,8 +79,16 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
         headers,
         body: JSON.stringify(request),
         cancel: signal,
+        key: apiKey,
       });
-      return res as EmbeddingResponse;
+      // Rebuilt from the documented fields: the upstream's object is never handed on as it came.
+      const answer = embeddingResponse(res, request.encoding_format === 'base64');
+      if (typeof answer === 'string')
+        throw new ServiceError(
+          'upstream_error',
+          `provider openai sent an unexpected embeddings answer: ${answer}`,
+        );
+      return answer;
     },
     async listModels(signal: AbortSignal) {
       const res = (await requestJson('openai', pools.get(origin), {
@@ -86,6 +96,7 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
         method: 'GET',
         headers: getHeaders,
         cancel: signal,
+        key: apiKey,
       })) as {
         data?: { id?: unknown }[];
       };
@@ -94,8 +105,11 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
   };
 }
 
-/** Adds the chunks of `events` to `batch`; true at [DONE] (what follows it is ignored). */
-function decodeEvents(events: readonly SseEvent[], batch: ChatCompletionChunk[]): boolean {
+/**
+ * Adds the chunks of `events` to `batch`; true at [DONE] (what follows it is ignored). An error
+ * event fails the stream with its message, without the provider's key `key`.
+ */
+function decodeEvents(events: readonly SseEvent[], batch: ChatCompletionChunk[], key: string): boolean {
   for (const event of events) {
     if (event.data === '[DONE]') return true;
     let chunk: ChatCompletionChunk;
@@ -110,7 +124,7 @@ function decodeEvents(events: readonly SseEvent[], batch: ChatCompletionChunk[])
     if (error)
       throw new ServiceError(
         'upstream_error',
-        `provider openai stream failed: ${scrubbed(error.message ?? 'error')}`,
+        `provider openai stream failed: ${scrubbed(String(error.message ?? 'error'), key)}`,
       );
     batch.push(chunk);
   }

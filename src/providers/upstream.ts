@@ -161,15 +161,43 @@ export function transportError(provider: string, err: unknown, answering = false
   return new ServiceError('upstream_error', `provider ${provider} is unreachable`, { cause: err });
 }
 
+/** What the provider's own key is replaced by in the error text govgate repeats. */
+export const PROVIDER_KEY_PLACEHOLDER = '[PROVIDER_KEY]';
+
+/**
+ * `text` with every occurrence of the provider's key `key` replaced by [PROVIDER_KEY]: the key as
+ * configured (trimmed), and without the auth scheme an admin may have pasted with it (`Bearer …`),
+ * in any letter case. The secrets detector knows only some key formats (a 32-hex Azure key,
+ * `gsk_…`, `xai-…`, `AIza…` pass it), and the org's key must reach neither its agents nor the
+ * chain, whatever its format. The pattern is built per call: this runs on error paths only.
+ */
+export function withoutProviderKey(text: string, key: string | undefined): string {
+  const trimmed = key?.trim();
+  if (!trimmed) return text;
+  const forms = [trimmed];
+  const scheme = /^[A-Za-z][\w.+-]*\s+(\S.*)$/s.exec(trimmed);
+  if (scheme) forms.push(scheme[1] as string);
+  // The whole key first: the alternation takes the first form that matches at a position.
+  const alternatives = forms.map(escapeRegExp);
+  return text.replace(new RegExp(alternatives.join('|'), 'gi'), PROVIDER_KEY_PLACEHOLDER);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+}
+
 /**
  * A provider's error message as govgate repeats it (to the agent, the audit trail and the log):
- * at most 500 characters, with personal data and secrets replaced by placeholders. Providers
+ * at most 500 characters, with the provider's own key `key` (when the caller has it) replaced by
+ * [PROVIDER_KEY], and other secrets and personal data by the detectors' placeholders. Providers
  * quote the request back (or a key) in their messages.
  */
-export function scrubbed(message: string): string {
+export function scrubbed(message: string, key: string | undefined): string {
+  // The key goes first, from the whole message: a cut through it would leave its first characters.
+  const unkeyed = withoutProviderKey(message, key);
   // Not cut inside a surrogate pair, and well formed: it goes to the agent and into the trail.
-  const end = message.length > 500 && isHighSurrogate(message.charCodeAt(499)) ? 499 : 500;
-  const text = message.slice(0, end).toWellFormed();
+  const end = unkeyed.length > 500 && isHighSurrogate(unkeyed.charCodeAt(499)) ? 499 : 500;
+  const text = unkeyed.slice(0, end).toWellFormed();
   const findings = detect(text, { pii: true, secrets: true, injection: false, unicode: true }).findings;
   return findings.length === 0 ? text : redact(text, findings);
 }
@@ -177,13 +205,14 @@ export function scrubbed(message: string): string {
 /**
  * Maps a non-2xx upstream answer. The agent can fix a bad request (400 with the provider's
  * message); it cannot fix govgate's provider credentials or a provider outage (502); rate limits
- * pass through as 429 with Retry-After.
+ * pass through as 429 with Retry-After. `key`: the provider's key, removed from the message.
  */
 export function statusError(
   provider: string,
   status: number,
   headers: IncomingHeaders,
   bodyText: string,
+  key: string | undefined,
 ): ServiceError {
   let message = '';
   const text = bodyText.slice(0, 4096);
@@ -195,7 +224,7 @@ export function statusError(
   } catch {
     message = text;
   }
-  const detail = message ? `: ${scrubbed(message)}` : '';
+  const detail = message ? `: ${scrubbed(message, key)}` : '';
   if (status === 429) {
     const retry = headers['retry-after'];
     return new ServiceError('rate_limited', `provider ${provider} is rate limiting${detail}`, {
@@ -259,6 +288,8 @@ abstract class Exchange implements Dispatcher.DispatchHandler {
   constructor(
     protected readonly provider: string,
     private readonly cancel: CallCancel,
+    /** The provider's key, removed by value from an error answer's message. */
+    private readonly key: string | undefined,
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -301,7 +332,7 @@ abstract class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     const text = Buffer.concat(errors, this.errorSize).toString('utf8');
-    this.fail(statusError(this.provider, this.status, this.headers, text));
+    this.fail(statusError(this.provider, this.status, this.headers, text, this.key));
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
@@ -322,10 +353,11 @@ class JsonExchange extends Exchange {
   constructor(
     provider: string,
     cancel: CallCancel,
+    key: string | undefined,
     private readonly resolve: (value: unknown) => void,
     private readonly reject: (err: ServiceError) => void,
   ) {
-    super(provider, cancel);
+    super(provider, cancel, key);
   }
 
   protected data(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -372,10 +404,12 @@ export function requestJson(
     headers: Record<string, string>;
     body?: string | Buffer;
     cancel: CallCancel;
+    /** The provider's key (sent in `headers`): removed by value from an error answer's message. */
+    key: string | undefined;
   },
 ): Promise<unknown> {
   return new Promise((resolve, reject) => {
-    const exchange = new JsonExchange(provider, opts.cancel, resolve, reject);
+    const exchange = new JsonExchange(provider, opts.cancel, opts.key, resolve, reject);
     pool.dispatch(
       { path: opts.path, method: opts.method, headers: opts.headers, body: opts.body ?? null },
       exchange,
@@ -402,9 +436,10 @@ class StreamExchange extends Exchange implements AsyncIterator<string> {
   constructor(
     provider: string,
     cancel: CallCancel,
+    key: string | undefined,
     private readonly opened: { resolve: (it: AsyncIterable<string>) => void; reject: (e: unknown) => void },
   ) {
-    super(provider, cancel);
+    super(provider, cancel, key);
   }
 
   protected override started(): void {
@@ -492,10 +527,17 @@ class StreamExchange extends Exchange implements AsyncIterator<string> {
 export function requestStream(
   provider: string,
   pool: Pool,
-  opts: { path: string; headers: Record<string, string>; body: string | Buffer; cancel: CallCancel },
+  opts: {
+    path: string;
+    headers: Record<string, string>;
+    body: string | Buffer;
+    cancel: CallCancel;
+    /** As for requestJson. */
+    key: string | undefined;
+  },
 ): Promise<AsyncIterable<string>> {
   return new Promise((resolve, reject) => {
-    const exchange = new StreamExchange(provider, opts.cancel, { resolve, reject });
+    const exchange = new StreamExchange(provider, opts.cancel, opts.key, { resolve, reject });
     pool.dispatch({ path: opts.path, method: 'POST', headers: opts.headers, body: opts.body }, exchange);
   });
 }

@@ -562,9 +562,14 @@ export async function startMockUpstream(): Promise<MockUpstream> {
           else json(res, anthropicAnswer(body, state.reply));
         } else if (path === '/v1/embeddings') {
           const inputs = Array.isArray(body.input) ? body.input : [body.input];
+          // As OpenAI: floats, or their float32 little-endian bytes in base64 when asked.
+          const embedding =
+            body.encoding_format === 'base64'
+              ? Buffer.from(new Float32Array([0.1, 0.2, 0.3]).buffer).toString('base64')
+              : [0.1, 0.2, 0.3];
           json(res, {
             object: 'list',
-            data: inputs.map((_, index) => ({ object: 'embedding', index, embedding: [0.1, 0.2, 0.3] })),
+            data: inputs.map((_, index) => ({ object: 'embedding', index, embedding })),
             model: body.model,
             usage: { prompt_tokens: 3, total_tokens: 3 },
           });

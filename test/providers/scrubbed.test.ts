@@ -1,15 +1,34 @@
 import t from 'tap';
-import { scrubbed } from '../../src/providers/upstream.js';
+import { scrubbed, withoutProviderKey } from '../../src/providers/upstream.js';
 
 // A provider's error message goes to the agent and into the audit trail: at most 500 characters,
 // never cut inside a surrogate pair, and well formed whatever the provider sent.
 t.test('a provider message is cut on a character boundary and made well formed', async (t) => {
   const emojiAt499 = `${'a'.repeat(499)}\u{1F600}${'b'.repeat(50)}`;
-  const cut = scrubbed(emojiAt499);
+  const cut = scrubbed(emojiAt499, undefined);
   t.equal(cut, 'a'.repeat(499), 'the pair is left out whole, not halved');
   t.ok(cut.isWellFormed());
   const emojiAt498 = `${'a'.repeat(498)}\u{1F600}${'b'.repeat(50)}`;
-  t.equal(scrubbed(emojiAt498), `${'a'.repeat(498)}\u{1F600}`, 'a pair that fits is kept');
-  t.equal(scrubbed('bad \ud800 name'), 'bad \ufffd name', 'a lone surrogate from the provider');
-  t.equal(scrubbed('x'.repeat(600)).length, 500);
+  t.equal(scrubbed(emojiAt498, undefined), `${'a'.repeat(498)}\u{1F600}`, 'a pair that fits is kept');
+  t.equal(scrubbed('bad \ud800 name', undefined), 'bad \ufffd name', 'a lone surrogate from the provider');
+  t.equal(scrubbed('x'.repeat(600), undefined).length, 500);
+});
+
+// The org's own provider key is taken out by value, whatever its format (the secrets detector
+// knows only some), before the message is cut, so a cut cannot leave its first characters.
+t.test("the provider's key is replaced by value, before the cut", async (t) => {
+  const key = '0123456789abcdef0123456789abcdef';
+  t.equal(scrubbed(`bad key ${key}.`, key), 'bad key [PROVIDER_KEY].');
+  t.equal(scrubbed(`bad key ${key}.`, undefined), `bad key ${key}.`, 'the detector alone misses it');
+  t.equal(scrubbed(`KEY=${key.toUpperCase()}`, key), 'KEY=[PROVIDER_KEY]', 'in any letter case');
+  const at495 = `${'a'.repeat(495)}${key} and more`;
+  t.equal(scrubbed(at495, key), `${'a'.repeat(495)}[PROV`, 'a key across the cut is not half kept');
+  t.equal(
+    withoutProviderKey(`sent Bearer ${key} and ${key}`, ` Bearer ${key} `),
+    'sent [PROVIDER_KEY] and [PROVIDER_KEY]',
+    'a key configured with its scheme: with and without it',
+  );
+  t.equal(withoutProviderKey('a.b*c a-b*c (x)', 'a.b*c'), '[PROVIDER_KEY] a-b*c (x)', 'a literal match');
+  t.equal(withoutProviderKey('text', ''), 'text', 'an empty key replaces nothing');
+  t.equal(withoutProviderKey('text', '  '), 'text');
 });

@@ -30,6 +30,7 @@ export {
   customToolNames,
   customToolToAnthropic,
 } from './custom-tools.js';
+export { embeddingResponse } from './embedding-response.js';
 export {
   type OpenaiRequestToAnthropicOptions,
   openaiRequestToAnthropic,
