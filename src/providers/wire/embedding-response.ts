@@ -9,7 +9,10 @@ const BASE64_RE = /^[A-Za-z0-9+/]*={0,2}$/;
  * `prompt_tokens` and `total_tokens`), or why it is not one. Nothing else the upstream sent is
  * kept: a provider pointed at another service must not have that service's answer handed on
  * whole. `base64`: the call asked for `encoding_format: "base64"`, so each embedding is base64
- * text, else an array of numbers. The reason names fields, never values: it goes to the agent.
+ * text, else an array of numbers. An OpenAI-compatible server that ignores the format and answers
+ * numbers is answered for as OpenAI would: the numbers as float32, little-endian, in base64 (the
+ * official SDKs ask for base64 by default). The reason names fields, never values: it goes to
+ * the agent.
  */
 export function embeddingResponse(value: unknown, base64: boolean): EmbeddingResponse | string {
   if (!isObject(value)) return 'the answer is not a JSON object';
@@ -25,10 +28,11 @@ export function embeddingResponse(value: unknown, base64: boolean): EmbeddingRes
     if (!isObject(item)) return `data[${i}] is not an object`;
     if (item.object !== 'embedding') return `data[${i}].object is not "embedding"`;
     if (!isCount(item.index) || !Number.isInteger(item.index)) return `data[${i}].index is not an index`;
-    const embedding = item.embedding;
+    let embedding = item.embedding;
     if (base64) {
-      if (typeof embedding !== 'string' || !BASE64_RE.test(embedding))
-        return `data[${i}].embedding is not base64 text (encoding_format is base64)`;
+      if (isVector(embedding)) embedding = float32Base64(embedding);
+      else if (typeof embedding !== 'string' || !BASE64_RE.test(embedding))
+        return `data[${i}].embedding is neither base64 text nor an array of numbers`;
     } else if (!isVector(embedding)) return `data[${i}].embedding is not an array of numbers`;
     data.push({
       object: 'embedding',
@@ -59,4 +63,11 @@ function isVector(value: unknown): value is number[] {
   if (!Array.isArray(value)) return false;
   for (const x of value as unknown[]) if (typeof x !== 'number' || !Number.isFinite(x)) return false;
   return true;
+}
+
+/** A vector as OpenAI's base64 `encoding_format` gives it: float32, little-endian. */
+function float32Base64(vector: readonly number[]): string {
+  const bytes = Buffer.alloc(vector.length * 4);
+  for (let i = 0; i < vector.length; i++) bytes.writeFloatLE(vector[i] as number, i * 4);
+  return bytes.toString('base64');
 }
