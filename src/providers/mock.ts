@@ -14,6 +14,7 @@ import type {
   OpenaiToolCallDelta,
   OpenaiUsage,
 } from './wire/index.js';
+import { embeddingResponse } from './wire/index.js';
 
 /** Rough token count (about four characters a token), enough for usage figures. */
 function tokens(text: string): number {
@@ -198,12 +199,11 @@ export function mockProvider(): Provider {
         total += tokens(text);
         return { object: 'embedding' as const, index, embedding: deterministicVector(text, dims) };
       });
-      return {
-        object: 'list',
-        data,
-        model: request.model,
-        usage: { prompt_tokens: total, total_tokens: total },
-      };
+      // As a provider's answer is: base64 when the call asks for it (the official SDKs do).
+      return embeddingResponse(
+        { object: 'list', data, model: request.model, usage: { prompt_tokens: total, total_tokens: total } },
+        request.encoding_format === 'base64',
+      ) as EmbeddingResponse;
     },
     async listModels() {
       return [...MOCK_MODELS];

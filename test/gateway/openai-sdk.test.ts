@@ -223,6 +223,11 @@ for (const engine of ENGINES) {
         encoding_format: 'float',
       });
       t.same(mock.data[0]?.embedding, again.data[0]?.embedding, 'mock embeddings are deterministic');
+      // The SDK's default asks for base64 and decodes it: the mock answers it as OpenAI does.
+      const b64 = await client.embeddings.create({ model: 'mock-echo', input: 'same text' });
+      const vector = b64.data[0]?.embedding ?? [];
+      t.equal(vector.length, 16);
+      t.same(vector, (mock.data[0]?.embedding ?? []).map(Math.fround), 'the same vector, as float32');
     });
 
     t.test('models are filtered to the org providers', async (t) => {

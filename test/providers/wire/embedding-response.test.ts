@@ -39,7 +39,11 @@ t.test('numbers where base64 was asked for are encoded as OpenAI encodes them', 
     ],
     'float32, little-endian',
   );
-  t.equal(answer.data[0]?.embedding, 'zczMPQAAAMCCqPs3', 'the bytes OpenAI would send (struct.pack("<3f") in Python)');
+  t.equal(
+    answer.data[0]?.embedding,
+    'zczMPQAAAMCCqPs3',
+    'the bytes OpenAI would send (struct.pack("<3f") in Python)',
+  );
 });
 
 t.test('an answer that is not one says which field, never a value', async (t) => {
