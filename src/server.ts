@@ -208,6 +208,9 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     settings,
     audit: events,
     egressAllow: config.egressAllow,
+    get baseUrl() {
+      return base.value;
+    },
   });
   registerPlatform(router, {
     version: VERSION,

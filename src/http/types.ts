@@ -101,6 +101,7 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',
+  508: 'Loop Detected',
 };
 
 const STATUS_LINES = new Map<number, string>();
