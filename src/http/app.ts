@@ -3,6 +3,7 @@ import type { Logger } from '../util/log.js';
 import { Ctx } from './context.js';
 import { HOP_HEADER, loopDetected } from './hop.js';
 import type { InFlight } from './in-flight.js';
+import { repeatedHeader } from './once-headers.js';
 import { requestIdFor } from './request-id.js';
 import type { Router } from './router.js';
 import type { HttpHandler } from './types.js';
@@ -70,6 +71,13 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
   return (req, res) => {
     const startedAt = performance.now();
     const requestId = requestIdFor(req.headers['x-request-id']);
+    if (req.repeated !== undefined) {
+      // Framing or identity is ambiguous: no route runs, and the connection is closed after.
+      const ctx = new Ctx(req, res, requestId, 'repeated_header', {}, startedAt, finish);
+      res.onAbort(() => ctx.clientGone());
+      ctx.fail(repeatedHeader(req.repeated));
+      return;
+    }
     const match = router.find(req.method, req.path);
     if (match === undefined || 'allowed' in match) {
       const ctx = new Ctx(
