@@ -211,6 +211,9 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     settings,
     audit: events,
     egress,
+    get baseUrl() {
+      return base.value;
+    },
   });
   registerPlatform(router, {
     version: VERSION,

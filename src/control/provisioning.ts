@@ -27,6 +27,8 @@ export interface ProvisioningDeps {
   readonly settings: SettingsRepo;
   readonly audit: AuditSink;
   readonly egress: EgressPolicy;
+  /** The service's own base URL (known once it listens): a provider may not point at it. */
+  readonly baseUrl: string;
 }
 
 const AGENT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -366,6 +368,14 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
           secrets.set(keyRef, e.api_key as string);
         }
         if (e.base_url !== undefined) {
+          // Caught here when it is plain; any other way back to govgate (another name, a relay)
+          // is refused at the hop by x-govgate-hop.
+          if (deps.baseUrl !== '' && originOf(e.base_url) === originOf(deps.baseUrl))
+            throw new ServiceError(
+              'invalid_request',
+              `base_url ${originOf(e.base_url)} is govgate's own address: its calls would come back to govgate`,
+              { param: `providers[${i}].base_url` },
+            );
           const problem = await deps.egress.check(e.base_url);
           if (problem)
             throw new ServiceError('invalid_request', `base_url ${problem}`, {

@@ -29,6 +29,7 @@ export const ERROR_CATALOG = {
   upstream_error: { status: 502, type: 'api_error' },
   unavailable: { status: 503, type: 'api_error' },
   upstream_timeout: { status: 504, type: 'api_error' },
+  loop_detected: { status: 508, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOG;

@@ -1,7 +1,9 @@
 import { ServiceError } from '../core/errors.js';
 import type { Logger } from '../util/log.js';
 import { Ctx } from './context.js';
+import { HOP_HEADER, loopDetected } from './hop.js';
 import type { InFlight } from './in-flight.js';
+import { repeatedHeader } from './once-headers.js';
 import { requestIdFor } from './request-id.js';
 import type { Router } from './router.js';
 import type { HttpHandler } from './types.js';
@@ -37,9 +39,10 @@ export interface AppHooks {
 const DRAIN_RETRY_AFTER = { 'retry-after': '1' } as const;
 
 /**
- * Turns the router into the adapter's handler: request ids, 404/405/413, 503 during the drain,
- * one catch for every error, and the finish hook for metrics. Handlers answer through `ctx` and
- * may throw ServiceError; anything else thrown is logged as a bug and answered with 500.
+ * Turns the router into the adapter's handler: request ids, 404/405/413, 508 for a request a
+ * govgate sent to a provider (`x-govgate-hop`), 503 during the drain, one catch for every
+ * error, and the finish hook for metrics. Handlers answer through `ctx` and may throw
+ * ServiceError; anything else thrown is logged as a bug and answered with 500.
  */
 export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks): HttpHandler {
   const logger = hooks.logger;
@@ -68,6 +71,13 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
   return (req, res) => {
     const startedAt = performance.now();
     const requestId = requestIdFor(req.headers['x-request-id']);
+    if (req.repeated !== undefined) {
+      // Framing or identity is ambiguous: no route runs, and the connection is closed after.
+      const ctx = new Ctx(req, res, requestId, 'repeated_header', {}, startedAt, finish);
+      res.onAbort(() => ctx.clientGone());
+      ctx.fail(repeatedHeader(req.repeated));
+      return;
+    }
     const match = router.find(req.method, req.path);
     if (match === undefined || 'allowed' in match) {
       const ctx = new Ctx(
@@ -90,6 +100,13 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     }
     const ctx = new Ctx(req, res, requestId, match.route, match.params, startedAt, finish);
     res.onAbort(() => ctx.clientGone());
+    const hop = req.headers[HOP_HEADER];
+    if (hop !== undefined) {
+      // Sent by a govgate to a provider: refused before any route runs, so a loop ends at its
+      // first hop, with no provider call and no audit event (only the warn line of a 5xx).
+      ctx.fail(loopDetected(hop));
+      return;
+    }
     if (req.draining && !answeredWhileDraining.has(match.route)) {
       // A request on a connection kept alive from before the drain: not started (no provider call,
       // no audit event). The adapter closes the connection after this answer, so the client's

@@ -116,7 +116,10 @@ export class Ctx {
     if (this.res.started || this.res.aborted) return;
     const headers: Record<string, string> = { 'content-type': contentType, 'x-request-id': this.requestId };
     if (extra) Object.assign(headers, extra);
-    this.res.send(status, headers, body, this.req.bodyError !== undefined);
+    // A body refused unread, or a request refused for a repeated header (its framing may be in
+    // doubt): what follows on the connection cannot be read as requests.
+    const req = this.req;
+    this.res.send(status, headers, body, req.bodyError !== undefined || req.repeated !== undefined);
     this.finish(status);
   }
 

@@ -3,6 +3,7 @@ import { type AddressInfo, Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorBody } from '../core/errors.js';
 import { InFlight } from './in-flight.js';
+import { repeatedHeader, repeatedOnceHeader } from './once-headers.js';
 import { requestIdFor } from './request-id.js';
 import { StallWait } from './stall-wait.js';
 import {
@@ -27,11 +28,14 @@ const QUEUED = Symbol('govgate.answersQueued');
 const ANSWERED = Symbol('govgate.lastAnswered');
 /** The last request parsed on the connection. */
 const LAST = Symbol('govgate.lastRequest');
+/** A request on the connection was refused for a repeated header: nothing more on it runs. */
+const REFUSED = Symbol('govgate.refused');
 type CountedSocket = Socket & {
   [ARRIVED]?: number;
   [QUEUED]?: number;
   [ANSWERED]?: number;
   [LAST]?: IncomingMessage;
+  [REFUSED]?: boolean;
   /** node's: the response being written on the connection, if one is. */
   _httpMessage?: { headersSent?: boolean } | null;
 };
@@ -198,6 +202,7 @@ class NodeResponse implements ServerResponse {
   }
 }
 
+/** The request's headers, one string each (a repeated one's values joined with ', '). */
 function flatHeaders(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};
   const raw = req.headers;
@@ -206,6 +211,18 @@ function flatHeaders(req: IncomingMessage): Record<string, string> {
     if (v !== undefined) out[name] = Array.isArray(v) ? v.join(', ') : v;
   }
   return out;
+}
+
+/**
+ * A header of ONCE_HEADERS the request repeats. node's parser refuses a repeated Content-Length
+ * itself, keeps the first Authorization or Host and joins the rest: fewer names than header
+ * lines means something was repeated, and only then are the lines read again.
+ */
+function repeatedIn(req: IncomingMessage, headers: Record<string, string>): string | undefined {
+  const lines = req.rawHeaders.length >> 1;
+  let names = 0;
+  for (const _ in headers) names++;
+  return names === lines ? undefined : repeatedOnceHeader(req.rawHeaders);
 }
 
 /**
@@ -233,12 +250,19 @@ function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void 
   }
   const requestId = requestIdFor(undefined);
   const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-  const why = err.code === 'HPE_INVALID_METHOD' ? 'an unknown HTTP method' : 'a malformed request';
-  const body = JSON.stringify(
-    timedOut
-      ? errorBody('request_timeout', 'the request did not arrive in time', requestId)
-      : errorBody('invalid_request', `the request is not valid HTTP/1.1: ${why}`, requestId),
-  );
+  let body: string;
+  if (timedOut)
+    body = JSON.stringify(errorBody('request_timeout', 'the request did not arrive in time', requestId));
+  else if (err.code === 'HPE_UNEXPECTED_CONTENT_LENGTH') {
+    // llhttp's code for a repeated Content-Length: the same answer as uWS gives (once-headers.ts).
+    const e = repeatedHeader('content-length');
+    body = JSON.stringify(errorBody(e.code, e.message, requestId, e.param));
+  } else {
+    const why = err.code === 'HPE_INVALID_METHOD' ? 'an unknown HTTP method' : 'a malformed request';
+    body = JSON.stringify(
+      errorBody('invalid_request', `the request is not valid HTTP/1.1: ${why}`, requestId),
+    );
+  }
   socket.end(
     `HTTP/1.1 ${timedOut ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
@@ -264,10 +288,17 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     connectionsCheckingInterval: Math.min(5_000, Math.ceil(headersTimeout / 2)),
   };
   const server = createServer(timeouts, (req, res) => {
+    const socket = req.socket as CountedSocket;
+    if (socket[REFUSED] === true) {
+      // Parsed from the same read as a request refused for a repeated header (node parses ahead
+      // of the answers): where the first request ends is in doubt, so this one never runs. The
+      // connection ends after that refusal, which closed it.
+      req.resume();
+      return;
+    }
     inFlight.enter();
     // Read on arrival: a request that came before the drain is served even if its body ends after.
     const draining = inFlight.draining;
-    const socket = req.socket as CountedSocket;
     const seq = (socket[ARRIVED] ?? 0) + 1;
     socket[ARRIVED] = seq;
     socket[LAST] = req;
@@ -275,9 +306,16 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
     const headers = flatHeaders(req);
     const method = (req.method ?? 'GET').toUpperCase();
+    const repeated = repeatedIn(req, headers);
     const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      handler({ method, path, query, headers, body, bodyError, draining }, out);
+      handler({ method, path, query, headers, body, bodyError, repeated, draining }, out);
     };
+    if (repeated !== undefined) {
+      socket[REFUSED] = true;
+      req.resume();
+      dispatch(EMPTY, undefined);
+      return;
+    }
     const declared = headers['content-length'] === undefined ? -1 : Number(headers['content-length']);
     if (declared > MAX_BODY_BYTES) {
       req.resume();

@@ -12,6 +12,12 @@ export interface ServerRequest {
   /** Set when the body was refused while reading it; the body is then empty. */
   readonly bodyError: 'too_large' | undefined;
   /**
+   * A header that may come once (`ONCE_HEADERS`: framing, host, credentials) that came more than
+   * once, lower case. The body is then empty and unread: the application refuses the request and
+   * the connection is closed after the answer.
+   */
+  readonly repeated: string | undefined;
+  /**
    * The request arrived after the server began to drain (on a connection kept alive from before:
    * the listener is closed by then). The application refuses it; the adapter closes the
    * connection after every answer sent during the drain.
@@ -101,6 +107,7 @@ const STATUS_TEXT: Record<number, string> = {
   502: 'Bad Gateway',
   503: 'Service Unavailable',
   504: 'Gateway Timeout',
+  508: 'Loop Detected',
 };
 
 const STATUS_LINES = new Map<number, string>();

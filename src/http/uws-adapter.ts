@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import type * as Uws from '@trufflesuite/uws-js-unofficial';
 import { InFlight } from './in-flight.js';
+import { ONCE_HEADERS } from './once-headers.js';
 import { StallWait } from './stall-wait.js';
 import {
   type HttpHandler,
@@ -287,7 +288,11 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     const path = req.getUrl();
     const query = req.getQuery() ?? '';
     const headers: Record<string, string> = {};
+    // uWS lists a repeated header once per line, and a plain copy would keep the last: for the
+    // framing headers uWS itself used the first (egress review #7).
+    let repeated: string | undefined;
     req.forEach((k, v) => {
+      if (headers[k] !== undefined && ONCE_HEADERS.has(k)) repeated ??= k;
       headers[k] = v;
     });
     const lengthHeader = headers['content-length'];
@@ -295,10 +300,19 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     const chunked = headers['transfer-encoding'] !== undefined;
 
     const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      const request: ServerRequest = { method, path, query, headers, body, bodyError, draining };
+      const request: ServerRequest = { method, path, query, headers, body, bodyError, repeated, draining };
       handler(request, out);
     };
 
+    if (repeated !== undefined) {
+      // Refused unread, on the next turn: once this handler returns, uWS parses the rest of what
+      // it read, and an answer given now, even one that closes the connection, lets a request
+      // that follows in it run (uWS forgets the close when it parses the next request). Still
+      // unanswered, this request makes uWS close the connection if one follows (its rule against
+      // pipelining: docs/ops.md), so nothing after this head is served either way.
+      setImmediate(dispatch, EMPTY, undefined);
+      return;
+    }
     if (declared > MAX_BODY_BYTES) {
       dispatch(EMPTY, 'too_large');
       return;

@@ -1,4 +1,5 @@
 import { ServiceError } from '../core/errors.js';
+import { HOP_HEADER, HOP_ID } from '../http/hop.js';
 import type { Cancellation, ChatCall, Provider } from './types.js';
 import {
   type PoolSource,
@@ -28,11 +29,14 @@ export const DEFAULT_MAX_TOKENS = 4096;
 /** An Anthropic Messages upstream (`base_url` is the API root, as in the official SDK). */
 export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
+  // Every request says it comes from govgate: one that leads back to a govgate is refused there.
   const headers = {
     'content-type': 'application/json',
     'x-api-key': apiKey,
     'anthropic-version': ANTHROPIC_VERSION,
+    [HOP_HEADER]: HOP_ID,
   };
+  const getHeaders = { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION, [HOP_HEADER]: HOP_ID };
   const messagesPath = `${prefix}/v1/messages`;
 
   /** The request headers, with the caller's `anthropic-beta` when it sent one. */
@@ -151,7 +155,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
       const res = (await requestJson('anthropic', pools.get(origin), {
         path: `${prefix}/v1/models`,
         method: 'GET',
-        headers: { 'x-api-key': apiKey, 'anthropic-version': ANTHROPIC_VERSION },
+        headers: getHeaders,
         cancel: signal,
         key: apiKey,
       })) as { data?: { id?: unknown }[] };

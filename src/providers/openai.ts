@@ -1,4 +1,5 @@
 import { ServiceError } from '../core/errors.js';
+import { HOP_HEADER, HOP_ID } from '../http/hop.js';
 import type { ChatCall, Provider } from './types.js';
 import { type PoolSource, requestJson, requestStream, scrubbed, splitBaseUrl } from './upstream.js';
 import {
@@ -13,8 +14,13 @@ import {
 /** An OpenAI-compatible upstream (`base_url` ends in /v1, as in the official SDK). */
 export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: string): Provider {
   const { origin, prefix } = splitBaseUrl(baseUrl);
-  const headers = { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` };
-  const getHeaders = { authorization: `Bearer ${apiKey}` };
+  // Every request says it comes from govgate: one that leads back to a govgate is refused there.
+  const headers = {
+    'content-type': 'application/json',
+    authorization: `Bearer ${apiKey}`,
+    [HOP_HEADER]: HOP_ID,
+  };
+  const getHeaders = { authorization: `Bearer ${apiKey}`, [HOP_HEADER]: HOP_ID };
   const chatPath = `${prefix}/chat/completions`;
 
   return {

@@ -394,7 +394,10 @@ class JsonExchange extends Exchange {
   }
 }
 
-/** Sends a JSON request and returns the parsed JSON answer, mapping every failure. */
+/**
+ * Sends a JSON request and returns the parsed JSON answer, mapping every failure. `headers`
+ * carry `x-govgate-hop` (`http/hop.ts`): each provider builds them once, with it.
+ */
 export function requestJson(
   provider: string,
   pool: Pool,

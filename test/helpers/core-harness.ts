@@ -99,11 +99,21 @@ export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
   const router = new Router<RouteHandler>();
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
   const parts: CoreParts = { config, store, identity, settings, snapshot, router, orgExists };
-  registerProvisioning(router, { snapshot, identity, settings, audit, egress: new EgressPolicy() });
+  let url = '';
+  registerProvisioning(router, {
+    snapshot,
+    identity,
+    settings,
+    audit,
+    egress: new EgressPolicy(),
+    get baseUrl() {
+      return url;
+    },
+  });
   opts.register(parts, audit);
   const handler = createHttpHandler(router, { logger: createLogger('error'), onFinish: () => {} });
   const server = await listen(opts.engine ?? 'uws', { host: '127.0.0.1', port: 0 }, handler);
-  const url = `http://127.0.0.1:${server.port}`;
+  url = `http://127.0.0.1:${server.port}`;
   return {
     parts,
     audit,
