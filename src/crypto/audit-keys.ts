@@ -550,8 +550,13 @@ function readMlDsaMaterial(dir: string, index: IndexFile, password: string | und
   }
   // A seed kept in the clear while a password is set is sealed now (a password set after the
   // first start), as encryptIfPlain does for the PEMs.
-  if (password !== undefined && !readFileSync(path, 'utf8').includes('Encryption:'))
-    writeAtomic(path, armorSeed(entry.name, seed, password), 0o600);
+  if (password !== undefined && !readFileSync(path, 'utf8').includes('Encryption:')) {
+    try {
+      writeAtomic(path, armorSeed(entry.name, seed, password), 0o600);
+    } catch {
+      // read-only (keys mounted from a Secret): kept as it is, as encryptIfPlain keeps a PEM
+    }
+  }
   return material;
 }
 

@@ -133,13 +133,11 @@ export class EgressPolicy {
       try {
         addresses = await this.#resolve(bare);
       } catch {
-        return `host ${host} does not resolve`;
+        return notAllowed(host, port);
       }
     }
-    if (addresses.length === 0) return `host ${host} does not resolve`;
-    for (const a of addresses)
-      if (this.forbidden(a))
-        return `${FORBIDDEN_MESSAGE}; an operator can allow it with SERVICE_EGRESS_ALLOW=${host}:${port}`;
+    if (addresses.length === 0) return notAllowed(host, port);
+    for (const a of addresses) if (this.forbidden(a)) return notAllowed(host, port);
     return undefined;
   }
 
@@ -173,6 +171,15 @@ export class EgressPolicy {
       callback(null, first.address, first.family);
     });
   };
+}
+
+/**
+ * One refusal for a name that does not resolve and for one that resolves to a forbidden address:
+ * told apart, they would let an org admin learn which internal names exist (other tenants'
+ * services among them).
+ */
+function notAllowed(host: string, port: string): string {
+  return `is not an allowed destination (it does not resolve, or ${FORBIDDEN_MESSAGE}); an operator can allow it with SERVICE_EGRESS_ALLOW=${host}:${port}`;
 }
 
 function forbiddenError(): NodeJS.ErrnoException {

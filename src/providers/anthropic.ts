@@ -181,8 +181,9 @@ function decodeEvents(events: readonly SseEvent[], batch: AnthropicStreamEvent[]
     }
     if (parsed === null || typeof parsed !== 'object')
       throw new ServiceError('upstream_error', 'provider anthropic sent an unreadable stream event');
-    if (parsed.type === 'error' && typeof parsed.error?.message === 'string')
-      parsed.error.message = withoutProviderKey(parsed.error.message, key);
+    // Whatever its type: the wire repeats String(message), and an array holding the key is a key.
+    if (parsed.type === 'error' && parsed.error?.message !== undefined)
+      parsed.error.message = withoutProviderKey(String(parsed.error.message), key);
     batch.push(parsed);
     if (parsed.type === 'message_stop') return true;
   }

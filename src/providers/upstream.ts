@@ -161,6 +161,9 @@ export function transportError(provider: string, err: unknown, answering = false
   return new ServiceError('upstream_error', `provider ${provider} is unreachable`, { cause: err });
 }
 
+/** Keys shorter than this are placeholders, not secrets: not replaced (see withoutProviderKey). */
+const MIN_SCRUBBED_KEY = 8;
+
 /** What the provider's own key is replaced by in the error text govgate repeats. */
 export const PROVIDER_KEY_PLACEHOLDER = '[PROVIDER_KEY]';
 
@@ -177,6 +180,11 @@ export function withoutProviderKey(text: string, key: string | undefined): strin
   const forms = [trimmed];
   const scheme = /^[A-Za-z][\w.+-]*\s+(\S.*)$/s.exec(trimmed);
   if (scheme) forms.push(scheme[1] as string);
+  // A placeholder key of a local server (`EMPTY`, `x`) is no secret, and replacing it everywhere
+  // would garble the message the agent needs: only keys of 8 characters or more are replaced.
+  for (let i = forms.length - 1; i >= 0; i--)
+    if ((forms[i] as string).length < MIN_SCRUBBED_KEY) forms.splice(i, 1);
+  if (forms.length === 0) return text;
   // The whole key first: the alternation takes the first form that matches at a position.
   const alternatives = forms.map(escapeRegExp);
   return text.replace(new RegExp(alternatives.join('|'), 'gi'), PROVIDER_KEY_PLACEHOLDER);

@@ -1,5 +1,14 @@
 import { generateKeyPairSync, sign, verify } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
@@ -339,4 +348,21 @@ t.test('a password set after the first start encrypts the keys made before it', 
     'now the password is needed',
   );
   t.throws(() => MandateKeys.load(dir), /SERVICE_AUDIT_KEY_PASSWORD/);
+});
+
+t.test('a key file that cannot be rewritten is left as it is, and the start goes on', async (t) => {
+  const dir = tempKeysDir(t);
+  const plain = AuditKeys.load({ keysDir: dir, now: () => T0 });
+  const files = [...filesOf(dir, '.pem'), ...filesOf(dir, '.seed')];
+  const before = files.map((f) => readFileSync(f, 'utf8'));
+  // A directory where each rewrite's temporary file goes: the write fails, as on a read-only
+  // mount (root, which runs the tests here, would write through a file mode).
+  for (const f of files) mkdirSync(`${f}.tmp`);
+  const again = AuditKeys.load({ keysDir: dir, password: 'set later' });
+  t.same(again.active().mldsa.seed, plain.active().mldsa.seed, 'loaded');
+  t.same(
+    files.map((f) => readFileSync(f, 'utf8')),
+    before,
+    'the files are as they were',
+  );
 });

@@ -69,6 +69,14 @@ t.test('a refusal does not say which address the name resolved to', async (t) =>
   t.match(problem, /forbidden address/);
   t.notMatch(problem, /10\.20\.30\.40/, 'no internal address in what the caller reads');
   t.match(problem, /SERVICE_EGRESS_ALLOW=billing\.internal:5432/);
+  const missing = await new EgressPolicy([], [], async () => {
+    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+  }).check('http://billing.internal:5432/v1');
+  t.equal(
+    missing,
+    problem,
+    'a name that does not resolve gets the same answer: no oracle for which names exist',
+  );
   t.equal(
     await new EgressPolicy(['billing.internal:5432'], [], async () => ['10.20.30.40']).check(
       'http://billing.internal:5432/v1',

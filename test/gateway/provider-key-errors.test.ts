@@ -83,6 +83,25 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
     },
   });
   check('anthropic stream error event (messages)', messages, 200);
+  // A message that is not a string is repeated as String(message): scrubbed as well.
+  upstream.behaviour = {
+    kind: 'raw',
+    contentType: 'text/event-stream',
+    body: `event: error\ndata: ${JSON.stringify({
+      type: 'error',
+      error: { type: 'overloaded_error', message: [quoting(anthropicKey)] },
+    })}\n\n`,
+  };
+  const arrayMessage = await svc.call('/v1/messages', {
+    token: svc.agentKey,
+    body: {
+      model: 'claude-test-1',
+      max_tokens: 16,
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    },
+  });
+  check('anthropic stream error event whose message is an array (messages)', arrayMessage, 200);
   // Embeddings, and the model list (whose failure only the log names).
   upstream.behaviour = { kind: 'status', status: 422, body: { error: { message: quoting(openaiKey) } } };
   check(
@@ -104,7 +123,7 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
   const events = String(chain.body)
     .split('\n')
     .filter((l) => l.includes('"llm_call"') || l.includes('"embedding_call"'));
-  t.equal(events.filter((l) => l.includes('[PROVIDER_KEY]')).length, 8, 'every failed call is audited');
+  t.equal(events.filter((l) => l.includes('[PROVIDER_KEY]')).length, 9, 'every failed call is audited');
   t.ok(
     lines.some((l) => l.includes('upstream_models_unavailable') && l.includes('[PROVIDER_KEY]')),
     'the model list failure is logged',

@@ -28,7 +28,27 @@ t.test("the provider's key is replaced by value, before the cut", async (t) => {
     'sent [PROVIDER_KEY] and [PROVIDER_KEY]',
     'a key configured with its scheme: with and without it',
   );
-  t.equal(withoutProviderKey('a.b*c a-b*c (x)', 'a.b*c'), '[PROVIDER_KEY] a-b*c (x)', 'a literal match');
+  t.equal(
+    withoutProviderKey('a.b*c+d? a-b*c+d? (x)', 'a.b*c+d?'),
+    '[PROVIDER_KEY] a-b*c+d? (x)',
+    'a literal match',
+  );
   t.equal(withoutProviderKey('text', ''), 'text', 'an empty key replaces nothing');
   t.equal(withoutProviderKey('text', '  '), 'text');
+});
+
+t.test('a placeholder key shorter than 8 characters is not replaced: it is no secret', async (t) => {
+  t.equal(
+    scrubbed('Input is empty: the prompt must not be EMPTY', 'EMPTY'),
+    'Input is empty: the prompt must not be EMPTY',
+  );
+  t.equal(
+    scrubbed('max_tokens exceeds context of 4096; next time', 'x'),
+    'max_tokens exceeds context of 4096; next time',
+  );
+  t.equal(
+    scrubbed('bad key 0123456789abcdef', '0123456789abcdef'),
+    'bad key [PROVIDER_KEY]',
+    'a real one is',
+  );
 });
