@@ -23,8 +23,9 @@ export const DEFAULT_APPROVAL_TTL_MS = 15 * 60_000;
 /** At most this many pending approvals are listed for one caller. */
 const MAX_PENDING_LISTED = 1000;
 /**
- * At most this many live (pending or approved) approvals per agent: each new one is refused past
- * it (429), so one agent cannot make its own list, and its org's, grow without bound.
+ * At most this many live (pending or approved) approvals per agent, pre-approvals included: each
+ * new one is refused past it (429), so neither an agent nor a developer can make its list, and
+ * its org's, grow without bound.
  */
 export const MAX_LIVE_PER_AGENT = 1000;
 
@@ -159,6 +160,7 @@ export class ApprovalStore {
     for (const rec of this.liveFor(input.org_id, input.agent_uuid, input.fingerprint)) {
       if (rec.status === 'pending' && rec.tier === input.tier && now < expiresMs(rec)) return rec;
     }
+    await this.makeRoom(input.org_id, input.agent_uuid, now);
     const changes: Change[] = [];
     let result: ApprovalRecord | undefined;
     this.store.root.transactionSync(() => {
@@ -169,7 +171,7 @@ export class ApprovalStore {
           return;
         }
       }
-      this.checkRoom(input.org_id, input.agent_uuid, now, changes);
+      this.checkRoom(input.org_id, input.agent_uuid, input.agent_id);
       result = this.insert(this.newRecord(input, input.tier, now), changes);
     });
     await this.record(changes);
@@ -186,6 +188,7 @@ export class ApprovalStore {
     if (by.org_id !== input.org_id && by.role !== 'super_admin')
       throw new ServiceError('forbidden', 'only a super_admin can act on another org');
     const now = this.clock();
+    await this.makeRoom(input.org_id, input.agent_uuid, now);
     const changes: Change[] = [];
     let result: ApprovalRecord | undefined;
     this.store.root.transactionSync(() => {
@@ -211,6 +214,8 @@ export class ApprovalStore {
         decided_by: by.id,
         decided_at: new Date(now).toISOString(),
       };
+      // A pre-approval counts against the agent's cap too: it is one of its live approvals.
+      this.checkRoom(input.org_id, input.agent_uuid, input.agent_id);
       result = this.insert(fresh, changes, by);
     });
     await this.record(changes);
@@ -465,29 +470,34 @@ export class ApprovalStore {
     return { ...rec, status, decided_by: by.id, decided_at: new Date(now).toISOString(), reason };
   }
 
-  /**
-   * Refuses a new approval when the agent holds `MAX_LIVE_PER_AGENT` live ones (inside a write
-   * transaction). Its records are read only at the cap, to expire those that are due first.
-   */
-  private checkRoom(orgId: string, agentUuid: string, now: number, changes: Change[]): void {
-    const idx = this.store.approvalIndex;
-    const range = (): { start: Key; end: Key } => ({
+  /** The agent's live (pending or approved) approvals, counted from the index: no record is read. */
+  private liveCount(orgId: string, agentUuid: string): number {
+    return this.store.approvalIndex.getKeysCount({
       start: ['f', orgId, agentUuid],
       end: ['f', orgId, agentUuid, HIGH],
     });
-    if (idx.getKeysCount(range()) < MAX_LIVE_PER_AGENT) return;
-    const ids: string[] = [];
-    for (const key of idx.getKeys(range())) ids.push((key as Key)[4] as string);
-    let live = 0;
-    for (const id of ids) {
-      const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
-      if (rec !== undefined && isLive(this.expireIfDue(rec, now, changes).status)) live++;
-    }
-    if (live >= MAX_LIVE_PER_AGENT)
-      throw new ServiceError(
-        'rate_limited',
-        `this agent already has ${MAX_LIVE_PER_AGENT} pending or approved approvals; wait for them to be decided, consumed or expired`,
-      );
+  }
+
+  /**
+   * Before a new approval of an agent at its cap: the org's approvals past their expiry are
+   * expired first, in a transaction of their own (committed and audited even when the new one is
+   * then refused), so the cap counts live ones only. Only the due part of the expiry index is read.
+   */
+  private async makeRoom(orgId: string, agentUuid: string, now: number): Promise<void> {
+    if (this.liveCount(orgId, agentUuid) < MAX_LIVE_PER_AGENT) return;
+    const due: string[] = [];
+    for (const key of this.store.approvalIndex.getKeys({ start: ['x', orgId], end: ['x', orgId, now, HIGH] }))
+      due.push((key as Key)[3] as string);
+    if (due.length > 0) await this.expireIds(due, now);
+  }
+
+  /** Inside the write transaction that would add one: refuses it at the agent's cap (429). */
+  private checkRoom(orgId: string, agentUuid: string, agentId: string): void {
+    if (this.liveCount(orgId, agentUuid) < MAX_LIVE_PER_AGENT) return;
+    throw new ServiceError(
+      'rate_limited',
+      `agent ${agentId} already has ${MAX_LIVE_PER_AGENT} pending or approved approvals; wait for them to be decided, consumed or expired`,
+    );
   }
 
   /** The live records of one action (reads inside a write transaction see its writes). */

@@ -747,3 +747,36 @@ t.test('store: an agent holds at most MAX_LIVE_PER_AGENT live approvals', async 
   t.equal(sink.types().filter((e) => e === 'approval.expired').length, 10, 'the expired ones are recorded');
   t.equal((await approvals.pendingFor(AGENT)).length, MAX_LIVE_PER_AGENT - 9);
 });
+
+t.test('store: pre-approvals count against the cap and are capped; a refusal reads no record', async (t) => {
+  const { approvals, store } = setup(t);
+  const fp = (i: number): string => `p${i.toString(16).padStart(63, '0')}`;
+  for (let i = 0; i < MAX_LIVE_PER_AGENT; i++) await approvals.preApprove(input({ fingerprint: fp(i) }), DEV);
+  await rejects(
+    t,
+    approvals.preApprove(input({ fingerprint: fp(-1) }), DEV),
+    'rate_limited',
+    429,
+    'a developer cannot pre-approve past the cap',
+  );
+  const again = await approvals.preApprove(input({ fingerprint: fp(7) }), DEV);
+  t.equal(again.status, 'approved', 'the same action is still answered with its approval');
+  // The agent's own request is refused too, without reading its 1,000 records.
+  const get = store.approvals.get.bind(store.approvals);
+  let reads = 0;
+  store.approvals.get = ((id: string) => {
+    reads++;
+    return get(id);
+  }) as typeof store.approvals.get;
+  t.teardown(() => {
+    store.approvals.get = get;
+  });
+  await rejects(
+    t,
+    approvals.create(input({ fingerprint: 'f'.repeat(64) })),
+    'rate_limited',
+    429,
+    'the agent is at its cap',
+  );
+  t.ok(reads <= 1, `a refusal reads no record of the agent's (${reads} read)`);
+});
