@@ -22,6 +22,7 @@ import {
   guardJoined,
   guardText,
   type OutputGuard,
+  type Prescans,
   redactedJson,
   StreamGuard,
 } from '../core/guardrails/index.js';
@@ -31,7 +32,7 @@ import type {
   AnthropicMessage,
   AnthropicStreamEvent,
 } from '../providers/wire/index.js';
-import type { StreamBlock } from './output-stream.js';
+import { large, type StreamBlock } from './output-stream.js';
 
 type Note = (findings: readonly Finding[]) => void;
 type Json = Record<string, unknown>;
@@ -176,8 +177,8 @@ export class AnthropicStreamGovernor {
     for (const f of findings) if (f.category === 'pii') this.pii.add(f.type);
   };
 
-  /** Findings of large texts scanned in the worker, for `guard` to answer from (see `prescan`). */
-  private readonly prescans = new Map<string, readonly Finding[]>();
+  /** Large texts scanned in the worker, for `guard` to answer from (see `prescan`). */
+  private readonly prescans: Prescans = { cache: new Map(), offloading: false };
   private readonly guard: OutputGuard;
 
   constructor(guard: OutputGuard) {
@@ -186,45 +187,61 @@ export class AnthropicStreamGovernor {
 
   /**
    * Before `push(event)`: the texts of at least OFFLOAD_CHARS it will scan are scanned in
-   * `scans`' worker first (as OutputStreamGovernor.prescan; `end()` scans nothing).
+   * `scans`' worker first, and a large text it did not foresee fails the answer (as
+   * OutputStreamGovernor.prescan; `end()` scans nothing).
    */
   prescan(event: AnthropicStreamEvent | undefined, scans: ScanPool): Promise<void> | undefined {
+    this.prescans.offloading = true;
     if (this.blocked || event === undefined) return undefined;
-    const text = this.largeText(event);
-    if (text === undefined || text.length < OFFLOAD_CHARS) return undefined;
-    return scans.detectAll([text], this.guard.detectOptions).then(([findings]) => {
-      this.prescans.set(text, findings as Finding[]);
+    const texts = this.largeTexts(event);
+    if (texts === undefined) return undefined;
+    const cache = this.prescans.cache;
+    return scans.detectAll(texts, this.guard.detectOptions).then((results) => {
+      for (let i = 0; i < texts.length; i++) cache.set(texts[i] as string, results[i] as Finding[]);
     });
   }
 
-  /** The text `push(event)` would scan whole or as a window, when it may be large. */
-  private largeText(event: AnthropicStreamEvent): string | undefined {
+  /** The texts `push(event)` scans whole or as a window, when they may be large. */
+  private largeTexts(event: AnthropicStreamEvent): string[] | undefined {
     const open = this.open;
     switch (event.type) {
       case 'content_block_start': {
         const block = event.content_block as unknown as Json;
-        if (block.type !== 'text' || typeof block.text !== 'string' || block.text.length < OFFLOAD_CHARS)
-          return undefined;
-        const window = new StreamGuard(this.guard);
-        window.seed(this.carry);
-        return window.peek(block.text, OFFLOAD_CHARS);
+        if (block.type !== 'text') return undefined;
+        let out = large(undefined, extrasText(block));
+        if (typeof block.text === 'string' && block.text !== '') {
+          const window = new StreamGuard(this.guard);
+          window.seed(this.carry);
+          out = large(out, window.peek(block.text, OFFLOAD_CHARS));
+        }
+        return out;
       }
       case 'content_block_delta': {
         const d = event.delta;
-        if (open?.kind === 'text' && d.type === 'text_delta' && typeof d.text === 'string')
-          return open.window.peek(d.text, OFFLOAD_CHARS);
+        if (open?.kind !== 'text') return undefined;
+        if (d.type === 'text_delta' && typeof d.text === 'string')
+          return large(undefined, open.window.peek(d.text, OFFLOAD_CHARS));
+        if (d.type === 'citations_delta') return large(undefined, JSON.stringify(d.citation));
         return undefined;
       }
       case 'content_block_stop':
-        if (open === undefined || open.kind === 'text' || open.index !== event.index) return undefined;
-        if (open.kind === 'tool_use')
-          return open.json.length < OFFLOAD_CHARS ? undefined : decodedJson(open.json);
-        if (open.kind === 'thinking') return open.thinking;
-        if (open.json.length < OFFLOAD_CHARS && open.held.length < 64) return undefined;
-        try {
-          return assembledText(open);
-        } catch {
-          return undefined; // the stop fails on it
+        if (open === undefined || open.index !== event.index) return undefined;
+        switch (open.kind) {
+          case 'text':
+            return large(undefined, open.window.peekEnd(OFFLOAD_CHARS));
+          case 'tool_use': {
+            // Decoding escapes can lengthen JSON (`1E20` is written out): decoded to see from an eighth on.
+            const json = open.json === '' ? '{}' : open.json;
+            return json.length < OFFLOAD_CHARS / 8 ? undefined : large(undefined, decodedJson(json));
+          }
+          case 'thinking':
+            return large(undefined, open.thinking);
+          default:
+            try {
+              return large(undefined, assembledText(open));
+            } catch {
+              return undefined; // the stop fails on it
+            }
         }
       default:
         return undefined;
@@ -232,6 +249,15 @@ export class AnthropicStreamGovernor {
   }
 
   push(event: AnthropicStreamEvent): AnthropicStreamEvent[] {
+    try {
+      return this.pushEvent(event);
+    } finally {
+      // Scanned for this push only: a text it did not take must not stay in memory.
+      if (this.prescans.cache.size > 0) this.prescans.cache.clear();
+    }
+  }
+
+  private pushEvent(event: AnthropicStreamEvent): AnthropicStreamEvent[] {
     if (this.blocked) return [];
     switch (event.type) {
       case 'content_block_start':
@@ -285,12 +311,10 @@ export class AnthropicStreamGovernor {
       ];
     }
     if (block.type === 'text') {
-      const { text: first, ...rest } = block;
-      const extras = Object.keys(rest).filter(
-        (k) => k !== 'type' && rest[k] !== undefined && rest[k] !== null,
-      );
-      if (extras.length > 0) {
-        const f = sealedCheck(this.guard, JSON.stringify(rest), this.note);
+      const first = block.text;
+      const extras = extrasText(block);
+      if (extras !== undefined) {
+        const f = sealedCheck(this.guard, extras, this.note);
         if (f) {
           this.blocked = { finding: f, where: 'content' };
           return [];
@@ -480,4 +504,12 @@ function assembledText(open: Open & { kind: 'tool_use' | 'thinking' | 'other' })
     }
   }
   return JSON.stringify([assembled, ...open.held]);
+}
+
+/** What a text block's start carries besides its text (citations), as scanned; undefined if nothing. */
+function extrasText(block: Json): string | undefined {
+  const { text: _text, ...rest } = block;
+  for (const k of Object.keys(rest))
+    if (k !== 'type' && rest[k] !== undefined && rest[k] !== null) return JSON.stringify(rest);
+  return undefined;
 }

@@ -1,9 +1,11 @@
 import type { Finding } from '../core/detect/index.js';
+import { ServiceError } from '../core/errors.js';
 import {
   cachedGuard,
   decodedJson,
   guardText,
   type OutputGuard,
+  type Prescans,
   StreamGuard,
 } from '../core/guardrails/index.js';
 import { OFFLOAD_CHARS, type ScanPool } from '../govern/scan-pool.js';
@@ -62,8 +64,8 @@ export class OutputStreamGovernor {
   /** The other choices, by index, made when their first chunk arrives. */
   private others: Map<number, ChoiceHold> | undefined;
   private last: ChatCompletionChunk | undefined;
-  /** Findings of large texts scanned in the worker, for `guard` to answer from (see `prescan`). */
-  private readonly prescans = new Map<string, readonly Finding[]>();
+  /** Large texts scanned in the worker, for `guard` to answer from (see `prescan`). */
+  private readonly prescans: Prescans = { cache: new Map(), offloading: false };
   private readonly guard: OutputGuard;
 
   constructor(guard: OutputGuard) {
@@ -75,15 +77,18 @@ export class OutputStreamGovernor {
    * Before `push(chunk)` (or `end()`, for undefined): the texts of at least OFFLOAD_CHARS it will
    * scan are scanned in `scans`' worker, so one large event does not hold the event loop (and
    * every other call) for its scan. Undefined when there are none: the usual case costs a few
-   * length checks. A text it did not foresee is scanned inline; one it foresaw wrongly is not
-   * used. A worker that fails rejects: the stream fails closed.
+   * length checks. From the first call on, a large text the push did not have scanned first fails
+   * the answer instead of being scanned inline (cachedGuard), and what was scanned for one push
+   * is dropped after it. A worker that fails rejects: the stream fails closed.
    */
   prescan(chunk: ChatCompletionChunk | undefined, scans: ScanPool): Promise<void> | undefined {
+    this.prescans.offloading = true;
     if (this.blocked) return undefined;
     const texts = chunk === undefined ? this.endTexts() : this.pushTexts(chunk);
     if (texts === undefined) return undefined;
+    const cache = this.prescans.cache;
     return scans.detectAll(texts, this.guard.detectOptions).then((results) => {
-      for (let i = 0; i < texts.length; i++) this.prescans.set(texts[i] as string, results[i] as Finding[]);
+      for (let i = 0; i < texts.length; i++) cache.set(texts[i] as string, results[i] as Finding[]);
     });
   }
 
@@ -92,11 +97,17 @@ export class OutputStreamGovernor {
     for (const choice of chunk.choices) {
       const hold = choice.index === 0 ? this.first : this.others?.get(choice.index);
       const delta = choice.delta;
-      if (typeof delta.content === 'string' && delta.content.length > 0)
-        out = large(out, (hold?.text ?? this.window()).peek(delta.content, OFFLOAD_CHARS));
-      if (typeof delta.refusal === 'string' && delta.refusal.length > 0)
-        out = large(out, (hold?.refusal ?? this.window()).peek(delta.refusal, OFFLOAD_CHARS));
-      if (choice.finish_reason) out = this.toolTexts(out, hold, delta);
+      const text = hold?.text ?? this.window();
+      const content = typeof delta.content === 'string' ? delta.content : '';
+      if (content.length > 0) out = large(out, text.peek(content, OFFLOAD_CHARS));
+      const refusal = typeof delta.refusal === 'string' ? delta.refusal : '';
+      if (refusal.length > 0) out = large(out, (hold?.refusal ?? this.window()).peek(refusal, OFFLOAD_CHARS));
+      if (choice.finish_reason) {
+        // What flush's end() scans: what the window holds, when this chunk adds nothing to it.
+        if (content.length === 0) out = large(out, text.peekEnd(OFFLOAD_CHARS));
+        if (refusal.length === 0) out = large(out, hold?.refusal?.peekEnd(OFFLOAD_CHARS));
+        out = this.toolTexts(out, hold, delta);
+      }
     }
     return out;
   }
@@ -104,34 +115,34 @@ export class OutputStreamGovernor {
   private endTexts(): string[] | undefined {
     if (this.last === undefined) return undefined;
     let out: string[] | undefined;
-    if (!this.first.finished) out = this.toolTexts(out, this.first, undefined);
-    for (const hold of this.others?.values() ?? [])
-      if (!hold.finished) out = this.toolTexts(out, hold, undefined);
+    for (const hold of [this.first, ...(this.others?.values() ?? [])]) {
+      if (hold.finished) continue;
+      out = large(out, hold.text.peekEnd(OFFLOAD_CHARS));
+      out = large(out, hold.refusal?.peekEnd(OFFLOAD_CHARS));
+      out = this.toolTexts(out, hold, undefined);
+    }
     return out;
   }
 
-  /** The tool-call texts `flush` scans, with the fragments `delta` adds (as holdTool adds them). */
+  /** The tool-call texts `flush` scans, with the fragments `delta` adds (by holdTool itself). */
   private toolTexts(
     out: string[] | undefined,
     hold: ChoiceHold | undefined,
     delta: ChatCompletionChunkDelta | undefined,
   ): string[] | undefined {
     const calls = delta?.tool_calls;
-    for (const [index, held] of hold?.tools ?? []) {
-      let args = held.args;
-      for (const tc of calls ?? [])
-        if (tc.index === index) args += (held.custom ? tc.custom?.input : tc.function?.arguments) ?? '';
-      if (args.length >= OFFLOAD_CHARS) out = large(out, held.custom ? args : decodedJson(args));
+    let tools = hold?.tools;
+    if (calls !== undefined && calls.length > 0) {
+      // A copy, to add this delta's fragments to as pushChoice will.
+      const scratch = {
+        tools: new Map([...(tools ?? [])].map(([i, t]) => [i, Object.assign({}, t)])),
+      } as unknown as ChoiceHold;
+      for (const tc of calls) holdTool(scratch, tc);
+      tools = scratch.tools;
     }
-    for (const tc of calls ?? []) {
-      if (hold?.tools.has(tc.index)) continue;
-      const args = tc.function?.arguments ?? tc.custom?.input ?? '';
-      if (args.length >= OFFLOAD_CHARS)
-        out = large(out, tc.type === 'custom' || tc.custom ? args : decodedJson(args));
-    }
+    for (const held of tools?.values() ?? []) out = large(out, scannedArgs(held.args, held.custom === true));
     const legacy = (hold?.legacy?.args ?? '') + (delta?.function_call?.arguments ?? '');
-    if (legacy.length >= OFFLOAD_CHARS) out = large(out, decodedJson(legacy));
-    return out;
+    return large(out, scannedArgs(legacy, false));
   }
 
   /** A window over one text of the answer, reporting the PII it finds to `pii`. */
@@ -140,11 +151,26 @@ export class OutputStreamGovernor {
   }
 
   push(chunk: ChatCompletionChunk): ChatCompletionChunk[] {
+    try {
+      return this.pushChunk(chunk);
+    } finally {
+      // Scanned for this push only: a text it did not take must not stay in memory.
+      if (this.prescans.cache.size > 0) this.prescans.cache.clear();
+    }
+  }
+
+  private pushChunk(chunk: ChatCompletionChunk): ChatCompletionChunk[] {
     if (this.blocked) return [];
     this.last = chunk;
     const choices = chunk.choices;
     if (choices.length === 0) return [chunk]; // usage-only chunk
     if (choices.length === 1) return this.pushChoice(chunk, choices[0] as ChatCompletionChunkChoice);
+    for (let i = 1; i < choices.length; i++)
+      for (let j = 0; j < i; j++)
+        if (
+          (choices[i] as ChatCompletionChunkChoice).index === (choices[j] as ChatCompletionChunkChoice).index
+        )
+          throw new ServiceError('upstream_error', 'provider sent one choice twice in a stream chunk');
     const out: ChatCompletionChunk[] = [];
     for (const choice of choices) {
       for (const c of this.pushChoice(chunk, choice)) out.push(c);
@@ -155,6 +181,14 @@ export class OutputStreamGovernor {
 
   /** The upstream stream ended: what every choice still holds (for choices that never finished). */
   end(): ChatCompletionChunk[] {
+    try {
+      return this.endAll();
+    } finally {
+      this.prescans.cache.clear();
+    }
+  }
+
+  private endAll(): ChatCompletionChunk[] {
     const last = this.last;
     if (this.blocked || !last) return [];
     const out: ChatCompletionChunk[] = [];
@@ -340,8 +374,18 @@ function holdTool(hold: ChoiceHold, tc: OpenaiToolCallDelta): void {
   if (tc.function?.arguments) held.args += tc.function.arguments;
 }
 
+/**
+ * The text flush scans for a tool call's arguments (or a custom call's input), when it may be
+ * large: decoding JSON escapes can lengthen it (`1E20` is written out), so arguments from an
+ * eighth of OFFLOAD_CHARS on are decoded to see.
+ */
+function scannedArgs(args: string, custom: boolean): string | undefined {
+  if (args.length < (custom ? OFFLOAD_CHARS : OFFLOAD_CHARS / 8)) return undefined;
+  return custom ? args : decodedJson(args);
+}
+
 /** `out` with `text` added when it is large enough to scan off the event loop. */
-function large(out: string[] | undefined, text: string | undefined): string[] | undefined {
+export function large(out: string[] | undefined, text: string | undefined): string[] | undefined {
   if (text === undefined || text.length < OFFLOAD_CHARS) return out;
   if (out === undefined) return [text];
   out.push(text);

@@ -133,6 +133,34 @@ const openaiCases: Record<string, ChatCompletionChunk[]> = {
   ],
 };
 
+// Found by the review of this change (review-s14 #1): each was scanned inline.
+openaiCases['the same new tool call twice in one delta, and the finish'] = [
+  chunk(
+    {
+      tool_calls: [
+        { index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":"' } },
+        { index: 0, function: { arguments: `${withAt(BIG, KEY, 0.5)}"}` } },
+      ],
+    },
+    'tool_calls',
+  ),
+];
+openaiCases['arguments whose numbers grow when written out'] = [
+  chunk(
+    {
+      tool_calls: [
+        {
+          index: 0,
+          id: 'call_1',
+          type: 'function',
+          function: { name: 'f', arguments: `{"a":"\\u0041","n":[${'1E20,'.repeat(3000)}1]}` },
+        },
+      ],
+    },
+    'tool_calls',
+  ),
+];
+
 const event = (e: Record<string, unknown>): AnthropicStreamEvent => e as unknown as AnthropicStreamEvent;
 const anthropicCases: Record<string, AnthropicStreamEvent[]> = {
   'a large text delta': [
@@ -194,6 +222,47 @@ const anthropicCases: Record<string, AnthropicStreamEvent[]> = {
     }),
     event({ type: 'content_block_delta', index: 0, delta: { type: 'thinking_delta', thinking: prose(BIG) } }),
     event({ type: 'content_block_delta', index: 0, delta: { type: 'signature_delta', signature: 'sig' } }),
+    event({ type: 'content_block_stop', index: 0 }),
+  ],
+  'a large citation': [
+    event({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
+    event({
+      type: 'content_block_delta',
+      index: 0,
+      delta: {
+        type: 'citations_delta',
+        citation: { type: 'char_location', cited_text: withAt(BIG, EMAIL, 0.5) },
+      },
+    }),
+    event({ type: 'content_block_stop', index: 0 }),
+  ],
+  'large citations in a text block start': [
+    event({
+      type: 'content_block_start',
+      index: 0,
+      content_block: { type: 'text', text: 'hi', citations: [{ cited_text: prose(BIG) }] },
+    }),
+    event({ type: 'content_block_stop', index: 0 }),
+  ],
+  'a block of another kind with one large delta that is not JSON': [
+    event({
+      type: 'content_block_start',
+      index: 0,
+      content_block: { type: 'web_search_tool_result', tool_use_id: 's1', content: [] },
+    }),
+    event({
+      type: 'content_block_delta',
+      index: 0,
+      delta: { type: 'future_delta', data: withAt(BIG, EMAIL, 0.5) },
+    }),
+    event({ type: 'content_block_stop', index: 0 }),
+  ],
+  'a block of another kind with a large start': [
+    event({
+      type: 'content_block_start',
+      index: 0,
+      content_block: { type: 'web_search_tool_result', tool_use_id: 's1', content: [{ text: prose(BIG) }] },
+    }),
     event({ type: 'content_block_stop', index: 0 }),
   ],
   'a large block of another kind': [
@@ -322,5 +391,36 @@ t.test(
     t.equal(await offloaded(), 1, 'the large event was scanned in the worker');
     t.notOk(out.includes('jane.doe@example.com'), 'the address was redacted');
     t.equal(out, text.replace('jane.doe@example.com', '[EMAIL]'), 'and the rest is the answer as sent');
+  },
+);
+
+t.test(
+  'what was not foreseen fails the answer rather than being scanned inline, and is not kept',
+  async (t) => {
+    const pool = new ScanPool();
+    t.teardown(() => pool.close());
+    // A chunk that repeats a choice (OpenAI never sends one): refused whole.
+    const dup = chunk({ content: 'x' });
+    dup.choices.push({ index: 0, delta: { content: prose(BIG) }, finish_reason: null });
+    const g = new OutputStreamGovernor(GUARD);
+    await g.prescan(dup, pool);
+    t.throws(() => g.push(dup), { code: 'upstream_error', message: /one choice twice/ });
+    t.equal(
+      (g as unknown as { prescans: { cache: Map<string, unknown> } }).prescans.cache.size,
+      0,
+      'its scan is not kept',
+    );
+    // Once the worker is in use, a large text scanned without it first is refused, not scanned here.
+    const lengths: number[] = [];
+    const h = new OutputStreamGovernor(spying(lengths));
+    t.equal(h.prescan(chunk({ content: 'hi' }), pool), undefined);
+    h.push(chunk({ content: 'hi' }));
+    t.throws(() => h.push(chunk({ content: prose(BIG) })), {
+      code: 'upstream_error',
+      message: /off the event loop/,
+    });
+    t.ok(Math.max(0, ...lengths) < OFFLOAD_CHARS, 'nothing large was scanned inline');
+    // Without the worker (never prescanned), large texts are scanned inline as before.
+    t.doesNotThrow(() => new OutputStreamGovernor(GUARD).push(chunk({ content: prose(BIG) })));
   },
 );

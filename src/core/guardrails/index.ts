@@ -25,6 +25,7 @@ export {
   type FindingAction,
   type OutputGuard,
   outputGuard,
+  type Prescans,
   prescannedGuard,
   REDACTABLE,
   recordingGuard,

@@ -1,4 +1,5 @@
 import { type DetectionCategory, type DetectOptions, detect, type Finding } from '../detect/index.js';
+import { ServiceError } from '../errors.js';
 import type { CompiledPolicy, EffectiveFlags } from '../policy/index.js';
 
 export type FindingAction = 'allow' | 'redact' | 'block';
@@ -96,27 +97,41 @@ export function recordingGuard(guard: OutputGuard, texts: string[]): OutputGuard
 
 const NO_FINDINGS: readonly Finding[] = [];
 
+/** The findings of large texts scanned elsewhere (a worker), for `cachedGuard` to answer from. */
+export interface Prescans {
+  readonly cache: Map<string, readonly Finding[]>;
+  /**
+   * Large texts are scanned elsewhere: one missing from `cache` is refused (see cachedGuard), not
+   * scanned here. Off until the first prescan (a governor used without a worker scans inline).
+   */
+  offloading: boolean;
+}
+
 /**
- * `guard` with the scans of texts of at least `min` characters answered from `cache` (findings
- * computed elsewhere, a worker), each once; any other text is scanned here. Smaller texts never
- * look in the cache: the streamed answer's windows pay nothing for it.
+ * `guard` with the scans of texts of at least `min` characters answered from `prescans.cache`
+ * (findings computed elsewhere, a worker), each once; smaller texts are scanned here and never
+ * look in the cache, so the streamed answer's windows pay nothing for it. While `offloading`, a
+ * large text that was not scanned first is not scanned here either: it would hold the event loop,
+ * and every other call, for as long as its scan takes; the answer fails instead (502).
  */
-export function cachedGuard(
-  guard: OutputGuard,
-  cache: Map<string, readonly Finding[]>,
-  min: number,
-): OutputGuard {
+export function cachedGuard(guard: OutputGuard, prescans: Prescans, min: number): OutputGuard {
+  const cache = prescans.cache;
   return {
     active: guard.active,
     detectOptions: guard.detectOptions,
     classify: (f) => guard.classify(f),
     scan(text) {
-      if (text.length >= min && cache.size > 0) {
+      if (text.length >= min) {
         const hit = cache.get(text);
         if (hit !== undefined) {
           cache.delete(text);
           return hit;
         }
+        if (prescans.offloading)
+          throw new ServiceError(
+            'upstream_error',
+            `the provider's answer holds a text of ${text.length} characters in a form govgate does not scan off the event loop; it is not passed on`,
+          );
       }
       return guard.scan(text);
     },

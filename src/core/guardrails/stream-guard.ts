@@ -56,6 +56,12 @@ export class StreamGuard {
     return this.context + this.pending + delta;
   }
 
+  /** The text `end()` would scan when it is at least `min` characters long (see `peek`). */
+  peekEnd(min: number): string | undefined {
+    if (this.pending.length === 0 || this.context.length + this.pending.length < min) return undefined;
+    return this.context + this.pending;
+  }
+
   /**
    * Continues the scan of an earlier block of the same answer: its last released characters
    * (`carry()` of that block's guard) are the context of this one's first window, so a value split
