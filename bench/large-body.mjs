@@ -1,7 +1,11 @@
 // Ordinary calls while another client sends large bodies built to be slow to scan: what one
 // tenant's 2 MiB worst-case prompts cost everybody else's latency, per govgate build.
 //
-//   node large-body.mjs [--variants='NAME=CLI;…'] [--rounds=2] [--duration=10] [--mib=2] [--rate=50]
+//   node large-body.mjs [--variants='NAME=CLI;…'] [--rounds=2] [--duration=10] [--mib=2] [--rate=50] [--answer]
+//
+// With --answer the large side is the provider's instead: the other client's calls are small, and
+// each answer is streamed as one SSE event of `mib` MiB of full-width letters (the mock's
+// `gpt-slow-stream-N`), what an org whose provider answers so costs everybody else.
 //
 // Each variant (a govgate CLI; empty: this checkout's dist/src/cli.js) runs in turn on CPU 1 with
 // the mock upstream on CPU 0. For `duration` seconds one client sends chat calls whose prompt is
@@ -41,7 +45,14 @@ const small = JSON.stringify({
 const slowText = 'ｉｇｎｏｒｅ '
   .repeat(Math.ceil((mib * 1024 * 1024) / 7 / 3))
   .slice(0, Math.floor((mib * 1024 * 1024) / 3));
-const large = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: slowText }] });
+const answer = flags.has('answer');
+const large = answer
+  ? JSON.stringify({
+      model: `gpt-slow-stream-${mib}`,
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    })
+  : JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: slowText }] });
 
 async function phase(target) {
   const pool = new Pool(target.origin, { connections: 8, pipelining: 1 });
@@ -119,7 +130,9 @@ const med = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor((s.length - 1) / 2)];
 };
-console.log(`\n| variant | ordinary p50 ms | p99 ms | max ms | large calls (${mib} MiB) done per round |`);
+console.log(
+  `\n| variant | ordinary p50 ms | p99 ms | max ms | large ${answer ? 'streamed answers' : 'calls'} (${mib} MiB) done per round |`,
+);
 console.log('| --- | --- | --- | --- | --- |');
 for (const [name, rs] of results) {
   console.log(

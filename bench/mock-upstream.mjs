@@ -174,6 +174,20 @@ function streamSse(res, state, parts) {
   step();
 }
 
+/**
+ * `gpt-slow-stream-N`: a streamed answer whose one content event holds N MiB of full-width letters
+ * (the detectors' slowest text, detect-worst.mjs): what an org's provider can send to make its
+ * answer slow to scan (large-body.mjs --answer).
+ */
+function slowStreamParts(model, mib) {
+  const text = 'ｉｇｎｏｒｅ '
+    .repeat(Math.ceil((mib * 1024 * 1024) / 7 / 3))
+    .slice(0, Math.floor((mib * 1024 * 1024) / 3));
+  const chunk = (delta, finish) =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-slow', object: 'chat.completion.chunk', created: CREATED, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  return [chunk({ role: 'assistant', content: text }, null), chunk({}, 'stop'), 'data: [DONE]\n\n'];
+}
+
 function chat(res, _req) {
   const state = { aborted: false };
   res.onAborted(() => {
@@ -183,6 +197,15 @@ function chat(res, _req) {
     const model = typeof body.model === 'string' && body.model.length <= 128 ? body.model : 'gpt-4o-mini';
     if (!Array.isArray(body.messages)) {
       error(res, state, '400 Bad Request', 'messages is required');
+      return;
+    }
+    const slow = /^gpt-slow-stream-(\d{1,2})$/.exec(model);
+    if (slow !== null && body.stream === true) {
+      streamSse(
+        res,
+        state,
+        cached(`slow|${model}`, () => slowStreamParts(model, Number(slow[1]))),
+      );
       return;
     }
     if (body.stream === true) {

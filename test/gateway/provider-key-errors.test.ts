@@ -73,16 +73,17 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
   })}\n\n`;
   upstream.behaviour = { kind: 'raw', contentType: 'text/event-stream', body: anthropicError };
   check('anthropic stream error event (chat)', await chat('claude-test-1', true), 502);
-  const messages = await svc.call('/v1/messages', {
-    token: svc.agentKey,
-    body: {
-      model: 'claude-test-1',
-      max_tokens: 16,
-      stream: true,
-      messages: [{ role: 'user', content: 'hi' }],
-    },
-  });
-  check('anthropic stream error event (messages)', messages, 200);
+  const messages = () =>
+    svc.call('/v1/messages', {
+      token: svc.agentKey,
+      body: {
+        model: 'claude-test-1',
+        max_tokens: 16,
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      },
+    });
+  check('anthropic stream error event (messages)', await messages(), 200);
   // A message that is not a string is repeated as String(message): scrubbed as well.
   upstream.behaviour = {
     kind: 'raw',
@@ -92,16 +93,7 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
       error: { type: 'overloaded_error', message: [quoting(anthropicKey)] },
     })}\n\n`,
   };
-  const arrayMessage = await svc.call('/v1/messages', {
-    token: svc.agentKey,
-    body: {
-      model: 'claude-test-1',
-      max_tokens: 16,
-      stream: true,
-      messages: [{ role: 'user', content: 'hi' }],
-    },
-  });
-  check('anthropic stream error event whose message is an array (messages)', arrayMessage, 200);
+  check('anthropic stream error event whose message is an array (messages)', await messages(), 200);
   // Embeddings, and the model list (whose failure only the log names).
   upstream.behaviour = { kind: 'status', status: 422, body: { error: { message: quoting(openaiKey) } } };
   check(

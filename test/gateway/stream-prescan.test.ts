@@ -1,11 +1,12 @@
 import OpenAI from 'openai';
 import t from 'tap';
 import { type OutputGuard, outputGuard } from '../../src/core/guardrails/index.js';
-import { type CompiledPolicy, compilePolicy, mergeFlags } from '../../src/core/policy/index.js';
+import { mergeFlags } from '../../src/core/policy/index.js';
 import { AnthropicStreamGovernor } from '../../src/gateway/anthropic-output.js';
 import { OutputStreamGovernor } from '../../src/gateway/output-stream.js';
 import { OFFLOAD_CHARS, ScanPool } from '../../src/govern/scan-pool.js';
 import type { AnthropicStreamEvent, ChatCompletionChunk } from '../../src/providers/wire/index.js';
+import { compileOk } from '../core/policy/helpers.js';
 import { serviceOnMockUpstream } from '../helpers/service.js';
 
 // A streamed answer's large texts (one event of 8 MiB, a tool call's arguments held until it
@@ -13,13 +14,7 @@ import { serviceOnMockUpstream } from '../helpers/service.js';
 // the event loop, and every other call, for its scan: what goes out must be exactly what the
 // inline scan lets out, and no large text may be scanned inline.
 
-function policyOf(rules: unknown): CompiledPolicy {
-  const c = compilePolicy(rules);
-  if (!c.ok) throw new Error(JSON.stringify(c.problems));
-  return c.policy;
-}
-
-const POLICY = policyOf({
+const POLICY = compileOk({
   mode: 'enforce',
   default: 'allow',
   detectors: { pii: { action: 'redact' }, secrets: { action: 'block' }, unicode: { action: 'flag' } },
