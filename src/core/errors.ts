@@ -63,6 +63,13 @@ export class ServiceError extends Error {
   }
 }
 
+/**
+ * A call refused before anything was sent to its provider, by the provider's own request
+ * conversion (a custom tool's grammar an Anthropic model cannot be held to): its audit event
+ * names no provider, as a policy block's does (spec 2.7: `provider` is the one that received it).
+ */
+export class UnsentError extends ServiceError {}
+
 export interface ErrorBody {
   type: 'error';
   error: {

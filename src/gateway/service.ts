@@ -1,6 +1,6 @@
 import type { AuditInput, AuditSink } from '../audit/types.js';
 import type { Finding } from '../core/detect/index.js';
-import { isServiceError, ServiceError } from '../core/errors.js';
+import { isServiceError, ServiceError, UnsentError } from '../core/errors.js';
 import {
   anthropicRequestTexts,
   argsDigest,
@@ -262,6 +262,17 @@ interface CallRecord {
   readonly gov: GovernResult;
   readonly service: ServiceEnvelope;
   readonly ids: CallIds;
+}
+
+/**
+ * `record` for a call no provider received (spec 2.7: `provider` is the one that did): no
+ * provider, and the one it was routed to as a detail.
+ */
+function unsentRecord(record: CallRecord): CallRecord {
+  return Object.assign({}, record, {
+    base: Object.assign({}, record.base, { provider: null }),
+    details: Object.assign({ routed_provider: record.base.provider }, record.details),
+  });
 }
 
 function piiValues(texts: GovernResult['scan']['texts']): { type: string; value: string }[] {
@@ -605,14 +616,9 @@ export class GatewayService {
       record.service,
     );
     const text = blockMessage(decision, approval);
-    // No provider received anything (spec 2.7: `provider` is the one that did); the one the
-    // call was routed to is a detail.
-    const unsent: CallRecord = Object.assign({}, record, {
-      base: Object.assign({}, record.base, { provider: null }),
-      details: Object.assign({ routed_provider: record.base.provider }, record.details),
-    });
+    // No provider received anything.
     await this.appendCall(
-      unsent,
+      unsentRecord(record),
       {
         outcome: decision.outcome,
         reason: decision.reason,
@@ -661,9 +667,10 @@ export class GatewayService {
       const e = asServiceError(err);
       // The client went away (and the call was aborted for it): not a provider failure.
       const gone = ctx.res.aborted;
-      this.deps.metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', upstreamS);
+      const unsent = e instanceof UnsentError;
+      if (!unsent) this.deps.metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', upstreamS);
       await this.appendCall(
-        record,
+        unsent ? unsentRecord(record) : record,
         {
           outcome: 'error',
           reason: gone ? 'client disconnected' : e.message,
@@ -896,9 +903,11 @@ export class GatewayService {
     } catch (err) {
       const e = asServiceError(err);
       const gone = ctx.res.aborted;
-      metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', (performance.now() - t0) / 1000);
+      const unsent = e instanceof UnsentError;
+      if (!unsent)
+        metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', (performance.now() - t0) / 1000);
       await this.appendCall(
-        record,
+        unsent ? unsentRecord(record) : record,
         {
           outcome: 'error',
           reason: gone ? 'client disconnected' : e.message,

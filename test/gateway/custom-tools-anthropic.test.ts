@@ -156,10 +156,20 @@ t.test('custom tools on an Anthropic model', async (t) => {
       t.match(res.body.error.message, /grammar/);
       t.equal(upstream.requests.length, 0, `stream ${stream}: the provider never saw it`);
     }
-    // The refusal is on the audit trail, as a call that could not be made.
-    const audit = await svc.call('/api/audit?event_type=llm_call&limit=1', { token: svc.pat });
-    t.equal(audit.body.data[0].outcome, 'error');
-    t.equal(audit.body.data[0].details.error_code, 'invalid_request');
-    t.equal(audit.body.data[0].details.status, 400);
+    // The refusal is on the audit trail, as a call that could not be made: no provider got it.
+    const audit = await svc.call('/api/audit?event_type=llm_call&limit=2', { token: svc.pat });
+    for (const event of audit.body.data) {
+      t.equal(event.outcome, 'error');
+      t.equal(event.details.error_code, 'invalid_request');
+      t.equal(event.details.status, 400);
+      t.equal(event.provider, null, 'no provider received it');
+      t.equal(event.details.routed_provider, 'anthropic', 'the one it was routed to is a detail');
+    }
+    const metrics = await svc.call('/api/metrics', { token: svc.pat });
+    t.notMatch(
+      String(metrics.body),
+      /govgate_upstream_duration_seconds_count\{provider="anthropic",outcome="error"\}/,
+      'nor is it counted as a provider error',
+    );
   });
 });

@@ -8,7 +8,7 @@
  *   is a constraint the provider enforces on the model's input, Anthropic cannot enforce it, and
  *   sending the tool without it would let the model call the tool with input the caller ruled out.
  */
-import { ServiceError } from '../../core/errors.js';
+import { UnsentError } from '../../core/errors.js';
 import type { AnthropicTool, AnthropicToolUseBlock } from './anthropic-types.js';
 import type { OpenaiCustomTool, OpenaiTool, OpenaiToolCall } from './openai-types.js';
 import { parseToolArguments, stringifyToolInput } from './tool-arguments.js';
@@ -27,7 +27,7 @@ const CUSTOM_INPUT_SCHEMA: Record<string, unknown> = Object.freeze({
 export function customToolToAnthropic(tool: OpenaiCustomTool, index: number): AnthropicTool {
   const custom = tool.custom;
   if (custom.format?.type === 'grammar')
-    throw new ServiceError(
+    throw new UnsentError(
       'invalid_request',
       `custom tool ${custom.name} has a ${custom.format.grammar.syntax} grammar, which an Anthropic ` +
         'model cannot be held to; send it to an OpenAI model, or give the tool a text format',
