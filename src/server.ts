@@ -3,6 +3,7 @@ import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
+import { registerKeyRoutes } from './control/keys.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
@@ -201,6 +202,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     orgExists,
   });
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
+  registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
   registerApprovalRoutes(router, { snapshot, approvals });
   registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });

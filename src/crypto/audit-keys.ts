@@ -82,6 +82,14 @@ export interface AuditKeyEntry {
   readonly retired_at: string | null;
 }
 
+/** What a rotation changed: the keys made active, the ones they retired, and any left as it was. */
+export interface AuditKeyRotation {
+  readonly active: readonly AuditKeyEntry[];
+  readonly retired: readonly AuditKeyEntry[];
+  /** The Ed25519 key from SERVICE_AUDIT_SIGNING_KEY, which only that variable rotates. */
+  readonly kept: readonly AuditKeyEntry[];
+}
+
 interface IndexFile {
   readonly v: 1;
   readonly active: { readonly ed25519: string; readonly 'ml-dsa-65': string };
@@ -480,28 +488,35 @@ export class AuditKeys {
   }
 
   /**
-   * Makes a new pair (Ed25519 and ML-DSA-65) active and retires the old one: its public keys stay
-   * published, its private files are deleted. Not possible while SERVICE_AUDIT_SIGNING_KEY is
-   * set (change that variable instead; the old key stays published).
+   * Makes new keys active and retires the ones they replace: the retired public keys stay
+   * published (old seals keep verifying), their private files are deleted. Both keys are replaced,
+   * except an Ed25519 key from SERVICE_AUDIT_SIGNING_KEY, which is `kept` (it is rotated by
+   * changing that variable). Seals cut after this are signed with the new keys.
    */
-  rotate(): void {
-    if (this.envKey !== undefined) {
-      throw new Error(
-        'the Ed25519 audit key comes from SERVICE_AUDIT_SIGNING_KEY: rotate by changing that variable',
-      );
-    }
+  rotate(): AuditKeyRotation {
     const at = iso(this.clock());
-    const old = [this.entry(this.index.active.ed25519), this.entry(this.index.active['ml-dsa-65'])];
-    const ed = generateEd25519(this.dir, this.password, at);
+    const oldEd = this.entry(this.index.active.ed25519);
+    const oldMl = this.entry(this.index.active['ml-dsa-65']);
+    const ed =
+      this.envKey === undefined
+        ? generateEd25519(this.dir, this.password, at)
+        : readEd25519Material(this.dir, this.index, this.password, this.envKey);
     const ml = generateMlDsa(this.dir, this.password, at);
-    const index = activate(activate(this.index, ed.entry, at), ml.entry, at);
+    let index = activate(this.index, ml.entry, at);
+    if (this.envKey === undefined) index = activate(index, ed.entry, at);
     writeIndex(this.dir, index);
     this.index = index;
     this.current = toActive(ed, ml);
     this.doc = buildDocument(index);
     this.gen++;
+    const retired = this.envKey === undefined ? [oldEd, oldMl] : [oldMl];
     // The index no longer names them as active: a crash before this leaves stray files only.
-    for (const e of old) if (e.source === 'generated') rmSync(privateFile(this.dir, e), { force: true });
+    for (const e of retired) if (e.source === 'generated') rmSync(privateFile(this.dir, e), { force: true });
+    return {
+      active: this.envKey === undefined ? [ed.entry, ml.entry] : [ml.entry],
+      retired: retired.map((e) => this.entry(e.name)),
+      kept: this.envKey === undefined ? [] : [oldEd],
+    };
   }
 
   private entry(name: string): AuditKeyEntry {

@@ -161,8 +161,11 @@ export class MandateKeys {
     return { keys };
   }
 
-  /** Makes a new active key and retires the old one (still published, its private half deleted). */
-  rotate(): void {
+  /**
+   * Makes a new active key and retires the old one (still published, its private half deleted);
+   * returns both as the index now records them.
+   */
+  rotate(): { readonly active: MandateKeyEntry; readonly retired: MandateKeyEntry } {
     const now = this.clock();
     const old = this.index.active;
     const entry = generateKey(this.dir, this.password, now);
@@ -182,6 +185,8 @@ export class MandateKeys {
     this.gen++;
     // The index no longer names it as active: a crash before this line leaves a stray file only.
     rmSync(join(this.dir, `${old}.pem`), { force: true });
+    const retired = this.index.keys.find((e) => e.kid === old) as MandateKeyEntry;
+    return { active: entry, retired };
   }
 
   private readActive(): ActiveMandateKey {

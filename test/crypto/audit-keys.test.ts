@@ -219,13 +219,33 @@ t.test('SERVICE_AUDIT_SIGNING_KEY supplies the Ed25519 key', async (t) => {
   t.equal(filesOf(dir, '.pem').length, 0, 'the PEM from the environment is not copied to disk');
   t.equal(filesOf(dir, '.seed').length, 1);
   t.ok(edSignsForDoc(keys));
-  t.throws(() => keys.rotate(), /SERVICE_AUDIT_SIGNING_KEY/);
+  // A rotation replaces the ML-DSA-65 key alone: the Ed25519 key is the variable's.
+  const mlBefore = a.mldsa;
+  const rotation = keys.rotate();
+  t.same(
+    rotation.active.map((e) => e.alg),
+    ['ml-dsa-65'],
+  );
+  t.same(
+    rotation.retired.map((e) => [e.name, e.retired_at]),
+    [[mlBefore.name, '2025-03-01T10:00:00.000Z']],
+  );
+  t.same(
+    rotation.kept.map((e) => [e.alg, e.source, e.public_key]),
+    [['ed25519', 'env', env.raw]],
+  );
+  t.equal(keys.active().ed25519.name, a.ed25519.name, 'the Ed25519 key stays');
+  t.not(keys.active().mldsa.name, mlBefore.name);
+  t.equal(filesOf(dir, '.seed').length, 1, "the retired seed's file is deleted");
+  t.equal(filesOf(dir, '.pem').length, 0);
+  t.ok(edSignsForDoc(keys));
+  const afterRotation = keys.active();
 
   // Newlines written as \n (env files) are accepted; same key, same name.
   const escaped = AuditKeys.load({ keysDir: dir, signingKeyPem: env.pem.replaceAll('\n', '\\n') });
   t.equal(escaped.active().ed25519.name, a.ed25519.name);
-  t.same(escaped.active().mldsa.seed, a.mldsa.seed);
-  t.equal(escaped.publicDocument().keys.length, 2);
+  t.same(escaped.active().mldsa.seed, afterRotation.mldsa.seed, 'the rotated key is loaded');
+  t.equal(escaped.publicDocument().keys.length, 3);
 
   // A different key in the variable: the previous one is retired, still published.
   const other = edPem();
@@ -247,8 +267,14 @@ t.test('SERVICE_AUDIT_SIGNING_KEY supplies the Ed25519 key', async (t) => {
   t.equal(generated.publicDocument().keys.filter((k) => k.alg === 'ed25519').length, 3);
   t.notOk([env.raw, other.raw].includes(toBase64(generated.active().ed25519.publicKey)));
   t.ok(edSignsForDoc(generated));
-  generated.rotate();
-  t.equal(generated.publicDocument().keys.length, 6);
+  const both = generated.rotate();
+  t.same(
+    both.active.map((e) => e.alg),
+    ['ed25519', 'ml-dsa-65'],
+    'a generated Ed25519 key is rotated with the ML-DSA-65 one',
+  );
+  t.same(both.kept, []);
+  t.equal(generated.publicDocument().keys.length, 7);
 });
 
 t.test('an encrypted SERVICE_AUDIT_SIGNING_KEY is decrypted with the password', async (t) => {

@@ -39,7 +39,8 @@ export async function startService(
     ...opts.env,
   });
   const service = await startAllInOne(config, opts.logger ?? createLogger('error'));
-  const url = service.baseUrl;
+  // Where it listens: SERVICE_PUBLIC_URL, when a test sets one, names no address of this machine.
+  const url = service.listenUrl;
   const created = service.bootstrap.created;
   const call: TestService['call'] = async (path, init = {}) => {
     const body =
