@@ -1,4 +1,5 @@
 import type { AuditSink } from '../audit/types.js';
+import { ServiceError } from '../core/errors.js';
 import type { AuditKeyEntry, AuditKeys } from '../crypto/audit-keys.js';
 import type { MandateKeyEntry, MandateKeys } from '../crypto/mandate-keys.js';
 import type { RouteHandler } from '../http/app.js';
@@ -50,17 +51,33 @@ export function registerKeyRoutes(router: Router<RouteHandler>, deps: KeyRouteDe
       key: { type: 'string', required: true, enum: KEY_KINDS },
     });
     let answer: { key: KeyKind; active: KeyRef[]; retired: KeyRef[]; kept: KeyRef[] };
-    if (body.key === 'audit') {
-      const r = auditKeys.rotate();
-      answer = {
-        key: 'audit',
-        active: r.active.map(auditRef),
-        retired: r.retired.map(auditRef),
-        kept: r.kept.map(auditRef),
-      };
-    } else {
-      const r = mandateKeys.rotate();
-      answer = { key: 'mandate', active: [mandateRef(r.active)], retired: [mandateRef(r.retired)], kept: [] };
+    try {
+      if (body.key === 'audit') {
+        const r = auditKeys.rotate();
+        answer = {
+          key: 'audit',
+          active: r.active.map(auditRef),
+          retired: r.retired.map(auditRef),
+          kept: r.kept.map(auditRef),
+        };
+      } else {
+        const r = mandateKeys.rotate();
+        answer = {
+          key: 'mandate',
+          active: [mandateRef(r.active)],
+          retired: [mandateRef(r.retired)],
+          kept: [],
+        };
+      }
+    } catch (err) {
+      // New key files are written before the index names them: a keys dir that cannot be written
+      // (a read-only Secret mount) leaves the keys in force as they were.
+      const code = (err as NodeJS.ErrnoException).code ?? 'error';
+      throw new ServiceError(
+        'unavailable',
+        `the ${body.key} keys could not be rotated: the keys dir could not be written (${code}); the keys in force are unchanged`,
+        { cause: err },
+      );
     }
     // Recorded once the keys are in force: the keys document and the JWKS show the change either
     // way (created_at, retired_at), and an event must not claim a rotation that failed.

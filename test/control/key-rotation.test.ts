@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
@@ -30,11 +30,12 @@ async function mandate(svc: TestService): Promise<string> {
 
 /**
  * The `_system` chain's `admin.keys_rotated` events, from its JSONL log (the API does not serve
- * that chain); the log follows the store within moments, so it is read until one is there.
+ * that chain); the log follows the store within moments, so it is read until one is there (or
+ * `tries` reads 20 ms apart found none).
  */
-async function rotationEvents(svc: TestService): Promise<Array<Record<string, any>>> {
+async function rotationEvents(svc: TestService, tries = 100): Promise<Array<Record<string, any>>> {
   const path = join(svc.dataDir, 'data', 'audit', '_system.jsonl');
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < tries; i++) {
     const events = existsSync(path)
       ? readFileSync(path, 'utf8')
           .split('\n')
@@ -251,4 +252,25 @@ t.test('an Ed25519 key from SERVICE_AUDIT_SIGNING_KEY is kept; the ML-DSA-65 key
   const doc = (await svc.call('/api/audit/signing-key', { token: svc.pat })).body;
   const ok = await verifyExport(svc, dir, doc);
   t.equal(ok.out.status, 'intact');
+});
+
+t.test('a keys dir that cannot be written: 503, and the keys in force are unchanged', async (t) => {
+  const svc = await startService();
+  t.teardown(() => svc.close());
+  const before = await mandate(svc);
+  const kid = decodeProtectedHeader(before).kid;
+  // The mandate folder made unwritable in a way root cannot bypass: a file where it was.
+  const folder = join(svc.dataDir, 'keys', 'mandate');
+  renameSync(folder, `${folder}.moved`);
+  writeFileSync(folder, 'not a directory');
+  const r = await rotate(svc, svc.pat, { key: 'mandate' });
+  t.equal(r.status, 503);
+  t.equal(r.body.error.code, 'unavailable');
+  t.match(r.body.error.message, /keys dir could not be written .*unchanged/);
+  rmSync(folder);
+  renameSync(`${folder}.moved`, folder);
+  const after = await mandate(svc);
+  t.equal(decodeProtectedHeader(after).kid, kid, 'mandates are still signed with the same key');
+  t.equal((await svc.call('/.well-known/jwks.json')).body.keys.length, 1);
+  t.same(await rotationEvents(svc, 200), [], 'and no rotation was recorded');
 });
