@@ -39,7 +39,8 @@ function mandateRef(e: MandateKeyEntry): KeyRef {
  * Key rotation, deployment-wide (the keys sign for every org), for a super_admin:
  * `POST /api/keys/rotate {key: "audit" | "mandate"}`. The new keys take effect at once (the next
  * seal, the next mandate); the retired public keys stay published, so what they signed keeps
- * verifying. The rotation is an `admin.keys_rotated` event of the `_system` chain, naming the
+ * verifying. A new mandate key was published before it signs (MandateKeys' next key), so
+ * verifiers holding a JWKS fetched since the previous rotation already have it. The rotation is an `admin.keys_rotated` event of the `_system` chain, naming the
  * keys by their public ids and the credential that asked.
  */
 export function registerKeyRoutes(router: Router<RouteHandler>, deps: KeyRouteDeps): void {
@@ -50,7 +51,7 @@ export function registerKeyRoutes(router: Router<RouteHandler>, deps: KeyRouteDe
     const body = strictBody<{ key: KeyKind }>(ctx.jsonObject(), {
       key: { type: 'string', required: true, enum: KEY_KINDS },
     });
-    let answer: { key: KeyKind; active: KeyRef[]; retired: KeyRef[]; kept: KeyRef[] };
+    let answer: { key: KeyKind; active: KeyRef[]; retired: KeyRef[]; kept: KeyRef[]; next: KeyRef[] };
     try {
       if (body.key === 'audit') {
         const r = auditKeys.rotate();
@@ -59,6 +60,7 @@ export function registerKeyRoutes(router: Router<RouteHandler>, deps: KeyRouteDe
           active: r.active.map(auditRef),
           retired: r.retired.map(auditRef),
           kept: r.kept.map(auditRef),
+          next: [],
         };
       } else {
         const r = mandateKeys.rotate();
@@ -67,6 +69,7 @@ export function registerKeyRoutes(router: Router<RouteHandler>, deps: KeyRouteDe
           active: [mandateRef(r.active)],
           retired: [mandateRef(r.retired)],
           kept: [],
+          next: [mandateRef(r.next)],
         };
       }
     } catch (err) {
@@ -93,6 +96,7 @@ export function registerKeyRoutes(router: Router<RouteHandler>, deps: KeyRouteDe
         active: answer.active.map((k) => k.key_id),
         retired: answer.retired.map((k) => k.key_id),
         kept: answer.kept.map((k) => k.key_id),
+        next: answer.next.map((k) => k.key_id),
       },
     });
     ctx.json(200, answer);

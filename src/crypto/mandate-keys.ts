@@ -38,6 +38,12 @@ export interface MandateKeyEntry {
 interface IndexFile {
   readonly v: 1;
   readonly active: string;
+  /**
+   * The key the next rotation makes active, published ahead (pre-publication): a verifier whose
+   * copy of the JWKS is younger than the last rotation already holds it. Absent only in a keys
+   * dir written before it existed and never writable since.
+   */
+  readonly next?: string;
   readonly keys: MandateKeyEntry[];
 }
 
@@ -94,13 +100,22 @@ function readIndex(path: string): IndexFile {
   ) {
     throw new Error(`${path} is not a mandate key index`);
   }
-  return { v: 1, active: index.active, keys: index.keys };
+  if (
+    index.next !== undefined &&
+    (typeof index.next !== 'string' || !index.keys.some((e) => e.kid === index.next))
+  )
+    throw new Error(`${path} names an unknown next key`);
+  return index.next === undefined
+    ? { v: 1, active: index.active, keys: index.keys }
+    : { v: 1, active: index.active, next: index.next, keys: index.keys };
 }
 
 /**
  * The Ed25519 key pairs that sign mandates, kept in `keysDir/mandate/`: `keys.json` lists every
- * key's public JWK with its kid (RFC 7638 thumbprint), `created_at` and `retired_at`; the active
- * key's private half is `<kid>.pem` (PKCS#8, encrypted when a password is given, mode 0600).
+ * key's public JWK with its kid (RFC 7638 thumbprint), `created_at` and `retired_at`; the private
+ * halves of the active key and of the next one are `<kid>.pem` (PKCS#8, encrypted when a password
+ * is given, mode 0600). The next key is published from the moment it is made, so a rotation
+ * (which makes it active and makes a new next key) signs with a key verifiers already hold.
  * Rotation retires the active key (its private half is deleted; its public half stays published
  * for RETIRED_KEY_PUBLISH_MS so the mandates it signed verify until they expire).
  */
@@ -116,6 +131,8 @@ export class MandateKeys {
     private readonly clock: () => number,
   ) {
     this.current = this.readActive();
+    // The next key is read now too, so a rotation never meets a file that cannot be used.
+    if (index.next !== undefined) this.readKey(index.next, 'next');
   }
 
   /** Opens the keys under `keysDir/mandate/`, generating the first key pair on first use. */
@@ -128,9 +145,27 @@ export class MandateKeys {
     let index: IndexFile;
     if (existsSync(indexPath)) {
       index = readIndex(indexPath);
+      if (index.next === undefined) {
+        // A keys dir from before pre-publication gains its next key; a read-only one (a Secret
+        // mount) goes on without, and its rotations cannot be written anyway.
+        try {
+          const next = generateKey(dir, pw, clock());
+          const withNext: IndexFile = {
+            v: 1,
+            active: index.active,
+            next: next.kid,
+            keys: [...index.keys, next],
+          };
+          writeIndex(dir, withNext);
+          index = withNext;
+        } catch {
+          // kept as it is
+        }
+      }
     } else {
       const entry = generateKey(dir, pw, clock());
-      index = { v: 1, active: entry.kid, keys: [entry] };
+      const next = generateKey(dir, pw, clock());
+      index = { v: 1, active: entry.kid, next: next.kid, keys: [entry, next] };
       writeIndex(dir, index);
     }
     return new MandateKeys(dir, pw, index, opts.retiredPublishMs ?? RETIRED_KEY_PUBLISH_MS, clock);
@@ -151,7 +186,10 @@ export class MandateKeys {
     return this.index.keys;
   }
 
-  /** The published key set: the active key and the keys retired less than the publish window ago. */
+  /**
+   * The published key set: the active key, the next one, and the keys retired less than the
+   * publish window ago.
+   */
   jwks(now: number = this.clock()): { keys: JWK[] } {
     const keys: JWK[] = [];
     for (const e of this.index.keys) {
@@ -161,38 +199,55 @@ export class MandateKeys {
     return { keys };
   }
 
+  /** The key the next rotation makes active (published already), if the keys dir has one. */
+  get next(): MandateKeyEntry | undefined {
+    const next = this.index.next;
+    return next === undefined ? undefined : this.index.keys.find((e) => e.kid === next);
+  }
+
   /**
-   * Makes a new active key and retires the old one (still published, its private half deleted);
-   * returns both as the index now records them.
+   * Makes the next key active (or, without one, a new key), retires the old active key (still
+   * published, its private half deleted) and makes a new next key; returns the three as the
+   * index now records them.
    */
-  rotate(): { readonly active: MandateKeyEntry; readonly retired: MandateKeyEntry } {
+  rotate(): {
+    readonly active: MandateKeyEntry;
+    readonly retired: MandateKeyEntry;
+    readonly next: MandateKeyEntry;
+  } {
     const now = this.clock();
     const old = this.index.active;
-    const entry = generateKey(this.dir, this.password, now);
+    // Both new files are written before the index names them: a failure changes nothing in force.
+    const made = this.index.next === undefined ? generateKey(this.dir, this.password, now) : undefined;
+    const active = made?.kid ?? (this.index.next as string);
+    const next = generateKey(this.dir, this.password, now);
     const retiredAt = new Date(now).toISOString();
-    this.index = {
-      v: 1,
-      active: entry.kid,
-      keys: [
-        ...this.index.keys.map((e) =>
-          e.kid === old && e.retired_at === null ? { ...e, retired_at: retiredAt } : e,
-        ),
-        entry,
-      ],
-    };
+    const keys = this.index.keys.map((e) =>
+      e.kid === old && e.retired_at === null ? { ...e, retired_at: retiredAt } : e,
+    );
+    if (made !== undefined) keys.push(made);
+    keys.push(next);
+    this.index = { v: 1, active, next: next.kid, keys };
     writeIndex(this.dir, this.index);
     this.current = this.readActive();
     this.gen++;
     // The index no longer names it as active: a crash before this line leaves a stray file only.
     rmSync(join(this.dir, `${old}.pem`), { force: true });
-    const retired = this.index.keys.find((e) => e.kid === old) as MandateKeyEntry;
-    return { active: entry, retired };
+    const entry = (kid: string): MandateKeyEntry => keys.find((e) => e.kid === kid) as MandateKeyEntry;
+    return { active: entry(active), retired: entry(old), next };
   }
 
   private readActive(): ActiveMandateKey {
-    const kid = this.index.active;
+    return { kid: this.index.active, privateKey: this.readKey(this.index.active, 'active') };
+  }
+
+  /**
+   * Reads a private key file and checks it against the public key the index records; a plain
+   * file is encrypted in place when a password is set (encryptIfPlain).
+   */
+  private readKey(kid: string, role: 'active' | 'next'): KeyObject {
     const entry = this.index.keys.find((e) => e.kid === kid);
-    if (entry === undefined) throw new Error(`mandate key index names an unknown active key ${kid}`);
+    if (entry === undefined) throw new Error(`mandate key index names an unknown ${role} key ${kid}`);
     const path = join(this.dir, `${kid}.pem`);
     let privateKey: KeyObject;
     try {
@@ -205,14 +260,14 @@ export class MandateKeys {
       encryptIfPlain(path, pem, privateKey, this.password);
     } catch (err) {
       throw new KeyMaterialError(
-        `cannot read the mandate signing key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +
+        `cannot read the mandate ${role === 'active' ? 'signing' : 'next'} key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +
           (err as Error).message,
         { cause: err },
       );
     }
     if (publicJwk(createPublicKey(privateKey)).x !== entry.jwk.x)
       throw new Error(`${path} does not match the public key recorded for ${kid}`);
-    return { kid, privateKey };
+    return privateKey;
   }
 }
 

@@ -101,7 +101,7 @@ t.test('only a super_admin rotates, with a strict body', async (t) => {
     t.equal(r.body.error.code, 'invalid_request');
   }
   const jwks = (await svc.call('/.well-known/jwks.json')).body;
-  t.equal(jwks.keys.length, 1, 'nothing refused rotated anything');
+  t.equal(jwks.keys.length, 2, 'nothing refused rotated anything (the active key and the next)');
   const doc = (await svc.call('/api/audit/signing-key', { token: svc.pat })).body;
   t.equal(doc.keys.length, 2);
 });
@@ -118,6 +118,8 @@ t.test('the mandate key: old mandates verify, new ones carry the new kid, a rest
   const before = await mandate(svc);
   const oldKid = decodeProtectedHeader(before).kid as string;
   t.ok(existsSync(join(keysDir, 'mandate', `${oldKid}.pem`)));
+  // What a verifier cached before the rotation.
+  const cached = (await svc.call('/.well-known/jwks.json')).body;
 
   const r = await rotate(svc, svc.pat, { key: 'mandate' });
   t.equal(r.status, 200);
@@ -130,18 +132,23 @@ t.test('the mandate key: old mandates verify, new ones carry the new kid, a rest
   t.not(newKid, oldKid);
   t.equal(r.body.active[0].retired_at, null);
   t.same(r.body.kept, []);
+  t.equal(r.body.next.length, 1);
+  const nextKid = r.body.next[0].key_id as string;
+  t.notOk([oldKid, newKid].includes(nextKid));
   t.notOk(JSON.stringify(r.body).includes('PRIVATE'), 'no private material in the answer');
   t.notOk(existsSync(join(keysDir, 'mandate', `${oldKid}.pem`)), "the retired key's private half is gone");
 
   const after = await mandate(svc);
   t.equal(decodeProtectedHeader(after).kid, newKid, 'new mandates are signed with the new key');
   const jwks = (await svc.call('/.well-known/jwks.json')).body;
-  t.same(jwks.keys.map((k: { kid: string }) => k.kid).sort(), [oldKid, newKid].sort());
-  // Offline, with nothing but the published key set: both verify.
-  for (const token of [before, after]) {
-    const { payload } = await jwtVerify(token, createLocalJWKSet(jwks));
-    t.equal(payload.sub, 'default-agent');
-  }
+  t.same(jwks.keys.map((k: { kid: string }) => k.kid).sort(), [oldKid, newKid, nextKid].sort());
+  // Offline, with nothing but the published key set: both verify, with the set fetched now and
+  // with the copy cached before the rotation (the new key was published ahead of it).
+  for (const set of [jwks, cached])
+    for (const token of [before, after]) {
+      const { payload } = await jwtVerify(token, createLocalJWKSet(set));
+      t.equal(payload.sub, 'default-agent');
+    }
   for (const token of [before, after]) {
     const v = await svc.call('/v1/tokens/verify', { body: { token } });
     t.equal(v.body.valid, true, 'and online');
@@ -149,7 +156,7 @@ t.test('the mandate key: old mandates verify, new ones carry the new kid, a rest
 
   const [event] = await rotationEvents(svc);
   t.ok(event, 'the rotation is an event of the system chain');
-  t.match(event?.details, { key: 'mandate', active: [newKid], retired: [oldKid], kept: [] });
+  t.match(event?.details, { key: 'mandate', active: [newKid], retired: [oldKid], kept: [], next: [nextKid] });
   t.match(event?.details.credential_id, /^tok_/, 'naming the credential that asked');
 
   const dataDir = svc.dataDir;
@@ -159,7 +166,7 @@ t.test('the mandate key: old mandates verify, new ones carry the new kid, a rest
   open = again;
   t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
   const restarted = (await again.call('/.well-known/jwks.json')).body;
-  t.same(restarted.keys.map((k: { kid: string }) => k.kid).sort(), [oldKid, newKid].sort());
+  t.same(restarted.keys.map((k: { kid: string }) => k.kid).sort(), [oldKid, newKid, nextKid].sort());
   const verified = await again.call('/v1/tokens/verify', { body: { token: after } });
   t.equal(verified.body.valid, true, JSON.stringify(verified.body));
   const next = await again.call('/v1/govern', {
@@ -186,6 +193,7 @@ t.test('the audit keys: seals before and after verify with the published keys', 
   );
   t.same(r.body.retired.map((k: { name: string }) => k.name).sort(), oldNames);
   t.same(r.body.kept, []);
+  t.same(r.body.next, [], 'audit keys are not published ahead: seals are checked after the fact');
 
   const second = await sealedCall(svc, 'after-rotation');
   const newNames = second.seal.signatures.map((s: { name: string }) => s.name).sort();
@@ -271,6 +279,6 @@ t.test('a keys dir that cannot be written: 503, and the keys in force are unchan
   renameSync(`${folder}.moved`, folder);
   const after = await mandate(svc);
   t.equal(decodeProtectedHeader(after).kid, kid, 'mandates are still signed with the same key');
-  t.equal((await svc.call('/.well-known/jwks.json')).body.keys.length, 1);
+  t.equal((await svc.call('/.well-known/jwks.json')).body.keys.length, 2);
   t.same(await rotationEvents(svc, 200), [], 'and no rotation was recorded');
 });

@@ -1,5 +1,5 @@
 import { createHmac, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -87,20 +87,25 @@ t.test('issue: an EdDSA JWT with exactly the DESIGN claims, verifiable', async (
 t.test('kid is the RFC 7638 thumbprint; JWKS entries are EdDSA signing keys', async (t) => {
   const { keys } = await setup(t);
   const { keys: set } = keys.jwks();
-  t.equal(set.length, 1);
-  const jwk = set[0] ?? {};
-  t.equal(jwk.kid, keys.active.kid);
-  t.equal(await calculateJwkThumbprint({ kty: jwk.kty, crv: jwk.crv, x: jwk.x }, 'sha256'), jwk.kid);
   t.same(
-    { kty: jwk.kty, crv: jwk.crv, alg: jwk.alg, use: jwk.use },
-    {
-      kty: 'OKP',
-      crv: 'Ed25519',
-      alg: 'EdDSA',
-      use: 'sig',
-    },
+    set.map((k) => k.kid),
+    [keys.active.kid, keys.next?.kid],
+    'the active key, and the next one published ahead',
   );
-  t.notOk('d' in jwk, 'no private part is published');
+  t.not(keys.next?.kid, keys.active.kid);
+  for (const jwk of set) {
+    t.equal(await calculateJwkThumbprint({ kty: jwk.kty, crv: jwk.crv, x: jwk.x }, 'sha256'), jwk.kid);
+    t.same(
+      { kty: jwk.kty, crv: jwk.crv, alg: jwk.alg, use: jwk.use },
+      {
+        kty: 'OKP',
+        crv: 'Ed25519',
+        alg: 'EdDSA',
+        use: 'sig',
+      },
+    );
+    t.notOk('d' in jwk, 'no private part is published');
+  }
 });
 
 t.test('tampered or foreign tokens are invalid', async (t) => {
@@ -240,12 +245,17 @@ t.test('rotation: old mandates keep verifying; both keys are published', async (
   const { dir, store, keys, mandates } = await setup(t, { clock });
   const before = await mandates.issue(REQUEST, T0);
   const oldKid = keys.active.kid;
+  const published = keys.jwks().keys.map((k) => k.kid);
   t.equal(keys.generation, 0);
   clock.now = T0 + 10_000;
-  keys.rotate();
+  const rotation = keys.rotate();
   t.equal(keys.generation, 1);
   const newKid = keys.active.kid;
   t.not(newKid, oldKid);
+  t.ok(published.includes(newKid), 'the key made active was published before the rotation');
+  const nextKid = keys.next?.kid as string;
+  t.notOk([oldKid, newKid].includes(nextKid), 'and a new next key is made');
+  t.same([rotation.active.kid, rotation.retired.kid, rotation.next.kid], [newKid, oldKid, nextKid]);
   const after = await mandates.issue(REQUEST, T0 + 10_000);
   t.equal(decodeProtectedHeader(after.token).kid, newKid);
   t.equal(decodeProtectedHeader(before.token).kid, oldKid);
@@ -255,7 +265,7 @@ t.test('rotation: old mandates keep verifying; both keys are published', async (
       .jwks()
       .keys.map((k) => k.kid)
       .sort(),
-    [oldKid, newKid].sort(),
+    [oldKid, newKid, nextKid].sort(),
   );
   t.equal((await mandates.verify(before.token, T0 + 20_000)).valid, true, 'signed before rotation');
   t.equal((await mandates.verify(after.token, T0 + 20_000)).valid, true, 'signed after rotation');
@@ -265,7 +275,7 @@ t.test('rotation: old mandates keep verifying; both keys are published', async (
 
   // The retired private key is gone; the index survives a restart.
   const files = readdirSync(join(dir, 'keys', 'mandate')).sort();
-  t.same(files, [`${newKid}.pem`, 'keys.json'].sort());
+  t.same(files, [`${newKid}.pem`, `${nextKid}.pem`, 'keys.json'].sort());
   const reloaded = MandateKeys.load(join(dir, 'keys'), undefined, { now: () => T0 + 20_000 });
   t.equal(reloaded.active.kid, newKid);
   t.same(reloaded.jwks(), keys.jwks(T0 + 20_000));
@@ -275,8 +285,59 @@ t.test('rotation: old mandates keep verifying; both keys are published', async (
   // Past the publish window the retired key leaves the set.
   t.same(
     keys.jwks(T0 + 10_000 + 3_600_000).keys.map((k) => k.kid),
-    [newKid],
+    [newKid, nextKid],
   );
+});
+
+t.test('a keys dir from before the next key gains one at load; a password seals it too', async (t) => {
+  const dir = tempDir(t);
+  const keysDir = join(dir, 'keys');
+  const first = MandateKeys.load(keysDir);
+  const activeKid = first.active.kid;
+  const nextKid = first.next?.kid as string;
+  // The index as the version before pre-publication wrote it: the active key alone.
+  const indexPath = join(keysDir, 'mandate', 'keys.json');
+  const index = JSON.parse(readFileSync(indexPath, 'utf8'));
+  writeFileSync(
+    indexPath,
+    JSON.stringify({
+      v: 1,
+      active: activeKid,
+      keys: index.keys.filter((e: { kid: string }) => e.kid === activeKid),
+    }),
+  );
+  rmSync(join(keysDir, 'mandate', `${nextKid}.pem`));
+  const upgraded = MandateKeys.load(keysDir, 'correct horse');
+  t.equal(upgraded.active.kid, activeKid, 'the active key stays');
+  const gained = upgraded.next?.kid as string;
+  t.ok(gained);
+  t.same(
+    upgraded.jwks().keys.map((k) => k.kid),
+    [activeKid, gained],
+  );
+  for (const kid of [activeKid, gained])
+    t.match(
+      readFileSync(join(keysDir, 'mandate', `${kid}.pem`), 'utf8'),
+      /^-----BEGIN ENCRYPTED PRIVATE KEY-----/,
+      `${kid === activeKid ? 'active' : 'next'} key sealed with the password`,
+    );
+  t.same(MandateKeys.load(keysDir, 'correct horse').next?.kid, gained, 'kept across loads');
+
+  // An index naming a next key it does not list is refused.
+  writeFileSync(indexPath, JSON.stringify({ ...JSON.parse(readFileSync(indexPath, 'utf8')), next: 'nope' }));
+  t.throws(() => MandateKeys.load(keysDir, 'correct horse'), /unknown next key/);
+});
+
+t.test('a password set later seals the next key as well as the active one', async (t) => {
+  const keysDir = join(tempDir(t), 'keys');
+  const plain = MandateKeys.load(keysDir);
+  const pem = (kid: string | undefined): string =>
+    readFileSync(join(keysDir, 'mandate', `${kid}.pem`), 'utf8');
+  t.match(pem(plain.next?.kid), /^-----BEGIN PRIVATE KEY-----/);
+  const sealed = MandateKeys.load(keysDir, 'pw');
+  t.match(pem(sealed.active.kid), /^-----BEGIN ENCRYPTED PRIVATE KEY-----/);
+  t.match(pem(sealed.next?.kid), /^-----BEGIN ENCRYPTED PRIVATE KEY-----/);
+  t.throws(() => MandateKeys.load(keysDir, 'wrong'), /mandate signing key/);
 });
 
 t.test('private keys at rest: PKCS#8 PEM, mode 0600, encrypted with a password', async (t) => {
