@@ -349,7 +349,7 @@ t.test('a password set after the first start encrypts the keys made before it', 
       .map((f) => join(dir, MANDATE_KEYS_FOLDER, f)),
   ];
   const seedFile = filesOf(dir, '.seed')[0] as string;
-  t.equal(pems.length, 2, 'the audit and the mandate key');
+  t.equal(pems.length, 3, 'the audit key and the mandate keys (active and next)');
   for (const p of pems)
     t.match(readFileSync(p, 'utf8'), /^-----BEGIN PRIVATE KEY-----/, 'in the clear at first');
 
