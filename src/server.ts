@@ -1,4 +1,9 @@
-import { ApprovalStore, registerApprovalRoutes } from './approvals/index.js';
+import {
+  ApprovalFeed,
+  ApprovalStore,
+  registerApprovalFeedRoutes,
+  registerApprovalRoutes,
+} from './approvals/index.js';
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
 import type { Config } from './config/index.js';
@@ -142,6 +147,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const mandates = new MandateService(mandateKeys, store, () => base.value);
   const tools = new ToolRegistry(store, settings, egress);
   const approvals = new ApprovalStore(store, events);
+  const feed = new ApprovalFeed(approvals, events);
   const toRef = (r: {
     id: string;
     tier: string;
@@ -204,6 +210,13 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
   registerApprovalRoutes(router, { snapshot, approvals });
+  registerApprovalFeedRoutes(router, {
+    snapshot,
+    feed,
+    get baseUrl() {
+      return base.value;
+    },
+  });
   registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });
   registerPolicies(router, { snapshot, identity, policies, audit: events });
@@ -290,6 +303,9 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
       clearInterval(sweeper);
       clearInterval(minuteSweeper);
       const drainStart = performance.now();
+      // Approval streams and long polls would hold the drain to its end: they end now (a client
+      // reconnects elsewhere, with Last-Event-ID).
+      feed.close();
       await server.close(graceMs);
       // Handlers whose client was answered or left may still be writing their events.
       await work.drained(Math.max(0, graceMs - (performance.now() - drainStart)));

@@ -1,4 +1,10 @@
-export { type ApprovalRouteDeps, registerApprovalRoutes } from './routes.js';
+export { ApprovalFeed, type ApprovalFeedOptions, type ApprovalUpdate, updateOf } from './feed.js';
+export {
+  type ApprovalFeedRouteDeps,
+  type ApprovalRouteDeps,
+  registerApprovalFeedRoutes,
+  registerApprovalRoutes,
+} from './routes.js';
 export {
   APPROVAL_STATUSES,
   APPROVAL_TIERS,

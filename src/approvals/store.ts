@@ -1,4 +1,4 @@
-import type { AuditInput, AuditSink } from '../audit/types.js';
+import type { AuditInput, AuditRef, AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import { roleAtLeast } from '../identity/roles.js';
 import type { Principal } from '../identity/types.js';
@@ -147,11 +147,22 @@ function requireApprover(p: Principal, what: string): void {
  * is next touched (read, listed, consumed, deduped) or swept.
  */
 export class ApprovalStore {
+  readonly #recorded = new Set<(orgId: string, ref: AuditRef) => void>();
+
   constructor(
     private readonly store: Store,
     private readonly audit: AuditSink,
     private readonly clock: () => number = Date.now,
   ) {}
+
+  /**
+   * Calls `listener` with each transition's audit event once it is committed, in the org chain's
+   * order (the approval feed: docs/api.md "Approvals"). Returns the unsubscribe function.
+   */
+  onRecorded(listener: (orgId: string, ref: AuditRef) => void): () => void {
+    this.#recorded.add(listener);
+    return () => this.#recorded.delete(listener);
+  }
 
   /** A new pending approval, or the pending one already asked for by the identical call. */
   async create(input: CreateApprovalInput): Promise<ApprovalRecord> {
@@ -599,10 +610,26 @@ export class ApprovalStore {
     return outcome;
   }
 
-  /** Appends the audit events of committed transitions, in order. */
+  /**
+   * Appends the audit events of committed transitions, in order. Each is announced to the
+   * listeners as its own commit resolves: commits resolve in seq order, so they hear them so too.
+   */
   private async record(changes: readonly Change[]): Promise<void> {
     if (changes.length === 0) return;
-    await Promise.all(changes.map((c) => this.audit.append(this.event(c))));
+    await Promise.all(
+      changes.map((c) =>
+        this.audit.append(this.event(c)).then((ref) => {
+          for (const listener of this.#recorded) {
+            try {
+              listener(c.rec.org_id, ref);
+            } catch {
+              // a listener's failure is its own; the transition is committed and audited
+            }
+          }
+          return ref;
+        }),
+      ),
+    );
   }
 
   private event(c: Change): AuditInput {

@@ -657,8 +657,9 @@ export class ChainLog implements AuditLog {
     orgId: string,
     filters: Omit<AuditQuery, 'cursor' | 'limit'>,
     limit: number,
+    fromSeq?: number,
   ): Iterable<AuditEvent> {
-    return this.#search.scan(orgId, filters, limit);
+    return this.#search.scan(orgId, filters, limit, fromSeq);
   }
 
   exportLines(orgId: string, range: { since?: string; until?: string } = {}): Iterable<ChainLine> {

@@ -91,9 +91,10 @@ export class AuditSearch {
     };
   }
 
-  /** Events matching the filters, oldest first, at most `limit`. */
-  *scan(org: string, filters: Filters, limit: number): Generator<AuditEvent> {
+  /** Events matching the filters, oldest first, at most `limit`, from seq `fromSeq` on. */
+  *scan(org: string, filters: Filters, limit: number, fromSeq = 1): Generator<AuditEvent> {
     const w = this.#window(org, filters);
+    w.lo = Math.max(w.lo, fromSeq);
     const plan = this.#plan(org, filters, w.lo, w.hi);
     const resolve = this.reader.sealResolver(org);
     let left = limit;

@@ -167,11 +167,15 @@ export interface AuditLog extends AuditSink, AuditReader {
     cursor?: string,
   ): AuditPage;
   overview(orgId: string, range: { since?: string; until?: string }): AuditOverview;
-  /** Events in seq order (oldest first) matching the filters; replay reads history through this. */
+  /**
+   * Events in seq order (oldest first) matching the filters, from seq `fromSeq` (default 1) on;
+   * replay and the approval feed read history through this.
+   */
   scanEvents(
     orgId: string,
     filters: Omit<AuditQuery, 'cursor' | 'limit'>,
     limit: number,
+    fromSeq?: number,
   ): Iterable<AuditEvent>;
   /** Every line of the org chain in order (events, seals, bridges), optionally bounded by ts. */
   exportLines(orgId: string, range?: { since?: string; until?: string }): Iterable<ChainLine>;
