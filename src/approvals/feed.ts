@@ -158,7 +158,10 @@ export class ApprovalFeed {
     let finished = false;
     const write = (text: string): void => {
       if (finished) return;
-      if (!res.write(text)) return finish();
+      if (!res.write(text)) {
+        finish();
+        return;
+      }
       if (res.backlog > this.#opts.maxBacklogBytes) {
         ctx.clientStalled();
         finish();
