@@ -204,14 +204,20 @@ export class ApprovalFeed {
         agentId === null ? { category: 'approval' } : { category: 'approval', agent_id: agentId };
       const missed: ApprovalUpdate[] = [];
       let more = false;
-      for (const e of this.trail.scanEvents(org, filters, this.#opts.replayMax + 1, afterSeq + 1)) {
-        const u = updateOf(e);
-        if (u === undefined) continue;
-        if (missed.length === this.#opts.replayMax) {
-          more = true;
-          break;
+      try {
+        for (const e of this.trail.scanEvents(org, filters, this.#opts.replayMax + 1, afterSeq + 1)) {
+          const u = updateOf(e);
+          if (u === undefined) continue;
+          if (missed.length === this.#opts.replayMax) {
+            more = true;
+            break;
+          }
+          missed.push(u);
         }
-        missed.push(u);
+      } catch (err) {
+        // The stream ends (the app ends a started stream on an error); nothing is left subscribed.
+        finish();
+        throw err;
       }
       // Too much to send: the client lists the approvals again, and live updates follow.
       if (more)

@@ -7,6 +7,8 @@ import {
   registerApprovalFeedRoutes,
   registerApprovalRoutes,
 } from '../../src/approvals/index.js';
+import type { FeedTrail } from '../../src/approvals/feed.js';
+import type { ChainLog } from '../../src/audit/chain-log.js';
 import { type CoreHarness, startCoreHarness } from '../helpers/core-harness.js';
 import { ENGINES, type Engine, publishOrgPolicy, startService } from '../helpers/service.js';
 
@@ -128,6 +130,7 @@ async function feedHarness(
   t: Test,
   opts: ApprovalFeedOptions = {},
   engine: Engine = 'uws',
+  trail?: (log: ChainLog) => FeedTrail,
 ): Promise<FeedHarness> {
   let approvals: ApprovalStore | undefined;
   let feed: ApprovalFeed | undefined;
@@ -136,7 +139,7 @@ async function feedHarness(
     engine,
     register: ({ store, snapshot, router }, audit) => {
       approvals = new ApprovalStore(store, audit);
-      feed = new ApprovalFeed(approvals, audit, opts);
+      feed = new ApprovalFeed(approvals, trail?.(audit) ?? audit, opts);
       registerApprovalRoutes(router, { snapshot, approvals });
       registerApprovalFeedRoutes(router, { snapshot, feed, baseUrl: 'http://govgate.test' });
     },
@@ -349,6 +352,21 @@ t.test('too much missed: a resync event instead of the backlog; live updates fol
     again.events.slice(1).map((e) => e.data.approval_id),
     [live],
   );
+});
+
+t.test('a replay that cannot read the trail ends the stream and leaves nothing subscribed', async (t) => {
+  const f = await feedHarness(t, { heartbeatMs: 20 }, 'uws', (log) => ({
+    get: (org, id) => log.get(org, id),
+    scanEvents: () => {
+      throw new Error('the trail cannot be read');
+    },
+  }));
+  const s = await f.stream(f.agent.key, { 'last-event-id': '1' });
+  t.equal(s.status, 200, 'the stream had begun');
+  await s.done;
+  t.ok(s.ended, 'and it ends');
+  t.equal(s.comments, 0, 'no heartbeat after it');
+  t.equal(f.feed.streams, 0, 'nothing is left subscribed');
 });
 
 t.test('heartbeats keep an idle stream alive; a bounded number of streams per org', async (t) => {
