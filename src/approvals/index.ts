@@ -1,4 +1,10 @@
-export { ApprovalFeed, type ApprovalFeedOptions, type ApprovalUpdate, updateOf } from './feed.js';
+export {
+  ApprovalFeed,
+  type ApprovalFeedOptions,
+  type ApprovalUpdate,
+  type FeedTrail,
+  updateOf,
+} from './feed.js';
 export {
   type ApprovalFeedRouteDeps,
   type ApprovalRouteDeps,

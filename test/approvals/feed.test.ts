@@ -4,10 +4,10 @@ import {
   ApprovalFeed,
   type ApprovalFeedOptions,
   ApprovalStore,
+  type FeedTrail,
   registerApprovalFeedRoutes,
   registerApprovalRoutes,
 } from '../../src/approvals/index.js';
-import type { FeedTrail } from '../../src/approvals/feed.js';
 import type { ChainLog } from '../../src/audit/chain-log.js';
 import { type CoreHarness, startCoreHarness } from '../helpers/core-harness.js';
 import { ENGINES, type Engine, publishOrgPolicy, startService } from '../helpers/service.js';
