@@ -148,6 +148,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   const tools = new ToolRegistry(store, settings, egress);
   const approvals = new ApprovalStore(store, events);
   const feed = new ApprovalFeed(approvals, events);
+  metrics.watchApprovalStreams(() => feed.streams);
   const toRef = (r: {
     id: string;
     tier: string;

@@ -104,7 +104,7 @@ export class ApprovalFeed {
     approvals.onRecorded((org, ref) => this.#publish(org, ref));
   }
 
-  /** Open streams (for tests and metrics). */
+  /** Open streams and waiting long polls (the `govgate_approval_streams` gauge; tests). */
   get streams(): number {
     let n = 0;
     for (const set of this.#subs.values()) n += set.size;

@@ -18,6 +18,7 @@ export class Metrics {
   /** Read at each scrape: conditions that fail closed in active policy versions, by rule effect. */
   private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
   private storeWritable: () => boolean = () => true;
+  private approvalStreams: () => number = () => 0;
   private scans: () => { readonly offloaded: number; readonly pending: number } = () => ({
     offloaded: 0,
     pending: 0,
@@ -72,6 +73,15 @@ export class Metrics {
         this.set(writable() ? 1 : 0);
       },
     });
+    const approvalStreams = (): number => this.approvalStreams();
+    new Gauge({
+      name: 'govgate_approval_streams',
+      help: 'Approval decision streams open (GET /v1/me/approvals/stream) and long polls waiting',
+      registers: [this.registry],
+      collect() {
+        this.set(approvalStreams());
+      },
+    });
     const scans = (): { readonly offloaded: number; readonly pending: number } => this.scans();
     new Counter({
       name: 'govgate_content_scans_offloaded_total',
@@ -112,6 +122,11 @@ export class Metrics {
   /** Where the store gauge reads whether the store takes writes (StoreHealth.writable). */
   watchStore(writable: () => boolean): void {
     this.storeWritable = writable;
+  }
+
+  /** Where the approval-stream gauge reads its count (ApprovalFeed.streams). */
+  watchApprovalStreams(source: () => number): void {
+    this.approvalStreams = source;
   }
 
   /** Where the content-scan metrics read their numbers (ScanPool). */

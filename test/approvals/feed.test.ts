@@ -454,6 +454,8 @@ t.test(
     });
     const stream = await SseClient.open(`${svc.url}/v1/me/approvals/stream`, svc.agentKey);
     t.equal(stream.status, 200);
+    const metrics = await svc.call('/api/metrics');
+    t.match(String(metrics.body), /^govgate_approval_streams 1$/m, 'the gauge counts it');
     const action = { type: 'TOOL_CALL', payload: { tool: 'payments.transfer', args: { amount: 5 } } };
     const asked = await svc.call('/v1/govern', { token: svc.agentKey, body: action });
     t.equal(asked.body.outcome, 'needs_approval');
