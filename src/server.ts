@@ -3,6 +3,8 @@ import {
   ApprovalStore,
   registerApprovalFeedRoutes,
   registerApprovalRoutes,
+  registerWebauthnRoutes,
+  WebauthnDesk,
 } from './approvals/index.js';
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
@@ -210,7 +212,15 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   });
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
-  registerApprovalRoutes(router, { snapshot, approvals });
+  const webauthn = new WebauthnDesk(store, {
+    rpId: config.webauthn.rpId,
+    // Without SERVICE_WEBAUTHN_ORIGINS: the service's own origin (known once it listens).
+    get origins() {
+      return config.webauthn.origins.length > 0 ? config.webauthn.origins : [new URL(base.value).origin];
+    },
+  });
+  registerApprovalRoutes(router, { snapshot, approvals, webauthn });
+  registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
   registerApprovalFeedRoutes(router, {
     snapshot,
     feed,

@@ -138,8 +138,16 @@ export class ApprovalFeed {
    * Streams the org's transitions (or one agent's) as SSE until the client leaves or the service
    * stops. `afterSeq`: the Last-Event-ID of a reconnect; what came after it is sent first, from
    * the trail (at most `replayMax`; past that an `approval.resync` event says to list again).
+   * `authorized` is asked again before each event and heartbeat: a stream whose credential was
+   * revoked, expired or lost its role meanwhile ends there, with nothing more sent.
    */
-  async stream(ctx: Ctx, org: string, agentId: string | null, afterSeq: number | undefined): Promise<void> {
+  async stream(
+    ctx: Ctx,
+    org: string,
+    agentId: string | null,
+    afterSeq: number | undefined,
+    authorized: () => boolean,
+  ): Promise<void> {
     this.#refuseIfClosed();
     if ((this.#subs.get(org)?.size ?? 0) >= this.#opts.maxStreamsPerOrg)
       throw new ServiceError(
@@ -158,6 +166,10 @@ export class ApprovalFeed {
     let finished = false;
     const write = (text: string): void => {
       if (finished) return;
+      if (!authorized()) {
+        sub.close();
+        return;
+      }
       if (!res.write(text)) {
         finish();
         return;

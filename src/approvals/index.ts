@@ -10,6 +10,8 @@ export {
   type ApprovalRouteDeps,
   registerApprovalFeedRoutes,
   registerApprovalRoutes,
+  registerWebauthnRoutes,
+  type WebauthnRouteDeps,
 } from './routes.js';
 export {
   APPROVAL_STATUSES,
@@ -26,3 +28,9 @@ export {
   MAX_LIVE_PER_AGENT,
   type PreApproveInput,
 } from './store.js';
+export {
+  type WebauthnCredentialRecord,
+  WebauthnDesk,
+  type WebauthnEvidence,
+  type WebauthnSettings,
+} from './webauthn.js';

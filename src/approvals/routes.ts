@@ -1,3 +1,5 @@
+import type { AuditSink } from '../audit/types.js';
+import { adminEvent as recordAdminEvent } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import type { RouteHandler } from '../http/app.js';
@@ -5,13 +7,20 @@ import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
 import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
 import { roleAtLeast } from '../identity/roles.js';
+import type { Principal } from '../identity/types.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { ApprovalFeed } from './feed.js';
 import { APPROVAL_STATUSES, type ApprovalStatus, type ApprovalStore } from './store.js';
+import type { WebauthnCredentialRecord, WebauthnDesk, WebauthnEvidence } from './webauthn.js';
 
 export interface ApprovalRouteDeps {
   readonly snapshot: Snapshot;
   readonly approvals: ApprovalStore;
+  /**
+   * Verifies the WebAuthn assertion of a decision. Without it an assertion cannot be checked, so
+   * a signed-tier approval cannot be decided (fail closed).
+   */
+  readonly webauthn?: WebauthnDesk;
 }
 
 const REASON = { type: 'string', maxLength: 2000 } as const;
@@ -35,6 +44,13 @@ function leniently<T>(ctx: Ctx, names: readonly string[], spec: Parameters<typeo
 
 export function registerApprovalRoutes(router: Router<RouteHandler>, deps: ApprovalRouteDeps): void {
   const { snapshot, approvals } = deps;
+  // A decision's assertion is checked (and its challenge used up) before the decision is made.
+  const signed = async (
+    p: Principal,
+    id: string,
+    webauthn: unknown,
+  ): Promise<WebauthnEvidence | undefined> =>
+    webauthn === undefined || deps.webauthn === undefined ? undefined : deps.webauthn.verify(p, id, webauthn);
 
   router.add('GET', '/v1/me/approvals', async (ctx) => {
     const p = authenticate(ctx, snapshot);
@@ -55,12 +71,14 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
 
   router.add('POST', '/v1/me/approvals/:id/decide', async (ctx) => {
     const p = authenticate(ctx, snapshot);
-    const body = leniently<{ decision: 'approve' | 'deny'; reason?: string }>(
+    const body = leniently<{ decision: 'approve' | 'deny'; reason?: string; webauthn?: unknown }>(
       ctx,
       ['decision', 'reason', 'webauthn'],
       DECIDE_SPEC,
     );
-    ctx.json(200, await approvals.decide(ctx.params.id as string, p, body.decision, body.reason));
+    const id = ctx.params.id as string;
+    const evidence = await signed(p, id, body.webauthn);
+    ctx.json(200, await approvals.decide(id, p, body.decision, body.reason, evidence));
   });
 
   router.add('POST', '/v1/me/approvals/:id/cancel', async (ctx) => {
@@ -87,8 +105,13 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
   const body = (ctx: Ctx): Record<string, unknown> => (ctx.req.body.length === 0 ? {} : ctx.jsonObject());
   router.add('POST', '/api/approvals/:id/decide', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
-    const b = strictBody<{ decision: 'approve' | 'deny'; reason?: string }>(body(ctx), DECIDE_SPEC);
-    ctx.json(200, await approvals.decide(ctx.params.id as string, p, b.decision, b.reason));
+    const b = strictBody<{ decision: 'approve' | 'deny'; reason?: string; webauthn?: unknown }>(
+      body(ctx),
+      DECIDE_SPEC,
+    );
+    const id = ctx.params.id as string;
+    const evidence = await signed(p, id, b.webauthn);
+    ctx.json(200, await approvals.decide(id, p, b.decision, b.reason, evidence));
   });
   router.add('POST', '/api/approvals/:id/cancel', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
@@ -157,6 +180,16 @@ function feedScope(
   return { org: targetOrg(ctx, p), agentId: null, agentUuid: null };
 }
 
+/** Whether the request's credential still reads what it read when it began (see feedScope). */
+function sameScope(ctx: Ctx, snapshot: Snapshot, scope: ReturnType<typeof feedScope>): boolean {
+  try {
+    const now = feedScope(ctx, snapshot);
+    return now.org === scope.org && now.agentId === scope.agentId && now.agentUuid === scope.agentUuid;
+  } catch {
+    return false;
+  }
+}
+
 /** Spec 4.4's decision stream (SSE) and the deprecated long poll (docs/api.md "Approvals"). */
 export function registerApprovalFeedRoutes(router: Router<RouteHandler>, deps: ApprovalFeedRouteDeps): void {
   const { snapshot, feed } = deps;
@@ -178,7 +211,7 @@ export function registerApprovalFeedRoutes(router: Router<RouteHandler>, deps: A
         );
       after = Number(raw);
     }
-    await feed.stream(ctx, scope.org, scope.agentId, after);
+    await feed.stream(ctx, scope.org, scope.agentId, after, () => sameScope(ctx, snapshot, scope));
   });
 
   router.add('GET', '/v1/me/approvals/:id/wait', async (ctx) => {
@@ -198,9 +231,89 @@ export function registerApprovalFeedRoutes(router: Router<RouteHandler>, deps: A
       ctx.params.id as string,
       seconds * 1000,
     );
+    // The credential is checked again before the answer: it may have been revoked meanwhile.
+    if (!sameScope(ctx, snapshot, scope))
+      throw new ServiceError('unauthenticated', 'the credential is no longer valid for these approvals');
     ctx.json(200, rec, {
       deprecation: DEPRECATED_AT,
       link: `<${deps.baseUrl}/v1/me/approvals/stream>; rel="successor-version"`,
     });
+  });
+}
+
+export interface WebauthnRouteDeps {
+  readonly snapshot: Snapshot;
+  readonly approvals: ApprovalStore;
+  readonly webauthn: WebauthnDesk;
+  readonly audit: AuditSink;
+}
+
+const REGISTER_SPEC = {
+  response: { type: 'object', required: true },
+  name: { type: 'string', maxLength: 200 },
+} as const;
+
+/**
+ * WebAuthn for signed-tier decisions: a person registers authenticators (developer or higher, as
+ * deciding needs), lists and removes them, and fetches the challenge of one pending approval.
+ */
+export function registerWebauthnRoutes(router: Router<RouteHandler>, deps: WebauthnRouteDeps): void {
+  const { snapshot, approvals, webauthn, audit } = deps;
+  const publicView = (c: WebauthnCredentialRecord) => ({
+    credential_id: c.id,
+    name: c.name,
+    transports: c.transports,
+    created_at: c.created_at,
+  });
+
+  router.add('POST', '/api/me/webauthn/register/options', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'developer');
+    ctx.json(200, await webauthn.registrationOptions(p));
+  });
+
+  router.add('POST', '/api/me/webauthn/register/verify', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'developer');
+    const b = strictBody<{ response: Record<string, unknown>; name?: string }>(
+      ctx.jsonObject(),
+      REGISTER_SPEC,
+    );
+    const cred = await webauthn.register(p, b.response, b.name ?? null);
+    // The public key goes on the trail: with it, an auditor checks the signed decisions offline.
+    await recordAdminEvent(audit, p.org_id, p, 'webauthn_registered', {
+      user_id: p.id,
+      credential_id: cred.id,
+      public_key: cred.public_key,
+      name: cred.name,
+    });
+    ctx.json(201, publicView(cred));
+  });
+
+  router.add('GET', '/api/me/webauthn/credentials', (ctx) => {
+    const p = requireRole(ctx, snapshot, 'requester');
+    ctx.json(200, { data: webauthn.credentialsOf(p.id).map(publicView) });
+  });
+
+  router.add('DELETE', '/api/me/webauthn/credentials/:id', async (ctx) => {
+    const p = requireRole(ctx, snapshot, 'requester');
+    const id = ctx.params.id as string;
+    if (!(await webauthn.remove(p.id, id)))
+      throw new ServiceError('not_found', `authenticator ${id} not found`);
+    await recordAdminEvent(audit, p.org_id, p, 'webauthn_removed', { user_id: p.id, credential_id: id });
+    ctx.json(200, { credential_id: id, removed: true });
+  });
+
+  router.add('GET', '/v1/me/approvals/:id/challenge', async (ctx) => {
+    const p = authenticate(ctx, snapshot);
+    if (p.kind !== 'user' || !roleAtLeast(p.role, 'developer'))
+      throw new ServiceError(
+        'forbidden',
+        'only a person who may decide (developer or higher) signs a decision',
+      );
+    const id = ctx.params.id as string;
+    const rec = await approvals.get(id, p.org_id);
+    if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
+    if (rec.status !== 'pending')
+      throw new ServiceError('approval_not_pending', `approval ${id} is ${rec.status}, not pending`);
+    ctx.json(200, await webauthn.challenge(p, id));
   });
 }

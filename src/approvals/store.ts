@@ -4,6 +4,7 @@ import { roleAtLeast } from '../identity/roles.js';
 import type { Principal } from '../identity/types.js';
 import type { Store } from '../store/db.js';
 import { newId } from '../util/ids.js';
+import type { WebauthnEvidence } from './webauthn.js';
 
 export const APPROVAL_STATUSES = [
   'pending',
@@ -92,6 +93,8 @@ interface Change {
   readonly event: Transition;
   readonly rec: ApprovalRecord;
   readonly actor?: Principal;
+  /** A decision's verified WebAuthn assertion (signed tier), recorded whole for auditors. */
+  readonly webauthn?: WebauthnEvidence;
   readonly pipelineId?: string | null;
   readonly preapproved?: boolean;
 }
@@ -330,26 +333,32 @@ export class ApprovalStore {
     return this.store.approvals.get(id) as ApprovalRecord;
   }
 
-  /** Approve or deny a pending approval: developer+ humans of its org; never an agent. */
+  /**
+   * Approve or deny a pending approval: developer+ humans of its org; never an agent. A signed-tier
+   * approval needs `webauthn`: the decider's assertion, verified by the caller (WebauthnDesk),
+   * which the `approval.decided` event records.
+   */
   async decide(
     id: string,
     principal: Principal,
     decision: ApprovalDecision,
     reason?: string,
+    webauthn?: WebauthnEvidence,
   ): Promise<ApprovalRecord> {
     requireApprover(principal, 'decide');
     return this.update(id, principal, (rec, now) => {
       if (rec.status !== 'pending') return notPending(rec, 'pending');
-      if (rec.tier === 'signed') {
+      if (rec.tier === 'signed' && webauthn === undefined) {
         return new ServiceError(
           'webauthn_required',
-          `approval ${rec.id} is signed tier: its decision must carry a WebAuthn assertion, and this ` +
-            'version cannot verify WebAuthn yet, so it cannot be approved or denied here; ' +
-            `it expires at ${rec.expires_at} or its agent can cancel it`,
+          `approval ${rec.id} is signed tier: its decision must carry a WebAuthn assertion (webauthn) ` +
+            `over the challenge of GET /v1/me/approvals/${rec.id}/challenge`,
+          { param: 'webauthn' },
         );
       }
       const status = decision === 'approve' ? 'approved' : 'denied';
-      return { next: this.decided(rec, principal, status, reason ?? null, now), event: 'decided' };
+      const next = this.decided(rec, principal, status, reason ?? null, now);
+      return webauthn === undefined ? { next, event: 'decided' } : { next, event: 'decided', webauthn };
     });
   }
 
@@ -588,7 +597,10 @@ export class ApprovalStore {
   private async update(
     id: string,
     actor: Principal,
-    step: (rec: ApprovalRecord, now: number) => { next: ApprovalRecord; event: Transition } | ServiceError,
+    step: (
+      rec: ApprovalRecord,
+      now: number,
+    ) => { next: ApprovalRecord; event: Transition; webauthn?: WebauthnEvidence } | ServiceError,
   ): Promise<ApprovalRecord> {
     const now = this.clock();
     const changes: Change[] = [];
@@ -603,7 +615,14 @@ export class ApprovalStore {
         outcome = r;
         return;
       }
-      outcome = this.apply(rec, r.next, changes, { event: r.event, actor });
+      outcome = this.apply(
+        rec,
+        r.next,
+        changes,
+        r.webauthn === undefined
+          ? { event: r.event, actor }
+          : { event: r.event, actor, webauthn: r.webauthn },
+      );
     });
     await this.record(changes);
     if (outcome instanceof ServiceError) throw outcome;
@@ -652,6 +671,7 @@ export class ApprovalStore {
       details.credential_id = c.actor.credential_id;
     }
     if (c.preapproved) details.preapproved = true;
+    if (c.webauthn !== undefined) details.webauthn = c.webauthn;
     if (c.event === 'consumed') details.request_pipeline_id = r.pipeline_id;
     return {
       org_id: r.org_id,

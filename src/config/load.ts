@@ -179,6 +179,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       message: 'must be an absolute http(s) URL without credentials, query or fragment',
     });
   }
+  const rpId =
+    (v.SERVICE_WEBAUTHN_RP_ID as string | undefined) ?? (base ? new URL(base).hostname : 'localhost');
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(rpId)) {
+    problems.push({ path: 'SERVICE_WEBAUTHN_RP_ID', message: `"${rpId}" is not a domain name` });
+  }
+  const origins = v.SERVICE_WEBAUTHN_ORIGINS as string[];
+  for (const o of origins) {
+    const asBase = baseUrl(o);
+    if (asBase === undefined || asBase !== o || new URL(o).pathname !== '/') {
+      problems.push({
+        path: 'SERVICE_WEBAUTHN_ORIGINS',
+        message: `"${o}" is not an origin (scheme://host[:port], no path)`,
+      });
+    }
+  }
   for (const pair of v.SERVICE_EGRESS_ALLOW as string[]) {
     if (!/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:.]+\]:\d{1,5}$/.test(pair)) {
       problems.push({ path: 'SERVICE_EGRESS_ALLOW', message: `"${pair}" is not host:port` });
@@ -206,6 +221,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     httpServer: v.SERVICE_HTTP_SERVER as Config['httpServer'],
     logLevel: v.SERVICE_LOG_LEVEL as Config['logLevel'],
     publicUrl: base,
+    webauthn: Object.freeze({
+      rpId,
+      origins: Object.freeze(origins.length > 0 ? [...origins] : base ? [new URL(base).origin] : []),
+    }),
     metricsToken: v.SERVICE_METRICS_TOKEN as string | undefined,
     upstreamTimeoutMs: v.SERVICE_UPSTREAM_TIMEOUT_MS as number,
     clientStallMs: v.SERVICE_CLIENT_STALL_MS as number,

@@ -16,6 +16,8 @@ export interface Config {
   readonly httpServer: 'uws' | 'node';
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly publicUrl: string | undefined;
+  /** WebAuthn relying party id and the origins assertions may come from (none: listen origin). */
+  readonly webauthn: { readonly rpId: string; readonly origins: readonly string[] };
   readonly metricsToken: string | undefined;
   readonly upstreamTimeoutMs: number;
   readonly clientStallMs: number;
@@ -156,6 +158,19 @@ export const SETTINGS = [
     yaml: 'public_url',
     kind: 'string',
     doc: 'Base URL used in audit_url, an absolute http(s) URL (default: http://host:port)',
+  },
+  {
+    env: 'SERVICE_WEBAUTHN_RP_ID',
+    yaml: 'webauthn.rp_id',
+    kind: 'string',
+    doc: 'WebAuthn relying party id for signed-tier approvals: a domain name (default: the host of SERVICE_PUBLIC_URL, else localhost)',
+  },
+  {
+    env: 'SERVICE_WEBAUTHN_ORIGINS',
+    yaml: 'webauthn.origins',
+    kind: 'list',
+    default: [],
+    doc: 'Origins of the pages approvers sign from, comma-separated (default: the origin of SERVICE_PUBLIC_URL, else of the listen address)',
   },
   {
     env: 'SERVICE_METRICS_TOKEN',

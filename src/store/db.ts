@@ -33,6 +33,8 @@ export interface Store {
   readonly approvalIndex: AnyDb;
   readonly revokedMandates: AnyDb;
   readonly tools: AnyDb;
+  /** WebAuthn authenticators of people: [user id, credential id] → the credential's public record. */
+  readonly webauthn: AnyDb;
   /** Audit chain events: [org, seq] → the event as JSON text (what was hashed, byte for byte). */
   readonly auditEvents: AnyDb;
   /** Audit lookups: [org, 'i', event id] → seq; [org, kind, value, last seq] → [seq, …] (search). */
@@ -168,6 +170,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     approvalIndex: db('approval_index'),
     revokedMandates: db('revoked_mandates'),
     tools: db('tools'),
+    webauthn: db('webauthn'),
     auditEvents: db('audit_events'),
     auditIndex: db('audit_index'),
     auditNodes: db('audit_nodes'),

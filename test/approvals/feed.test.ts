@@ -116,8 +116,8 @@ interface FeedHarness {
   readonly h: CoreHarness<any>;
   readonly approvals: ApprovalStore;
   readonly feed: ApprovalFeed;
-  readonly agent: { uuid: string; name: string; key: string };
-  readonly other: { uuid: string; name: string; key: string };
+  readonly agent: { uuid: string; name: string; key: string; keyId: string };
+  readonly other: { uuid: string; name: string; key: string; keyId: string };
   /** A new pending approval of `agent` (or `other`). */
   ask(who?: 'agent' | 'other', tool?: string): Promise<string>;
   /** A developer's PAT, which may decide. */
@@ -150,7 +150,7 @@ async function feedHarness(
   });
   const onboard = async (name: string) => {
     const r = await h.call('/api/agents/onboard', { token: h.pat, body: { agent_id: name } });
-    return { uuid: r.body.agent_uuid, name, key: r.body.api_key.api_key };
+    return { uuid: r.body.agent_uuid, name, key: r.body.api_key.api_key, keyId: r.body.api_key.key_id };
   };
   const pat = async (role: string) => {
     const u = await h.call('/api/users', { token: h.pat, body: { email: `${role}@feed.test`, role } });
@@ -352,6 +352,34 @@ t.test('too much missed: a resync event instead of the backlog; live updates fol
     again.events.slice(1).map((e) => e.data.approval_id),
     [live],
   );
+});
+
+t.test('a revoked credential: its stream ends before the next event, its long poll is refused', async (t) => {
+  const f = await feedHarness(t);
+  const s = await f.stream(f.agent.key);
+  t.teardown(() => s.close());
+  const seen = await f.ask('agent');
+  t.ok(await s.until((c) => c.events.length === 1));
+  const waiting = f.h.call(`/v1/me/approvals/${seen}/wait?timeout=3`, { token: f.agent.key });
+  await new Promise((r) => setTimeout(r, 200));
+  const revoked = await f.h.call(`/api/agents/${f.agent.uuid}/keys/${f.agent.keyId}`, {
+    method: 'DELETE',
+    token: f.h.pat,
+  });
+  t.equal(revoked.status, 200);
+  const unseen = await f.ask('agent');
+  await decide(f, seen, 'approve');
+  await s.done;
+  t.ok(s.ended, 'the stream ended');
+  t.same(
+    s.events.map((e) => e.data.approval_id),
+    [seen],
+    'nothing after the revocation reached it',
+  );
+  t.not(unseen, seen);
+  const answer = await waiting;
+  t.equal(answer.status, 401, 'the long poll answers nothing to a revoked key');
+  t.equal(answer.body.error.code, 'unauthenticated');
 });
 
 t.test('a replay that cannot read the trail ends the stream and leaves nothing subscribed', async (t) => {

@@ -214,3 +214,51 @@ t.test('SERVICE_PUBLIC_URL is an absolute http(s) URL without credentials, query
     'from the YAML file too',
   );
 });
+
+t.test(
+  'WebAuthn: the RP id is a domain name, the origins are origins; defaults follow the public URL',
+  async (t) => {
+    const defaults = loadConfig({});
+    t.same(
+      defaults.webauthn,
+      { rpId: 'localhost', origins: [] },
+      'no public URL: the listen origin, at start',
+    );
+    t.same(loadConfig({ SERVICE_PUBLIC_URL: 'https://gw.example.com/govgate' }).webauthn, {
+      rpId: 'gw.example.com',
+      origins: ['https://gw.example.com'],
+    });
+    t.same(
+      loadConfig({
+        SERVICE_WEBAUTHN_RP_ID: 'example.com',
+        SERVICE_WEBAUTHN_ORIGINS: 'https://console.example.com,http://localhost:3000',
+      }).webauthn,
+      { rpId: 'example.com', origins: ['https://console.example.com', 'http://localhost:3000'] },
+    );
+    for (const rpId of ['127.0.0.1:8620', 'https://example.com', 'exa mple.com', '-bad.com', 'example.com.'])
+      t.same(
+        (t.throws(() => loadConfig({ SERVICE_WEBAUTHN_RP_ID: rpId }), rpId) as ConfigError).problems.map(
+          (p) => p.path,
+        ),
+        ['SERVICE_WEBAUTHN_RP_ID'],
+        rpId,
+      );
+    for (const origin of [
+      'console.example.com',
+      'https://console.example.com/',
+      'https://c.example.com/app',
+      'ftp://c.example.com',
+    ])
+      t.same(
+        (
+          t.throws(() => loadConfig({ SERVICE_WEBAUTHN_ORIGINS: origin }), origin) as ConfigError
+        ).problems.map((p) => p.path),
+        ['SERVICE_WEBAUTHN_ORIGINS'],
+        origin,
+      );
+    const yaml = loadConfig({
+      SERVICE_CONFIG: yamlFile(t, 'webauthn:\n  rp_id: example.org\n  origins: [https://a.example.org]\n'),
+    });
+    t.same(yaml.webauthn, { rpId: 'example.org', origins: ['https://a.example.org'] }, 'from the YAML file');
+  },
+);
