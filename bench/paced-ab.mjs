@@ -14,20 +14,8 @@ import * as T from './targets.mjs';
 
 function parseArgs(argv) {
   const { flags, num } = T.parseFlags(argv);
-  const scenario = flags.get('scenario') ?? 'chat';
-  if (scenario !== 'chat' && scenario !== 'stream') throw new Error('--scenario is chat or stream');
-  const variants = (flags.get('variants') ?? 'govgate=')
-    .split(';')
-    .filter(Boolean)
-    .map((v) => {
-      const i = v.indexOf('=');
-      const [cli, nodeFlags] = (i < 0 ? '' : v.slice(i + 1)).split('|');
-      return {
-        name: i < 0 ? v : v.slice(0, i),
-        cli: cli || T.GOVGATE_CLI,
-        nodeArgs: (nodeFlags ?? '').split(' ').filter(Boolean),
-      };
-    });
+  const scenario = T.scenarioFlag(flags);
+  const variants = T.parseVariants(flags.get('variants'));
   return {
     rounds: Math.max(1, Math.round(num('rounds', 3))),
     durationS: num('duration', 8),

@@ -457,6 +457,32 @@ export function median(xs) {
  * `--name=value` / `--flag` arguments: the flags, whether `--quick` was given, and `num(name,
  * default)` for a non-negative number.
  */
+/** `--scenario=chat|stream` (default chat). */
+export function scenarioFlag(flags) {
+  const scenario = flags.get('scenario') ?? 'chat';
+  if (scenario !== 'chat' && scenario !== 'stream') throw new Error('--scenario is chat or stream');
+  return scenario;
+}
+
+/**
+ * `--variants='NAME=CLI|NODE_FLAGS;…'`: govgate builds to take turns (an empty CLI is this
+ * checkout's dist/src/cli.js) with optional node flags, e.g. 'head=;base=/tmp/base/dist/src/cli.js'.
+ */
+export function parseVariants(spec) {
+  return (spec ?? 'govgate=')
+    .split(';')
+    .filter(Boolean)
+    .map((v) => {
+      const i = v.indexOf('=');
+      const [cli, nodeFlags] = (i < 0 ? '' : v.slice(i + 1)).split('|');
+      return {
+        name: i < 0 ? v : v.slice(0, i),
+        cli: cli || GOVGATE_CLI,
+        nodeArgs: (nodeFlags ?? '').split(' ').filter(Boolean),
+      };
+    });
+}
+
 export function parseFlags(argv) {
   const flags = new Map();
   for (const a of argv) {
