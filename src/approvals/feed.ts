@@ -72,6 +72,12 @@ function frame(u: ApprovalUpdate): string {
   return `id: ${u.seq}\nevent: approval.${u.transition}\ndata: ${JSON.stringify(u)}\n\n`;
 }
 
+/** The frame that tells a reconnecting client to list its approvals again (it moves no id on). */
+function resync(why: string, afterSeq: number): string {
+  const reason = `${why}: list the approvals again (GET /v1/me/approvals)`;
+  return `event: approval.resync\ndata: ${JSON.stringify({ reason, after_seq: afterSeq })}\n\n`;
+}
+
 interface Subscriber {
   /** null: every approval of the org (a person); else the one agent's (by its agent_id). */
   readonly agentId: string | null;
@@ -81,7 +87,10 @@ interface Subscriber {
 }
 
 /** What the feed reads of the trail. */
-export type FeedTrail = Pick<AuditLog, 'get' | 'scanEvents'>;
+export type FeedTrail = Pick<AuditLog, 'get' | 'scanEvents'> & {
+  /** The seq of the org's newest committed event (0 when it has none). */
+  lastSeq(orgId: string): number;
+};
 
 /**
  * Approval transitions as they are committed, for the SSE stream (`GET /v1/me/approvals/stream`)
@@ -211,7 +220,12 @@ export class ApprovalFeed {
     });
     ctx.startStream(200, 'text/event-stream; charset=utf-8', { 'x-accel-buffering': 'no' });
     write('retry: 2000\n\n');
-    if (afterSeq !== undefined) {
+    if (afterSeq !== undefined && afterSeq > this.trail.lastSeq(org)) {
+      // An id this org's trail never reached (another org's, or a store restored from a backup):
+      // nothing can be replayed after it, and no live event may be held back by it.
+      lastSeq = 0;
+      write(resync(`Last-Event-ID ${afterSeq} is past the end of this org's trail`, afterSeq));
+    } else if (afterSeq !== undefined) {
       const filters =
         agentId === null ? { category: 'approval' } : { category: 'approval', agent_id: agentId };
       const missed: ApprovalUpdate[] = [];
@@ -232,13 +246,7 @@ export class ApprovalFeed {
         throw err;
       }
       // Too much to send: the client lists the approvals again, and live updates follow.
-      if (more)
-        write(
-          `event: approval.resync\ndata: ${JSON.stringify({
-            reason: `more than ${this.#opts.replayMax} transitions since ${afterSeq}: list the approvals again (GET /v1/me/approvals)`,
-            after_seq: afterSeq,
-          })}\n\n`,
-        );
+      if (more) write(resync(`more than ${this.#opts.replayMax} transitions since ${afterSeq}`, afterSeq));
       else for (const u of missed) send(u);
     }
     const pending = held;

@@ -627,6 +627,11 @@ export class ChainLog implements AuditLog {
   // -------------------------------------------------------------------------------------------
   // Read side
 
+  /** The seq of the org's newest committed event (0 when it has none). */
+  lastSeq(orgId: string): number {
+    return this.#reader.lastSeq(orgId);
+  }
+
   get(orgId: string, eventId: string): AuditEvent | undefined {
     return this.#reader.get(orgId, eventId);
   }

@@ -385,6 +385,7 @@ t.test('a revoked credential: its stream ends before the next event, its long po
 t.test('a replay that cannot read the trail ends the stream and leaves nothing subscribed', async (t) => {
   const f = await feedHarness(t, { heartbeatMs: 20 }, 'uws', (log) => ({
     get: (org, id) => log.get(org, id),
+    lastSeq: (org) => log.lastSeq(org),
     scanEvents: () => {
       throw new Error('the trail cannot be read');
     },
@@ -395,6 +396,19 @@ t.test('a replay that cannot read the trail ends the stream and leaves nothing s
   t.ok(s.ended, 'and it ends');
   t.equal(s.comments, 0, 'no heartbeat after it');
   t.equal(f.feed.streams, 0, 'nothing is left subscribed');
+});
+
+t.test("a Last-Event-ID past the trail's end: a resync, and no live event held back by it", async (t) => {
+  const f = await feedHarness(t);
+  await f.ask('agent');
+  const s = await f.stream(f.agent.key, { 'last-event-id': '999999' });
+  t.teardown(() => s.close());
+  t.ok(await s.until((c) => c.events.length >= 1));
+  t.equal(s.events[0]?.event, 'approval.resync');
+  t.match(s.events[0]?.data.reason, /past the end of this org's trail/);
+  const live = await f.ask('agent');
+  t.ok(await s.until((c) => c.events.length >= 2), 'the next transition arrives');
+  t.equal(s.events[1]?.data.approval_id, live);
 });
 
 t.test('heartbeats keep an idle stream alive; a bounded number of streams per org', async (t) => {
