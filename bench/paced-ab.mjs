@@ -28,28 +28,7 @@ function parseArgs(argv) {
 }
 
 async function main(cfg) {
-  const pin = T.hasTaskset();
-  const gen = pin ? 0 : undefined;
-  const server = pin ? 1 : undefined;
-  if (pin) T.pinSelf(0);
-  if (Number.isInteger(cfg.nice) && cfg.nice !== 0) T.spawnOptions.nice = cfg.nice;
-  const bodies = T.chatBodies(T.SYSTEM, T.USER);
-  const mock = await T.startMock(gen);
-  const targets = [];
-  for (const v of cfg.variants) {
-    targets.push(await T.startGovgate(mock, server, { cli: v.cli, name: v.name, nodeArgs: v.nodeArgs }));
-  }
-  const lg = T.startLoadgen(gen);
-  await lg.call('config', { clkTck: T.clkTck() });
-  const spec = (t) => ({
-    url: `${t.origin}${t.path}`,
-    headers: t.headers,
-    body: bodies[cfg.scenario],
-    pid: t.pid,
-    mockPid: mock.child.pid,
-  });
-  for (const t of targets)
-    await lg.call('saturate', { ...spec(t), connections: 50, warmupS: 0, durationS: 3 });
+  const { mock, targets, lg, spec } = await T.startVariants(cfg);
 
   const results = new Map(targets.map((t) => [t.name, { added: [], cpu: [] }]));
   for (let r = 0; r < cfg.rounds; r++) {

@@ -457,6 +457,38 @@ export function median(xs) {
  * `--name=value` / `--flag` arguments: the flags, whether `--quick` was given, and `num(name,
  * default)` for a non-negative number.
  */
+/**
+ * The set-up the A/B scripts share (paced-ab.mjs, sat.mjs): generator and mock pinned to CPU 0,
+ * servers to CPU 1, the niceness asked for, the mock, the passthrough when asked, one govgate per
+ * variant, the load generator, each target warmed up (3 s of saturation), and `spec(target)`,
+ * what the load generator is told of a target for `cfg.scenario`.
+ */
+export async function startVariants(cfg, { passthrough = false } = {}) {
+  const pin = hasTaskset();
+  const gen = pin ? 0 : undefined;
+  const server = pin ? 1 : undefined;
+  if (pin) pinSelf(0);
+  if (Number.isInteger(cfg.nice) && cfg.nice !== 0) spawnOptions.nice = cfg.nice;
+  const bodies = chatBodies(SYSTEM, USER);
+  const mock = await startMock(gen);
+  const targets = [];
+  if (passthrough) targets.push(await startPassthrough(mock, server));
+  for (const v of cfg.variants)
+    targets.push(await startGovgate(mock, server, { cli: v.cli, name: v.name, nodeArgs: v.nodeArgs }));
+  const lg = startLoadgen(gen);
+  await lg.call('config', { clkTck: clkTck() });
+  const spec = (t) => ({
+    url: `${t.origin}${t.path}`,
+    headers: t.headers,
+    body: bodies[cfg.scenario],
+    pid: t.pid,
+    mockPid: mock.child.pid,
+  });
+  for (const t of targets)
+    await lg.call('saturate', { ...spec(t), connections: 50, warmupS: 0, durationS: 3 });
+  return { mock, targets, lg, spec };
+}
+
 /** `--scenario=chat|stream` (default chat). */
 export function scenarioFlag(flags) {
   const scenario = flags.get('scenario') ?? 'chat';
