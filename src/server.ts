@@ -10,6 +10,7 @@ import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
+import { registerDsarRoutes } from './compliance/dsar.js';
 import { registerKeyRoutes } from './control/keys.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
@@ -212,6 +213,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   });
   registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
+  registerDsarRoutes(router, { snapshot, identity, log: events, audit: events, orgExists });
   const webauthn = new WebauthnDesk(store, {
     rpId: config.webauthn.rpId,
     // Without SERVICE_WEBAUTHN_ORIGINS: the service's own origin (known once it listens).

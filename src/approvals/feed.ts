@@ -87,10 +87,7 @@ interface Subscriber {
 }
 
 /** What the feed reads of the trail. */
-export type FeedTrail = Pick<AuditLog, 'get' | 'scanEvents'> & {
-  /** The seq of the org's newest committed event (0 when it has none). */
-  lastSeq(orgId: string): number;
-};
+export type FeedTrail = Pick<AuditLog, 'get' | 'scanEvents' | 'lastSeq'>;
 
 /**
  * Approval transitions as they are committed, for the SSE stream (`GET /v1/me/approvals/stream`)

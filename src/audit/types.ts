@@ -167,6 +167,8 @@ export interface AuditLog extends AuditSink, AuditReader {
     cursor?: string,
   ): AuditPage;
   overview(orgId: string, range: { since?: string; until?: string }): AuditOverview;
+  /** The seq of the org's newest committed event (0 when it has none). */
+  lastSeq(orgId: string): number;
   /**
    * Events in seq order (oldest first) matching the filters, from seq `fromSeq` (default 1) on;
    * replay and the approval feed read history through this.

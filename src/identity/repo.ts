@@ -64,6 +64,16 @@ export class IdentityRepo {
     return this.store.users.get(userId);
   }
 
+  /** The org's users (a read of every user record: for rare reads such as a DSAR). */
+  usersOf(orgId: string): UserRecord[] {
+    const out: UserRecord[] = [];
+    for (const { value } of this.store.users.getRange()) {
+      const u = value as UserRecord;
+      if (u.org_id === orgId) out.push(u);
+    }
+    return out;
+  }
+
   createUser(orgId: string, email: string, role: Role, userId = newId('usr_', 16)): UserRecord {
     const record: UserRecord = { user_id: userId, org_id: orgId, email, role, created_at: nowIso() };
     this.store.root.transactionSync(() => {
