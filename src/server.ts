@@ -8,9 +8,9 @@ import {
 } from './approvals/index.js';
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
+import { registerDsarRoutes } from './compliance/dsar.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
-import { registerDsarRoutes } from './compliance/dsar.js';
 import { registerKeyRoutes } from './control/keys.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
