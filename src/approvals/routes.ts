@@ -48,9 +48,12 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
   const signed = async (
     p: Principal,
     id: string,
+    decision: 'approve' | 'deny',
     webauthn: unknown,
   ): Promise<WebauthnEvidence | undefined> =>
-    webauthn === undefined || deps.webauthn === undefined ? undefined : deps.webauthn.verify(p, id, webauthn);
+    webauthn === undefined || deps.webauthn === undefined
+      ? undefined
+      : deps.webauthn.verify(p, id, decision, webauthn);
 
   router.add('GET', '/v1/me/approvals', async (ctx) => {
     const p = authenticate(ctx, snapshot);
@@ -77,7 +80,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
       DECIDE_SPEC,
     );
     const id = ctx.params.id as string;
-    const evidence = await signed(p, id, body.webauthn);
+    const evidence = await signed(p, id, body.decision, body.webauthn);
     ctx.json(200, await approvals.decide(id, p, body.decision, body.reason, evidence));
   });
 
@@ -110,7 +113,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
       DECIDE_SPEC,
     );
     const id = ctx.params.id as string;
-    const evidence = await signed(p, id, b.webauthn);
+    const evidence = await signed(p, id, b.decision, b.webauthn);
     ctx.json(200, await approvals.decide(id, p, b.decision, b.reason, evidence));
   });
   router.add('POST', '/api/approvals/:id/cancel', async (ctx) => {
@@ -314,6 +317,9 @@ export function registerWebauthnRoutes(router: Router<RouteHandler>, deps: Webau
     if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
     if (rec.status !== 'pending')
       throw new ServiceError('approval_not_pending', `approval ${id} is ${rec.status}, not pending`);
-    ctx.json(200, await webauthn.challenge(p, id));
+    const decision = ctx.query.get('decision');
+    if (decision !== null && decision !== 'approve' && decision !== 'deny')
+      throw new ServiceError('invalid_request', 'decision must be approve or deny', { param: 'decision' });
+    ctx.json(200, await webauthn.challenge(p, rec, decision ?? undefined));
   });
 }

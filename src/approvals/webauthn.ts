@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   type AuthenticationResponseJSON,
   generateAuthenticationOptions,
@@ -43,8 +43,10 @@ export interface WebauthnEvidence {
   readonly signature: string;
   readonly sign_count: number;
   readonly user_verified: boolean;
-  /** SHA-256 (hex) of the challenge it signed, bound to the approval. */
+  /** SHA-256 (hex) of the challenge it signed. */
   readonly challenge_sha256: string;
+  /** What that challenge commits to (ChallengeBinding): recompute it to check the decision. */
+  readonly challenge_binding: ChallengeBinding;
 }
 
 /** Challenges live this long (the browser's ceremony timeout is the same). */
@@ -64,6 +66,41 @@ const MAX_ASSERTION_PART_CHARS = 16_384;
 interface Challenge {
   readonly challenge: string;
   readonly expires: number;
+  /** A decision challenge's binding (absent for a registration). */
+  readonly binding?: ChallengeBinding;
+}
+
+/**
+ * What a decision challenge commits to. Its 48 bytes are `nonce ‖ SHA-256(BINDING_LABEL ‖
+ * approval_id ‖ fingerprint ‖ decision ‖ nonce)` (fields each followed by a newline, the nonce in
+ * base64url), so the authenticator's signature over it covers the approval, the exact action (its
+ * fingerprint) and, when the challenge was asked for one, the decision: an auditor recomputes it
+ * from the decision event alone.
+ */
+export interface ChallengeBinding {
+  readonly scheme: typeof BINDING_LABEL;
+  /** 16 random bytes, base64url. */
+  readonly nonce: string;
+  readonly approval_id: string;
+  readonly fingerprint: string;
+  /** The decision the challenge was asked for; `any` when it was asked for none. */
+  readonly decision: 'approve' | 'deny' | 'any';
+}
+
+const BINDING_LABEL = 'govgate-approval-decision-v1';
+
+/** The challenge bytes of `binding` (see ChallengeBinding). */
+export function boundChallenge(binding: Omit<ChallengeBinding, 'scheme'>): Uint8Array<ArrayBuffer> {
+  const nonce = Buffer.from(binding.nonce, 'base64url');
+  const digest = createHash('sha256')
+    .update(
+      `${BINDING_LABEL}\n${binding.approval_id}\n${binding.fingerprint}\n${binding.decision}\n${binding.nonce}\n`,
+    )
+    .digest();
+  const out = new Uint8Array(nonce.length + digest.length);
+  out.set(nonce);
+  out.set(digest, nonce.length);
+  return out;
 }
 
 function requirePerson(p: Principal): void {
@@ -98,11 +135,16 @@ export class WebauthnDesk {
     return out;
   }
 
-  #put(key: string, challenge: string): void {
+  #put(key: string, challenge: string, binding?: ChallengeBinding): void {
     const now = this.clock();
     for (const [k, c] of this.#challenges) if (c.expires <= now) this.#challenges.delete(k);
     this.#challenges.delete(key);
-    this.#challenges.set(key, { challenge, expires: now + CHALLENGE_TTL_MS });
+    this.#challenges.set(
+      key,
+      binding === undefined
+        ? { challenge, expires: now + CHALLENGE_TTL_MS }
+        : { challenge, expires: now + CHALLENGE_TTL_MS, binding },
+    );
     // At most MAX_CHALLENGES_PER_USER per user: the oldest of this user's go first.
     const user = key.slice(0, key.indexOf('\0'));
     const mine = [...this.#challenges.keys()].filter((k) => k.startsWith(`${user}\0`));
@@ -111,10 +153,10 @@ export class WebauthnDesk {
   }
 
   /** Takes the challenge out (one use); undefined when there is none or it expired. */
-  #take(key: string): string | undefined {
+  #take(key: string): Challenge | undefined {
     const c = this.#challenges.get(key);
     this.#challenges.delete(key);
-    return c === undefined || c.expires <= this.clock() ? undefined : c.challenge;
+    return c === undefined || c.expires <= this.clock() ? undefined : c;
   }
 
   async registrationOptions(p: Principal): Promise<unknown> {
@@ -136,7 +178,7 @@ export class WebauthnDesk {
 
   async register(p: Principal, response: unknown, name: string | null): Promise<WebauthnCredentialRecord> {
     requirePerson(p);
-    const expectedChallenge = this.#take(`${p.id}\0register`);
+    const expectedChallenge = this.#take(`${p.id}\0register`)?.challenge;
     if (expectedChallenge === undefined)
       throw new ServiceError(
         'invalid_request',
@@ -196,7 +238,11 @@ export class WebauthnDesk {
   }
 
   /** `GET /v1/me/approvals/{id}/challenge`: request options for this user's authenticators. */
-  async challenge(p: Principal, approvalId: string): Promise<unknown> {
+  async challenge(
+    p: Principal,
+    approval: { readonly id: string; readonly fingerprint: string },
+    decision: 'approve' | 'deny' | undefined,
+  ): Promise<unknown> {
     requirePerson(p);
     const creds = this.credentialsOf(p.id);
     if (creds.length === 0)
@@ -204,13 +250,21 @@ export class WebauthnDesk {
         'conflict',
         'register a WebAuthn authenticator first (POST /api/me/webauthn/register/options, then …/register/verify)',
       );
+    const binding: ChallengeBinding = {
+      scheme: BINDING_LABEL,
+      nonce: randomBytes(16).toString('base64url'),
+      approval_id: approval.id,
+      fingerprint: approval.fingerprint,
+      decision: decision ?? 'any',
+    };
     const options = await generateAuthenticationOptions({
+      challenge: boundChallenge(binding),
       rpID: this.settings.rpId,
       allowCredentials: creds.map((c) => ({ id: c.id, transports: c.transports as never })),
       userVerification: 'required',
       timeout: CHALLENGE_TTL_MS,
     });
-    this.#put(`${p.id}\0${approvalId}`, options.challenge);
+    this.#put(`${p.id}\0${approval.id}`, options.challenge, binding);
     return {
       challenge: options.challenge,
       rpId: options.rpId,
@@ -225,7 +279,12 @@ export class WebauthnDesk {
    * challenge issued to this user for this approval (used up here), with user verification, and a
    * signature counter that moved on (a cloned authenticator shows as one that did not).
    */
-  async verify(p: Principal, approvalId: string, assertion: unknown): Promise<WebauthnEvidence> {
+  async verify(
+    p: Principal,
+    approvalId: string,
+    decision: 'approve' | 'deny',
+    assertion: unknown,
+  ): Promise<WebauthnEvidence> {
     requirePerson(p);
     const refuse = (why: string, cause?: unknown): ServiceError =>
       new ServiceError('webauthn_required', `the WebAuthn assertion does not verify: ${why}`, {
@@ -241,11 +300,15 @@ export class WebauthnDesk {
         throw refuse(
           `response.${part} must be base64url text of at most ${MAX_ASSERTION_PART_CHARS} characters`,
         );
-    const expectedChallenge = this.#take(`${p.id}\0${approvalId}`);
-    if (expectedChallenge === undefined)
+    const open = this.#take(`${p.id}\0${approvalId}`);
+    if (open === undefined || open.binding === undefined)
       throw refuse(
         `no challenge is open for this approval: get one from GET /v1/me/approvals/${approvalId}/challenge`,
       );
+    const expectedChallenge = open.challenge;
+    const binding = open.binding;
+    if (binding.decision !== 'any' && binding.decision !== decision)
+      throw refuse(`the challenge was issued for the decision ${binding.decision}, not ${decision}`);
     if (a.id.length > MAX_CREDENTIAL_ID_CHARS)
       throw refuse('the credential id is longer than WebAuthn allows');
     const cred = this.store.webauthn.get([p.id, a.id]) as WebauthnCredentialRecord | undefined;
@@ -281,6 +344,7 @@ export class WebauthnDesk {
       sign_count: info.newCounter,
       user_verified: info.userVerified,
       challenge_sha256: createHash('sha256').update(expectedChallenge).digest('hex'),
+      challenge_binding: binding,
     };
   }
 }

@@ -120,6 +120,23 @@ t.test('a signed-tier approval is decided with an assertion over its own challen
   t.equal(clientData.origin, ORIGIN);
   t.equal(clientData.challenge, challenge.body.challenge);
   t.equal(evidence.challenge_sha256, createHash('sha256').update(challenge.body.challenge).digest('hex'));
+  // What the signed challenge commits to, recomputed from the event alone (api.md "Signed tier").
+  const binding = evidence.challenge_binding;
+  t.match(binding, {
+    scheme: 'govgate-approval-decision-v1',
+    approval_id: asked.id,
+    fingerprint: event.details.fingerprint,
+    decision: 'any',
+  });
+  const recomputed = Buffer.concat([
+    Buffer.from(binding.nonce, 'base64url'),
+    createHash('sha256')
+      .update(
+        `${binding.scheme}\n${binding.approval_id}\n${binding.fingerprint}\n${binding.decision}\n${binding.nonce}\n`,
+      )
+      .digest(),
+  ]).toString('base64url');
+  t.equal(recomputed, clientData.challenge, 'the signature covers the approval and its action');
 
   // The identical call is allowed once.
   const again = await svc.call('/v1/govern', {
@@ -178,17 +195,37 @@ t.test('forged, borrowed and cloned assertions are refused', async (t) => {
   await refused('an authenticator not registered', (c) => stranger.assert(c));
   await refused('not an assertion', () => ({ nope: true }));
 
+  // A challenge asked for one decision signs that decision only.
+  const forDeny = await svc.call(`/v1/me/approvals/${a.id}/challenge?decision=deny`, { token: svc.pat });
+  t.equal(forDeny.status, 200);
+  const swapped = await s.decide(svc.pat, a.id, auth.assert(forDeny.body));
+  t.equal(swapped.status, 403, 'approved with a challenge for a denial');
+  t.match(swapped.body.error.message, /issued for the decision deny, not approve/);
+  t.equal(
+    (await svc.call(`/v1/me/approvals/${a.id}/challenge?decision=maybe`, { token: svc.pat })).status,
+    400,
+  );
+  const forApprove = await svc.call(`/v1/me/approvals/${a.id}/challenge?decision=approve`, {
+    token: svc.pat,
+  });
+  const bound = await s.decide(svc.pat, a.id, auth.assert(forApprove.body));
+  t.equal(bound.status, 200, 'and decides it');
+  const [last] = await auditEvents(svc, 'approval.decided');
+  t.equal(last?.details.webauthn.challenge_binding.decision, 'approve');
+
   // Another person's authenticator: registered to the super_admin, used by a developer.
+  const c = await s.ask(3);
   const dev = await s.userPat('developer');
-  const devChallenge = await s.challenge(dev, a.id);
+  const devChallenge = await s.challenge(dev, c.id);
   t.equal(devChallenge.status, 409, 'the developer has no authenticator of their own');
+  t.equal(devChallenge.body.error.code, 'conflict');
   const other = new SoftAuthenticator(RP_ID, ORIGIN);
   t.equal((await s.register(dev, other)).status, 201);
-  const theirs = await s.challenge(dev, a.id);
-  const borrowed = await s.decide(dev, a.id, auth.assert(theirs.body));
+  const theirs = await s.challenge(dev, c.id);
+  const borrowed = await s.decide(dev, c.id, auth.assert(theirs.body));
   t.equal(borrowed.status, 403, "someone else's authenticator");
-  const own = await s.challenge(dev, a.id);
-  const ok = await s.decide(dev, a.id, other.assert(own.body));
+  const own = await s.challenge(dev, c.id);
+  const ok = await s.decide(dev, c.id, other.assert(own.body));
   t.equal(ok.status, 200, 'their own works');
 });
 
