@@ -216,7 +216,8 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
   registerDsarRoutes(router, { snapshot, identity, log: events, audit: events, orgExists });
   const webauthn = new WebauthnDesk(store, {
     rpId: config.webauthn.rpId,
-    // Without SERVICE_WEBAUTHN_ORIGINS: the service's own origin (known once it listens).
+    // Without SERVICE_WEBAUTHN_ORIGINS: the origin of the base URL (SERVICE_PUBLIC_URL, else the
+    // listen address, known once it listens).
     get origins() {
       return config.webauthn.origins.length > 0 ? config.webauthn.origins : [new URL(base.value).origin];
     },

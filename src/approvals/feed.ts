@@ -45,7 +45,7 @@ export interface ApprovalUpdate {
 const APPROVAL_PREFIX = 'approval.';
 
 /** The update an `approval.*` audit event stands for (undefined for any other event). */
-export function updateOf(e: AuditEvent): ApprovalUpdate | undefined {
+function updateOf(e: AuditEvent): ApprovalUpdate | undefined {
   if (!e.event_type.startsWith(APPROVAL_PREFIX)) return undefined;
   const d = e.details;
   if (typeof d.approval_id !== 'string') return undefined;

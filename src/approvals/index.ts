@@ -3,7 +3,6 @@ export {
   type ApprovalFeedOptions,
   type ApprovalUpdate,
   type FeedTrail,
-  updateOf,
 } from './feed.js';
 export {
   type ApprovalFeedRouteDeps,

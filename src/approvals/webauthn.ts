@@ -90,7 +90,7 @@ export interface ChallengeBinding {
 const BINDING_LABEL = 'govgate-approval-decision-v1';
 
 /** The challenge bytes of `binding` (see ChallengeBinding). */
-export function boundChallenge(binding: Omit<ChallengeBinding, 'scheme'>): Uint8Array<ArrayBuffer> {
+function boundChallenge(binding: Omit<ChallengeBinding, 'scheme'>): Uint8Array<ArrayBuffer> {
   const nonce = Buffer.from(binding.nonce, 'base64url');
   const digest = createHash('sha256')
     .update(

@@ -221,10 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     httpServer: v.SERVICE_HTTP_SERVER as Config['httpServer'],
     logLevel: v.SERVICE_LOG_LEVEL as Config['logLevel'],
     publicUrl: base,
-    webauthn: Object.freeze({
-      rpId,
-      origins: Object.freeze(origins.length > 0 ? [...origins] : base ? [new URL(base).origin] : []),
-    }),
+    webauthn: Object.freeze({ rpId, origins: Object.freeze([...origins]) }),
     metricsToken: v.SERVICE_METRICS_TOKEN as string | undefined,
     upstreamTimeoutMs: v.SERVICE_UPSTREAM_TIMEOUT_MS as number,
     clientStallMs: v.SERVICE_CLIENT_STALL_MS as number,

@@ -16,7 +16,10 @@ export interface Config {
   readonly httpServer: 'uws' | 'node';
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent';
   readonly publicUrl: string | undefined;
-  /** WebAuthn relying party id and the origins assertions may come from (none: listen origin). */
+  /**
+   * WebAuthn relying party id and the origins assertions may come from, as configured (none: the
+   * origin of the service's base URL, known once it listens; see server.ts).
+   */
   readonly webauthn: { readonly rpId: string; readonly origins: readonly string[] };
   readonly metricsToken: string | undefined;
   readonly upstreamTimeoutMs: number;

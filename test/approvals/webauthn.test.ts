@@ -272,3 +272,19 @@ t.test('roles, registration errors and removing an authenticator', async (t) => 
   const [event] = await auditEvents(svc, 'admin.webauthn_removed');
   t.equal(event?.details.credential_id, auth.id);
 });
+
+t.test('without WebAuthn settings: the RP id and origin of SERVICE_PUBLIC_URL', async (t) => {
+  const svc = await startService({ env: { SERVICE_PUBLIC_URL: 'https://gw.example.test/govgate' } });
+  t.teardown(() => svc.close());
+  const register = async (auth: SoftAuthenticator) => {
+    const options = await svc.call('/api/me/webauthn/register/options', { token: svc.pat, body: {} });
+    t.equal(options.body.rp.id, 'gw.example.test');
+    return svc.call('/api/me/webauthn/register/verify', {
+      token: svc.pat,
+      body: { response: auth.register(options.body) },
+    });
+  };
+  t.equal((await register(new SoftAuthenticator('gw.example.test', 'https://gw.example.test'))).status, 201);
+  const elsewhere = await register(new SoftAuthenticator('gw.example.test', 'https://console.example.test'));
+  t.equal(elsewhere.status, 400, 'another origin is not accepted by default');
+});

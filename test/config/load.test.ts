@@ -222,11 +222,11 @@ t.test(
     t.same(
       defaults.webauthn,
       { rpId: 'localhost', origins: [] },
-      'no public URL: the listen origin, at start',
+      "origins as configured: the service adds its base URL's origin when none is",
     );
     t.same(loadConfig({ SERVICE_PUBLIC_URL: 'https://gw.example.com/govgate' }).webauthn, {
       rpId: 'gw.example.com',
-      origins: ['https://gw.example.com'],
+      origins: [],
     });
     t.same(
       loadConfig({
