@@ -4,14 +4,8 @@ export {
   type ApprovalUpdate,
   type FeedTrail,
 } from './feed.js';
-export {
-  type ApprovalFeedRouteDeps,
-  type ApprovalRouteDeps,
-  registerApprovalFeedRoutes,
-  registerApprovalRoutes,
-  registerWebauthnRoutes,
-  type WebauthnRouteDeps,
-} from './routes.js';
+export { type ApprovalFeedRouteDeps, registerApprovalFeedRoutes } from './feed-routes.js';
+export { type ApprovalRouteDeps, registerApprovalRoutes } from './routes.js';
 export {
   APPROVAL_STATUSES,
   APPROVAL_TIERS,
@@ -33,3 +27,4 @@ export {
   type WebauthnEvidence,
   type WebauthnSettings,
 } from './webauthn.js';
+export { registerWebauthnRoutes, type WebauthnRouteDeps } from './webauthn-routes.js';
