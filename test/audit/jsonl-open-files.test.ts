@@ -200,7 +200,7 @@ t.test('a closed file changed on disk meanwhile is read back before it is writte
 t.test('drain resolves once the files closed while it waits are closed too', async (t) => {
   // A slow disk: closes take 200 ms, and a large write 50 ms. The small writes complete first; the
   // trim they schedule closes their files while drain still waits for the large one, and drain
-  // must wait for those closes as well (it once returned with them still open).
+  // must wait for those closes as well (it once returned with them still open, three files).
   const dir = mkdtempSync(join(tmpdir(), 'govgate-jsonl-drain-'));
   mkdirSync(join(dir, 'audit')); // the chain log makes it
   const none = { lines: () => [], eventHash: () => undefined, sealAt: () => undefined, sealedAt: () => 0 };
@@ -236,5 +236,10 @@ t.test('drain resolves once the files closed while it waits are closed too', asy
   event('org_drain_b', 10);
   event('org_drain_c', 2_000_000);
   await log.drain();
-  t.same(open(), [join(auditDir, 'org_drain_c.jsonl')], 'only the file written last is open once drained');
+  // Which of a and b the trim closes depends on the order their writes complete in (a trim that
+  // runs between the two closes one, and leaves the other open within the cap); either way every
+  // close started by then is done, so no more files than the cap are open, and c is one of them.
+  const left = open();
+  t.ok(left.includes(join(auditDir, 'org_drain_c.jsonl')), 'the file written last is open');
+  t.ok(left.length <= 2, `no more files open than the cap once drained (open: ${left.join(', ')})`);
 });
