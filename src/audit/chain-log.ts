@@ -3,7 +3,11 @@ import { availableParallelism } from 'node:os';
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import {
   canonicalEventParts,
+  type ErasureTarget,
+  erasePersonal,
+  hashFromStoredText,
   type IntegrityResult,
+  isTombstone,
   leafHash,
   type Personal,
   personalField,
@@ -92,6 +96,41 @@ export interface ChainLogOptions {
   readonly pendingListsMax?: number;
   /** What an operator should know, e.g. a JSONL log set aside as ahead of the store (a logger). */
   readonly warn?: (msg: string, fields: Record<string, unknown>) => void;
+}
+
+/** Events tombstoned per transaction by `erase`. */
+const ERASE_BATCH = 256;
+/** The end of every stored event's text (and JSONL line): `,"hash":"<64 hex>"}`. */
+const HASH_MEMBER = ',"hash":"';
+const HASH_TAIL = HASH_MEMBER.length + 64 + 2;
+
+/** The `hash` an event line ends with, without parsing it (undefined for a seal or bridge line). */
+function lineHash(line: string): string | undefined {
+  if (line.length < HASH_TAIL || !line.endsWith('"}')) return undefined;
+  if (!line.startsWith(HASH_MEMBER, line.length - HASH_TAIL)) return undefined;
+  return line.slice(line.length - 66, line.length - 2);
+}
+
+/**
+ * The stored text of an event with `fields` of its personal data tombstoned, its `hash`
+ * unchanged (checked); undefined when none of them holds a value any more. The `personal`
+ * member is replaced where it stands, so every other byte stays as the writer made it.
+ */
+function erasedLine(text: string, fields: readonly string[]): { hash: string; json: string } | undefined {
+  const event = JSON.parse(text) as Record<string, unknown> & { personal?: Personal; hash: string };
+  const personal = event.personal;
+  if (personal === undefined || personal === null) return undefined;
+  const live = fields.filter((f) => f in personal && !isTombstone(personal[f]));
+  if (live.length === 0) return undefined;
+  const before = `"personal":${JSON.stringify(personal)}`;
+  const at = text.lastIndexOf(before);
+  const erased = erasePersonal(personal, live);
+  if (at < 0) throw new Error(`the stored text of event ${String(event.id)} has no personal member`);
+  const json = `${text.slice(0, at)}"personal":${JSON.stringify(erased)}${text.slice(at + before.length)}`;
+  const after = { ...event, personal: erased };
+  if (hashFromStoredText(String(event.prev_hash), after, json) !== event.hash)
+    throw new Error(`tombstoning event ${String(event.id)} would change its hash`);
+  return { hash: event.hash, json };
 }
 
 /** An event being built: the writer sets `hash` last. */
@@ -706,6 +745,51 @@ export class ChainLog implements AuditLog {
     );
     while (!scan.step(Number.MAX_SAFE_INTEGER));
     return scan.result();
+  }
+
+  /**
+   * Tombstones personal fields of committed events (a GDPR erasure, see compliance/erasure.ts):
+   * each named field's value becomes `[ERASED:GDPR-Art17]` and its salt goes, its commitment
+   * stays, so every hash, seal and receipt is unchanged. The store is written first, then the
+   * org's JSONL files are rewritten (`JsonlLog.rewrite`). The caller commits the erasure event
+   * naming the targets before this: a tombstone no erasure event names is
+   * `unauthorized_erasure`. Fields already erased, or absent, are left; unknown events are
+   * skipped. Throws when the JSONL files cannot be rewritten (the store is erased by then, and
+   * erasing again rewrites them again).
+   */
+  async erase(orgId: string, targets: readonly ErasureTarget[]): Promise<{ events: number; lines: number }> {
+    const edits = new Map<string, string>(); // event hash → its new line
+    const writes: Array<{ seq: number; json: string }> = [];
+    for (const t of targets) {
+      const seq = this.#reader.seqOf(orgId, t.event_id);
+      if (seq === undefined) continue;
+      const text: unknown = this.#store.auditEvents.get([orgId, seq]);
+      if (typeof text !== 'string') continue;
+      const erased = erasedLine(text, t.fields);
+      if (erased === undefined) {
+        // Already tombstoned in the store: the JSONL line may still need it (an erasure cut short).
+        const { hash } = JSON.parse(text) as { hash: string };
+        edits.set(hash, text);
+        continue;
+      }
+      edits.set(erased.hash, erased.json);
+      writes.push({ seq, json: erased.json });
+    }
+    const { auditEvents, writer } = this.#store;
+    for (let i = 0; i < writes.length; i += ERASE_BATCH) {
+      const slice = writes.slice(i, i + ERASE_BATCH);
+      await writer.enqueue(() => {
+        for (const w of slice) auditEvents.putSync([orgId, w.seq], w.json);
+      });
+    }
+    const lines =
+      edits.size === 0
+        ? 0
+        : await this.#jsonl.rewrite(orgId, (line) => {
+            const hash = lineHash(line);
+            return hash === undefined ? undefined : edits.get(hash);
+          });
+    return { events: writes.length, lines };
   }
 
   /** The JSONL files a start set aside for `orgId` (JsonlLog.divergedFiles). */

@@ -13,7 +13,9 @@ import {
   type WriteStream,
   writeSync,
 } from 'node:fs';
+import { open as openFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import type { StoredSeal } from './types.js';
 
 /** One line to (re)write: an event line with its seq, or a seal line. */
@@ -156,6 +158,8 @@ export class JsonlLog {
   #holds = 0;
   /** Streams of files rotated away that are still writing their last chunks (drain waits). */
   readonly #ending = new Set<Promise<void>>();
+  /** Orgs whose files `rewrite` is editing: their lines are left to the catch-up after it. */
+  readonly #rewriting = new Set<string>();
 
   constructor(
     dataDir: string,
@@ -301,8 +305,65 @@ export class JsonlLog {
     await Promise.all(this.#ending);
   }
 
+  /**
+   * Edits every line of an org's files (rotated ones too) in place: `edit` returns a line's new
+   * text, or undefined to keep it. Erasure uses it to tombstone lines the store already holds
+   * tombstoned. The org's file is closed first, with the lines it had not written yet dropped, and
+   * nothing is written to it while the files are edited (each into a synced copy renamed over it);
+   * then the lines the store holds past the files' end (the dropped ones, the ones committed
+   * meanwhile) are written from the store, as after a restart. Returns the number of lines changed;
+   * throws when a file cannot be rewritten (the files left as they were).
+   */
+  async rewrite(org: string, edit: (line: string) => string | undefined): Promise<number> {
+    if (this.#rewriting.has(org)) throw new Error(`the JSONL log of org ${org} is being rewritten`);
+    this.#rewriting.add(org);
+    let changed = 0;
+    try {
+      const f = this.#files.get(org);
+      if (f !== undefined) {
+        this.#files.delete(org);
+        f.pending = undefined;
+        f.pendingBytes = 0;
+        f.held = [];
+        f.hold = null;
+        const s = f.stream;
+        f.stream = undefined;
+        await f.written;
+        if (s !== undefined) await ended(s);
+      }
+      this.#closed.delete(org);
+      const name = fileNameOf(org);
+      const base = join(this.#dir, name);
+      const numbers: number[] = [];
+      let entries: string[] = [];
+      try {
+        entries = readdirSync(this.#dir);
+      } catch {
+        // no log yet
+      }
+      for (const entry of entries) {
+        const m = ROTATED.exec(entry);
+        if (m !== null && m[1] === name) numbers.push(Number(m[2]));
+      }
+      numbers.sort((a, b) => a - b);
+      for (const path of [...numbers.map((n) => `${base}.${n}.jsonl`), `${base}.jsonl`])
+        if (existsSync(path)) changed += await rewriteFile(path, edit);
+    } finally {
+      this.#rewriting.delete(org);
+      try {
+        // What the files lack now (dropped or committed meanwhile) is written from the store.
+        const resumed = this.#resume(org);
+        if (this.#behind(org, resumed.last)) this.#file(org, resumed);
+      } catch (err) {
+        this.#error = err;
+      }
+    }
+    return changed;
+  }
+
   /** Never throws: the log is a copy of the store, and a disk error must not fail the chain. */
   #guard(org: string, write: (f: OrgFile) => void): void {
+    if (this.#rewriting.has(org)) return; // written from the store once rewritten
     try {
       const f = this.#file(org);
       f.used = ++this.#uses;
@@ -625,6 +686,59 @@ export class JsonlLog {
     }
     return { base, rotations, last };
   }
+}
+
+/**
+ * Rewrites one file line by line through `edit` into `<path>.rewrite` (synced), renamed over the
+ * file when a line changed; returns how many did. A last line without its newline keeps none.
+ */
+async function rewriteFile(path: string, edit: (line: string) => string | undefined): Promise<number> {
+  const tmp = `${path}.rewrite`;
+  await rm(tmp, { force: true }); // a copy left by a crash
+  const input = await openFile(path, 'r');
+  const size = (await input.stat()).size;
+  let endsWithNewline = false;
+  if (size > 0) {
+    const last = Buffer.alloc(1);
+    await input.read(last, 0, 1, size - 1);
+    endsWithNewline = last[0] === NEWLINE;
+  }
+  const out = await openFile(tmp, 'wx', 0o600);
+  let changed = 0;
+  try {
+    let chunk: string[] = [];
+    let chunkChars = 0;
+    let first = true;
+    const lines = createInterface({
+      input: input.createReadStream({ autoClose: false }),
+      crlfDelay: Infinity,
+    });
+    for await (const line of lines) {
+      const next = edit(line);
+      if (next !== undefined && next !== line) changed++;
+      const text = next ?? line;
+      chunk.push(first ? text : `\n${text}`);
+      first = false;
+      chunkChars += text.length + 1;
+      if (chunkChars >= FLUSH_BYTES) {
+        await out.write(chunk.join(''));
+        chunk = [];
+        chunkChars = 0;
+      }
+    }
+    if (!first && endsWithNewline) chunk.push('\n');
+    await out.write(chunk.join(''));
+    await out.sync();
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  } finally {
+    await out.close();
+    await input.close();
+  }
+  if (changed === 0) await rm(tmp, { force: true });
+  else renameSync(tmp, path);
+  return changed;
 }
 
 /** Ends a stream; settles once its descriptor is closed (after its writes, or after an error). */

@@ -181,6 +181,15 @@ export interface AuditLog extends AuditSink, AuditReader {
   ): Iterable<AuditEvent>;
   /** Every line of the org chain in order (events, seals, bridges), optionally bounded by ts. */
   exportLines(orgId: string, range?: { since?: string; until?: string }): Iterable<ChainLine>;
+  /**
+   * Tombstones personal fields of committed events, in the store and the JSONL log (GDPR
+   * erasure; the caller commits the erasure events naming them first). Returns how many events
+   * and JSONL lines changed.
+   */
+  erase(
+    orgId: string,
+    targets: readonly { readonly event_id: string; readonly fields: readonly string[] }[],
+  ): Promise<{ events: number; lines: number }>;
   /** Cuts the pending seal of every org now and writes the JSONL log up to it (tests, shutdown). */
   flushSeals(): Promise<void>;
   close(): Promise<void>;
