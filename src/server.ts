@@ -9,6 +9,8 @@ import {
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
 import { registerDsarRoutes } from './compliance/dsar.js';
+import { ErasureDesk } from './compliance/erasure.js';
+import { registerErasureRoutes } from './compliance/erasure-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { registerKeyRoutes } from './control/keys.js';
@@ -223,6 +225,14 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     },
   });
   registerApprovalRoutes(router, { snapshot, approvals, webauthn });
+  const erasures = new ErasureDesk({
+    store,
+    identity,
+    log: events,
+    audit: events,
+    removeAuthenticators: (userId) => webauthn.removeAll(userId),
+  });
+  registerErasureRoutes(router, { snapshot, erasures, orgExists });
   registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
   registerApprovalFeedRoutes(router, {
     snapshot,

@@ -237,6 +237,16 @@ export class WebauthnDesk {
     return true;
   }
 
+  /** Removes every authenticator of a user (their erasure); returns how many there were. */
+  async removeAll(userId: string): Promise<number> {
+    const ids = this.credentialsOf(userId).map((c) => c.id);
+    if (ids.length > 0)
+      await this.store.writer.enqueue(() => {
+        for (const id of ids) this.store.webauthn.removeSync([userId, id]);
+      });
+    return ids.length;
+  }
+
   /** `GET /v1/me/approvals/{id}/challenge`: request options for this user's authenticators. */
   async challenge(
     p: Principal,

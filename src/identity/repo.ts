@@ -197,6 +197,41 @@ export class IdentityRepo {
     };
   }
 
+  /**
+   * Erases what the org's records hold of a person (GDPR erasure): `users` are deleted with
+   * their personal access tokens, and agents whose `owner_email` is `email` (any case) lose it.
+   * One transaction; returns what it erased.
+   */
+  eraseSubject(
+    orgId: string,
+    users: readonly UserRecord[],
+    email: string | null,
+  ): { users: number; agents: number; tokens: number } {
+    const ids = new Set(users.filter((u) => u.org_id === orgId).map((u) => u.user_id));
+    const owner = email?.toLowerCase();
+    const erased = { users: 0, agents: 0, tokens: 0 };
+    this.store.root.transactionSync(() => {
+      for (const id of ids) if (this.store.users.removeSync(id)) erased.users++;
+      for (const { key, value } of this.store.credentials.getRange()) {
+        const c = value as CredentialRecord | string;
+        if (typeof c === 'string' || c.kind !== 'pat' || c.org_id !== orgId || !ids.has(c.subject_id))
+          continue;
+        this.store.credentials.removeSync(key);
+        this.store.credentials.removeSync(`id:${c.credential_id}`);
+        erased.tokens++;
+      }
+      if (owner !== undefined)
+        for (const { key, value } of this.store.agents.getRange()) {
+          const a = value as AgentRecord;
+          if (a.org_id !== orgId || a.owner_email?.toLowerCase() !== owner) continue;
+          this.store.agents.putSync(key, { ...a, owner_email: null });
+          erased.agents++;
+        }
+    });
+    this.bump();
+    return erased;
+  }
+
   // ---- agents
   getAgent(agentUuid: string): AgentRecord | undefined {
     return this.store.agents.get(agentUuid);

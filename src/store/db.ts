@@ -35,6 +35,8 @@ export interface Store {
   readonly tools: AnyDb;
   /** WebAuthn authenticators of people: [user id, credential id] → the credential's public record. */
   readonly webauthn: AnyDb;
+  /** GDPR erasure requests: [org, request id] → the request (ids sort by creation time). */
+  readonly erasures: AnyDb;
   /** Audit chain events: [org, seq] → the event as JSON text (what was hashed, byte for byte). */
   readonly auditEvents: AnyDb;
   /** Audit lookups: [org, 'i', event id] → seq; [org, kind, value, last seq] → [seq, …] (search). */
@@ -171,6 +173,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     revokedMandates: db('revoked_mandates'),
     tools: db('tools'),
     webauthn: db('webauthn'),
+    erasures: db('erasures'),
     auditEvents: db('audit_events'),
     auditIndex: db('audit_index'),
     auditNodes: db('audit_nodes'),

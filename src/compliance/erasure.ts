@@ -1,0 +1,283 @@
+import { hash } from 'node:crypto';
+import { setImmediate as yieldTurn } from 'node:timers/promises';
+import type { AuditEvent, AuditLog, AuditSink } from '../audit/types.js';
+import {
+  canonicalize,
+  ERASURE_EVENT_TYPE,
+  type ErasureTarget,
+  erasureDetails,
+  erasureTargets,
+} from '../core/chain/index.js';
+import { ServiceError } from '../core/errors.js';
+import type { IdentityRepo } from '../identity/repo.js';
+import type { Principal } from '../identity/types.js';
+import type { Store } from '../store/db.js';
+import { sortableId } from '../util/ids.js';
+import { type DataSubject, subjectFields, subjectUsers } from './subject.js';
+
+export type ErasureStatus = 'pending' | 'executing' | 'executed';
+
+/** What an execution erased (spec 2.8): the person's data subject, counts, and a hash of it all. */
+export interface ErasureReceipt {
+  readonly request_id: string;
+  readonly data_subject: DataSubject;
+  /** The user who executed it. */
+  readonly executor: string;
+  readonly executed_at: string;
+  readonly erased: { readonly events: number; readonly records: number; readonly credentials: number };
+  /** Hex SHA-256 of the JCS form of the fields above (the erasure events hold it, signed). */
+  readonly receipt_hash: string;
+}
+
+export interface ErasureRequest {
+  readonly request_id: string;
+  readonly org_id: string;
+  readonly data_subject: DataSubject;
+  readonly reason: string | null;
+  readonly status: ErasureStatus;
+  readonly requested_by: string;
+  readonly requested_at: string;
+  readonly executed_by: string | null;
+  readonly executed_at: string | null;
+  /** The `gdpr.erasure_executed` events (one per `PART_TARGETS` events erased), once committed. */
+  readonly erasure_event_ids: readonly string[];
+  /** Events of the org chain up to this seq were searched for the subject. */
+  readonly scanned_to_seq: number | null;
+  readonly receipt: ErasureReceipt | null;
+  /** Why the last execution stopped before the end (it can be executed again), else null. */
+  readonly error: string | null;
+}
+
+/** Tombstoned events named per erasure event at most (an event stays ~250 KB or less). */
+export const PART_TARGETS = 5_000;
+/** Events read between two yields of the event loop while searching the chain. */
+const SCAN_CHUNK = 2_000;
+
+export interface ErasureDeps {
+  readonly store: Pick<Store, 'erasures' | 'writer'>;
+  readonly identity: IdentityRepo;
+  readonly log: Pick<AuditLog, 'scanEvents' | 'lastSeq' | 'get' | 'erase'>;
+  readonly audit: AuditSink;
+  /** Removes a user's WebAuthn authenticators; returns how many there were. */
+  readonly removeAuthenticators: (userId: string) => Promise<number>;
+  readonly clock?: () => number;
+}
+
+/**
+ * GDPR erasure (spec 2.8, 4.5; DESIGN B, C). A request names a data subject; executing it:
+ *
+ * 1. searches the org chain for the personal fields holding the subject's data (`subjectFields`);
+ * 2. erases the org's records of the person: their user record and personal access tokens, their
+ *    WebAuthn authenticators, and the `owner_email` of agents they own;
+ * 3. commits the `gdpr.erasure_executed` events naming every field to tombstone (the signed
+ *    authority integrity checks tombstones against) with the receipt's hash;
+ * 4. tombstones those fields in the store and the JSONL log (`AuditLog.erase`).
+ *
+ * Steps 3 and 4 are ordered so that no tombstone is ever without its authority: an execution cut
+ * short (a crash, a JSONL file that could not be written) leaves the request `executing`, and
+ * executing it again finishes step 4 from the committed events. The erasure events hold no copy of
+ * the subject: the receipt (in the request) names them, and its hash is in the signed events.
+ * One execution per org at a time.
+ */
+export class ErasureDesk {
+  readonly #deps: ErasureDeps;
+  readonly #clock: () => number;
+  readonly #running = new Set<string>();
+
+  constructor(deps: ErasureDeps) {
+    this.#deps = deps;
+    this.#clock = deps.clock ?? Date.now;
+  }
+
+  get(org: string, requestId: string): ErasureRequest | undefined {
+    if (!requestId.startsWith('er_') || requestId.length > 64) return undefined;
+    return this.#deps.store.erasures.get([org, requestId]) as ErasureRequest | undefined;
+  }
+
+  /** The org's requests, newest first; `cursor` is the last request id of the previous page. */
+  list(org: string, limit: number, cursor?: string): { data: ErasureRequest[]; next_cursor: string | null } {
+    const data: ErasureRequest[] = [];
+    const range = this.#deps.store.erasures.getRange({
+      start: [org, cursor ?? '\uffff'],
+      end: [org, ''],
+      reverse: true,
+    });
+    for (const { key, value } of range) {
+      if (cursor !== undefined && (key as [string, string])[1] === cursor) continue;
+      data.push(value as ErasureRequest);
+      if (data.length > limit) break;
+    }
+    const more = data.length > limit;
+    if (more) data.length = limit;
+    return { data, next_cursor: more ? (data.at(-1)?.request_id ?? null) : null };
+  }
+
+  async submit(
+    org: string,
+    p: Principal,
+    subject: DataSubject,
+    reason: string | null,
+  ): Promise<ErasureRequest> {
+    const request: ErasureRequest = {
+      request_id: sortableId('er_', this.#clock()),
+      org_id: org,
+      data_subject: subject,
+      reason,
+      status: 'pending',
+      requested_by: p.id,
+      requested_at: new Date(this.#clock()).toISOString(),
+      executed_by: null,
+      executed_at: null,
+      erasure_event_ids: [],
+      scanned_to_seq: null,
+      receipt: null,
+      error: null,
+    };
+    // The subject and the reason are personal: the execution tombstones them in this event too.
+    await this.#deps.audit.append({
+      org_id: org,
+      event_type: 'compliance.erasure_requested',
+      outcome: 'allow',
+      details: { ...actorOf(p), request_id: request.request_id, subject_type: subject.type },
+      personal: reason === null ? { data_subject: subject.value } : { data_subject: subject.value, reason },
+    });
+    await this.#put(request);
+    return request;
+  }
+
+  async execute(org: string, requestId: string, p: Principal): Promise<ErasureRequest> {
+    const request = this.get(org, requestId);
+    if (request === undefined)
+      throw new ServiceError('not_found', `no erasure request ${requestId} in this org`);
+    if (request.status === 'executed')
+      throw new ServiceError(
+        'conflict',
+        `erasure request ${requestId} was executed at ${request.executed_at}`,
+      );
+    if (this.#running.has(org))
+      throw new ServiceError(
+        'conflict',
+        'an erasure of this org is being executed; execute this one once it ends',
+      );
+    this.#running.add(org);
+    try {
+      return await this.#execute(request, p);
+    } finally {
+      this.#running.delete(org);
+    }
+  }
+
+  async #execute(request: ErasureRequest, p: Principal): Promise<ErasureRequest> {
+    const { identity, log, audit } = this.#deps;
+    const org = request.org_id;
+    let current = request;
+    if (current.status === 'pending' || current.erasure_event_ids.length === 0) {
+      const subject = current.data_subject;
+      const users = subjectUsers(identity, org, subject);
+      if (users.some((u) => u.user_id === p.id))
+        throw new ServiceError(
+          'conflict',
+          'this erasure deletes your own account: another admin of the org must execute it',
+        );
+      const { targets, scannedTo } = await this.#search(org, subject);
+      // The person's records: not chained, so erased first, and counted exactly.
+      const records = identity.eraseSubject(org, users, subject.type === 'email' ? subject.value : null);
+      let authenticators = 0;
+      for (const u of users) authenticators += await this.#deps.removeAuthenticators(u.user_id);
+      const fields = {
+        request_id: current.request_id,
+        data_subject: subject,
+        executor: p.id,
+        executed_at: new Date(this.#clock()).toISOString(),
+        erased: {
+          events: targets.length,
+          records: records.users + records.agents,
+          credentials: records.tokens + authenticators,
+        },
+      };
+      const receipt: ErasureReceipt = { ...fields, receipt_hash: receiptHash(fields) };
+      const parts = Math.max(1, Math.ceil(targets.length / PART_TARGETS));
+      const ids: string[] = [];
+      for (let i = 0; i < parts; i++) {
+        const ref = await audit.append({
+          org_id: org,
+          event_type: ERASURE_EVENT_TYPE,
+          outcome: 'allow',
+          details: {
+            ...erasureDetails(current.request_id, targets.slice(i * PART_TARGETS, (i + 1) * PART_TARGETS)),
+            ...actorOf(p),
+            part: i + 1,
+            parts,
+            subject_type: subject.type,
+            scanned_to_seq: scannedTo,
+            erased: receipt.erased,
+            receipt_hash: receipt.receipt_hash,
+          },
+        });
+        ids.push(ref.id);
+      }
+      current = {
+        ...current,
+        status: 'executing',
+        executed_by: p.id,
+        executed_at: receipt.executed_at,
+        erasure_event_ids: ids,
+        scanned_to_seq: scannedTo,
+        receipt,
+      };
+      await this.#put(current);
+    }
+    // Tombstone what the committed erasure events name (again, when a first run was cut short).
+    const targets: ErasureTarget[] = [];
+    for (const id of current.erasure_event_ids) {
+      const e = log.get(org, id);
+      if (e === undefined) throw new Error(`erasure event ${id} of request ${current.request_id} is missing`);
+      targets.push(...erasureTargets(e));
+    }
+    try {
+      await log.erase(org, targets);
+    } catch (err) {
+      const error = `the audit log could not be rewritten: ${(err as Error).message}`;
+      await this.#put({ ...current, error });
+      throw new ServiceError('unavailable', `${error}; the request stays executing: execute it again`);
+    }
+    const done: ErasureRequest = { ...current, status: 'executed', error: null };
+    await this.#put(done);
+    return done;
+  }
+
+  /** The events of the org chain holding the subject's data, and the seq the search ended at. */
+  async #search(org: string, subject: DataSubject): Promise<{ targets: ErasureTarget[]; scannedTo: number }> {
+    const { log } = this.#deps;
+    const last = log.lastSeq(org);
+    const targets: ErasureTarget[] = [];
+    let from = 1;
+    while (from <= last) {
+      let seen = 0;
+      for (const e of log.scanEvents(org, {}, SCAN_CHUNK, from) as Iterable<AuditEvent>) {
+        seen++;
+        from = e.seq + 1;
+        if (e.seq > last) break;
+        const fields = subjectFields(e, subject);
+        if (fields.length > 0) targets.push({ event_id: e.id, fields });
+      }
+      if (seen === 0) break;
+      await yieldTurn();
+    }
+    return { targets, scannedTo: Math.min(last, from - 1) };
+  }
+
+  #put(request: ErasureRequest): Promise<void> {
+    const { erasures, writer } = this.#deps.store;
+    return writer.enqueue(() => erasures.putSync([request.org_id, request.request_id], request));
+  }
+}
+
+/** The receipt's hash: SHA-256 (hex) of the JCS form of every receipt field but the hash. */
+export function receiptHash(fields: Omit<ErasureReceipt, 'receipt_hash'>): string {
+  return hash('sha256', canonicalize(fields), 'hex');
+}
+
+function actorOf(p: Principal): Record<string, string> {
+  return { actor: p.id, actor_kind: p.kind, credential_id: p.credential_id };
+}
