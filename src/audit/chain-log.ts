@@ -2,12 +2,15 @@ import { hash as digest, randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { setImmediate as yieldTurn } from 'node:timers/promises';
 import {
+  bridgeRecord,
+  type ChainBridge,
   canonicalEventParts,
   type ErasureTarget,
   erasePersonal,
   hashFromStoredText,
   type IntegrityResult,
   isTombstone,
+  type JsonValue,
   leafHash,
   type Personal,
   personalField,
@@ -21,6 +24,7 @@ import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js'
 import { IntegrityPool } from './integrity-pool.js';
 import { JsonlLog } from './jsonl-log.js';
 import {
+  BRIDGE_KIND,
   boundMs,
   familyOf,
   HOUR_KIND,
@@ -36,12 +40,16 @@ import {
   type Batch,
   type Bucket,
   chainOrgs,
+  compactNodes,
+  compactRange,
   loadBucket,
   loadHead,
+  nodeReader,
   type OrgHead,
   STORED_NODE_LEVEL,
 } from './org-head.js';
 import type { PendingWrite } from './postings.js';
+import { deletePrunedPrefix } from './prune.js';
 import { addEvent, bucketStart, HOUR_MS, MINUTE_MS } from './rollups.js';
 import { Sealer } from './sealer.js';
 import { AuditSearch } from './search.js';
@@ -272,6 +280,7 @@ export class ChainLog implements AuditLog {
         },
         sealAt: (org, size) => reader.sealAtSize(org, size),
         sealedAt: (org, seq) => reader.sealAtOrBefore(org, seq)?.size ?? 0,
+        bridgeLine: (org) => reader.bridgeLine(org),
       },
       opts.warn,
       opts.jsonlMaxOpen,
@@ -790,6 +799,94 @@ export class ChainLog implements AuditLog {
             return hash === undefined ? undefined : edits.get(hash);
           });
     return { events: writes.length, lines };
+  }
+
+  /**
+   * Where retention could cut the org chain for events older than `beforeMs` (DESIGN B: on a
+   * seal boundary, keeping at least the newest event): the newest seal of size < the last seq
+   * whose events all have ts < `beforeMs`. Undefined when nothing that old is sealed past the
+   * current bridge.
+   */
+  pruneCut(orgId: string, beforeMs: number): { toSeq: number; fromSeq: number; lastTs: string } | undefined {
+    const r = this.#reader;
+    const first = r.firstSeq(orgId);
+    const last = r.lastSeq(orgId);
+    if (first === 0 || last <= first) return undefined;
+    const older = r.seqAtOrAfter(orgId, beforeMs, first, last) - 1; // the last event before it
+    const seal = r.sealAtOrBefore(orgId, Math.min(older, last - 1));
+    if (seal === undefined || seal.size < first) return undefined;
+    return { toSeq: seal.size, fromSeq: first, lastTs: r.eventAt(orgId, seal.size)?.ts ?? '' };
+  }
+
+  /**
+   * Prunes the org chain through seq `toSeq`, a seal boundary before its last event (retention,
+   * DESIGN B). `archive`, when given, gets the lines pruned (the earlier bridge, events and seals,
+   * as in the export) and answers where they went. Then one commit stores the `_chain_bridge`
+   * (the last pruned event's hash, the compact range of the pruned leaves, the seal at the cut,
+   * the archive) and those compact-range nodes, from when on readers start after it; the pruned
+   * data is deleted in steps, and the JSONL files are cut to start with the bridge. Every later
+   * root, receipt and seal still verifies; `govgate verify` and integrity start at the bridge.
+   */
+  async prune(
+    orgId: string,
+    toSeq: number,
+    archive?: (lines: Iterable<string>) => Promise<JsonValue>,
+  ): Promise<{
+    from_seq: number;
+    to_seq: number;
+    events: number;
+    seals: number;
+    files_deleted: number;
+    bridge: ChainBridge;
+  }> {
+    const r = this.#reader;
+    const first = r.firstSeq(orgId);
+    const last = r.lastSeq(orgId);
+    const seal = r.sealAtSize(orgId, toSeq);
+    if (first === 0 || toSeq < first || toSeq >= last || seal === undefined)
+      throw new Error(`org ${orgId}: seq ${toSeq} is not a seal boundary inside ${first}..${last - 1}`);
+    const pruned = r.prunedThrough(orgId);
+    const bridgedHash = r.eventAt(orgId, toSeq)?.hash;
+    if (bridgedHash === undefined) throw new Error(`org ${orgId}: event ${toSeq} is missing`);
+    const earlier = r.bridgeLine(orgId);
+    const archived =
+      archive === undefined
+        ? null
+        : await archive(
+            (function* (): Generator<string> {
+              if (earlier !== undefined) yield earlier;
+              for (const l of r.lines(orgId, first, toSeq, pruned)) yield l.line;
+            })(),
+          );
+    const nodes = compactNodes(toSeq);
+    const subtrees = compactRange(toSeq, nodeReader(this.#store, orgId));
+    const { _chain_bridge: bridge } = bridgeRecord({
+      fromSeq: 1,
+      toSeq,
+      bridgedHash,
+      subtrees,
+      lastSeal: { seq: seal.seq, size: seal.size, note: seal.note },
+      archive: archived,
+    });
+    const { auditMeta, auditNodes, writer } = this.#store;
+    await writer.enqueue(() => {
+      for (let i = 0; i < nodes.length; i++) {
+        const n = nodes[i] as { level: number; index: number };
+        auditNodes.putSync([orgId, n.level, n.index], subtrees[i]);
+      }
+      auditMeta.putSync([orgId, BRIDGE_KIND], bridge);
+    });
+    const keep = new Set(nodes.map((n) => `${n.level}/${n.index}`));
+    const deleted = await deletePrunedPrefix(this.#store, orgId, toSeq, keep);
+    const filesDeleted = await this.#jsonl.prune(orgId, toSeq, r.bridgeLine(orgId) as string);
+    return {
+      from_seq: first,
+      to_seq: toSeq,
+      events: deleted.events,
+      seals: deleted.seals,
+      files_deleted: filesDeleted,
+      bridge,
+    };
   }
 
   /** The JSONL files a start set aside for `orgId` (JsonlLog.divergedFiles). */

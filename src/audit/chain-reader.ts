@@ -55,9 +55,25 @@ export class ChainReader {
     return 0;
   }
 
-  /** The seq of the oldest stored event (0 when none). */
+  /** The seq retention pruned the chain through (its `_chain_bridge`), 0 when none. */
+  prunedThrough(org: string): number {
+    const b = this.store.auditMeta.get([org, BRIDGE_KIND]) as { bridged_to_seq?: unknown } | undefined;
+    return typeof b?.bridged_to_seq === 'number' ? b.bridged_to_seq : 0;
+  }
+
+  /** The JSONL line of the org's `_chain_bridge` (the first line of its export), if any. */
+  bridgeLine(org: string): string | undefined {
+    const stored: unknown = this.store.auditMeta.get([org, BRIDGE_KIND]);
+    return stored === undefined ? undefined : JSON.stringify({ _chain_bridge: stored });
+  }
+
+  /**
+   * The seq of the oldest stored event (0 when none). Events a retention run is still deleting
+   * (seq ≤ its bridge's) are not part of the chain any more.
+   */
   firstSeq(org: string): number {
-    for (const key of this.store.auditEvents.getKeys({ start: [org, 0], end: [org, MAX_KEY], limit: 1 }))
+    const from = this.prunedThrough(org) + 1;
+    for (const key of this.store.auditEvents.getKeys({ start: [org, from], end: [org, MAX_KEY], limit: 1 }))
       return (key as [string, number])[1];
     return 0;
   }
@@ -300,7 +316,7 @@ export class ChainReader {
     const hi = untilMs === undefined ? last : (this.coveringSeal(org, last)?.size ?? last);
     let start = this.firstSeq(org);
     const stored = this.store.auditMeta.get([org, BRIDGE_KIND]) as Record<string, unknown> | undefined;
-    if (stored !== undefined && lo <= start) yield JSON.stringify({ _chain_bridge: stored });
+    if (stored !== undefined && lo <= start) yield this.bridgeLine(org) as string;
     if (lo > start) {
       const anchor = this.sealAtOrBefore(org, lo - 1);
       if (anchor !== undefined && anchor.size >= start) {

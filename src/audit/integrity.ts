@@ -130,6 +130,8 @@ export class IntegrityScan {
   readonly #org: string;
   readonly #hi: number;
   readonly #sealHi: number;
+  /** The seq retention pruned through: the scan starts after it, at the bridge. */
+  readonly #pruned: number;
   #lines: Iterator<LogLine> | undefined;
   #done = false;
 
@@ -141,6 +143,7 @@ export class IntegrityScan {
     this.#verifier = new ChainVerifier({ verifiers, origin: checkpointOrigin(org), legacy: false });
     const bridge: unknown = reader.store.auditMeta.get([org, BRIDGE_KIND]);
     if (bridge !== undefined) this.#verifier.pushEvent({ _chain_bridge: bridge });
+    this.#pruned = reader.prunedThrough(org);
     // Events committed now, and every seal committed now (seals commit after their events, so a
     // seal past the last event means events were removed).
     this.#hi = reader.lastSeq(org);
@@ -155,7 +158,10 @@ export class IntegrityScan {
   /** Processes up to `n` lines inline; true when the scan is complete. */
   step(n: number): boolean {
     if (this.#done) return true;
-    this.#lines ??= this.#reader.lines(this.#org, 0, this.#hi, 0, this.#sealHi)[Symbol.iterator]();
+    const from = this.#pruned;
+    this.#lines ??= this.#reader
+      .lines(this.#org, from === 0 ? 0 : nextAbove(from), this.#hi, from, this.#sealHi)
+      [Symbol.iterator]();
     for (let i = 0; i < n; i++) {
       const r = this.#lines.next();
       if (r.done === true) {
@@ -179,8 +185,8 @@ export class IntegrityScan {
     const width = Math.max(1, Math.floor(events));
     // The chunks partition the whole scan's key ranges exactly (events 0 ≤ seq ≤ hi, seals
     // 1 ≤ size ≤ sealHi), stored keys that are not whole numbers (a tampered store) included.
-    let lo = 0;
-    let sealFrom = 1;
+    let lo = this.#pruned === 0 ? 0 : nextAbove(this.#pruned);
+    let sealFrom = this.#pruned + 1;
     let hi = Math.max(this.#reader.firstSeq(org), 1) + width - 1;
     for (;;) {
       if (hi >= this.#hi) {

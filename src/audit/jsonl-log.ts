@@ -11,6 +11,7 @@ import {
   renameSync,
   truncateSync,
   type WriteStream,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { open as openFile, rm } from 'node:fs/promises';
@@ -33,6 +34,8 @@ export interface LogSource {
   sealAt(org: string, size: number): StoredSeal | undefined;
   /** The size of the newest stored seal of size ≤ `seq` (0 when none). */
   sealedAt(org: string, seq: number): number;
+  /** The line of the org's `_chain_bridge` (retention pruned its chain before it), if any. */
+  bridgeLine(org: string): string | undefined;
 }
 
 interface OrgFile {
@@ -315,9 +318,48 @@ export class JsonlLog {
    * throws when a file cannot be rewritten (the files left as they were).
    */
   async rewrite(org: string, edit: (line: string) => string | undefined): Promise<number> {
+    return this.#exclusive(org, async (paths) => {
+      let changed = 0;
+      for (const path of paths) changed += await rewriteFile(path, edit);
+      return changed;
+    });
+  }
+
+  /**
+   * Cuts an org's files where retention pruned its chain: the lines through seq `toSeq` (events,
+   * seals, an earlier bridge) go, files left empty are deleted, and the first file kept starts with
+   * `bridgeLine`, so the files are the export again (see `rewrite` for how writes wait). Returns
+   * the number of files deleted.
+   */
+  async prune(org: string, toSeq: number, bridgeLine: string): Promise<number> {
+    return this.#exclusive(org, async (paths, livePath) => {
+      // The bridge goes at the start of the first file kept: the live one, made if need be.
+      if (!paths.includes(livePath)) {
+        mkdirSync(this.#dir, { recursive: true, mode: 0o700 });
+        writeFileSync(livePath, '', { mode: 0o600 });
+        paths.push(livePath);
+      }
+      let deleted = 0;
+      for (let i = 0; i < paths.length; i++) {
+        const path = paths[i] as string;
+        const live = i === paths.length - 1;
+        const kept = await pruneFile(path, toSeq, bridgeLine, live);
+        if (kept === 'deleted') deleted++;
+        if (kept === 'kept') break; // the files after it hold only later lines
+      }
+      return deleted;
+    });
+  }
+
+  /**
+   * Runs `work` on an org's files (rotated ones oldest first, then the live one if it exists)
+   * with nothing else writing them: the org's file is closed first, with the lines it had not
+   * written yet dropped, and its lines are not written meanwhile; afterwards, what the files lack
+   * (the dropped lines, the ones committed meanwhile) is written from the store, as after a start.
+   */
+  async #exclusive<T>(org: string, work: (paths: string[], live: string) => Promise<T>): Promise<T> {
     if (this.#rewriting.has(org)) throw new Error(`the JSONL log of org ${org} is being rewritten`);
     this.#rewriting.add(org);
-    let changed = 0;
     try {
       const f = this.#files.get(org);
       if (f !== undefined) {
@@ -346,19 +388,19 @@ export class JsonlLog {
         if (m !== null && m[1] === name) numbers.push(Number(m[2]));
       }
       numbers.sort((a, b) => a - b);
-      for (const path of [...numbers.map((n) => `${base}.${n}.jsonl`), `${base}.jsonl`])
-        if (existsSync(path)) changed += await rewriteFile(path, edit);
+      const paths = [...numbers.map((n) => `${base}.${n}.jsonl`), `${base}.jsonl`].filter((p) =>
+        existsSync(p),
+      );
+      return await work(paths, `${base}.jsonl`);
     } finally {
       this.#rewriting.delete(org);
       try {
-        // What the files lack now (dropped or committed meanwhile) is written from the store.
         const resumed = this.#resume(org);
         if (this.#behind(org, resumed.last)) this.#file(org, resumed);
       } catch (err) {
         this.#error = err;
       }
     }
-    return changed;
   }
 
   /** Never throws: the log is a copy of the store, and a disk error must not fail the chain. */
@@ -741,6 +783,77 @@ async function rewriteFile(path: string, edit: (line: string) => string | undefi
   return changed;
 }
 
+/**
+ * Drops the lines of a file through seq `toSeq` (see `JsonlLog.prune`): 'deleted' when none was
+ * left (the live file is kept, holding the bridge alone), 'kept' when later lines were found (the
+ * file then starts with `bridgeLine`), 'cut' when every line went but the file stays (live).
+ */
+async function pruneFile(
+  path: string,
+  toSeq: number,
+  bridgeLine: string,
+  live: boolean,
+): Promise<'deleted' | 'kept' | 'cut'> {
+  const tmp = `${path}.rewrite`;
+  await rm(tmp, { force: true });
+  const input = await openFile(path, 'r');
+  let keptAny = false;
+  const out = await openFile(tmp, 'wx', 0o600);
+  try {
+    let chunk: string[] = [`${bridgeLine}\n`];
+    let chunkChars = 0;
+    let cut = false;
+    const lines = createInterface({
+      input: input.createReadStream({ autoClose: false }),
+      crlfDelay: Infinity,
+    });
+    for await (const line of lines) {
+      if (!cut) {
+        if (line === '' || throughSeq(line) <= toSeq) continue;
+        cut = true;
+      }
+      keptAny = true;
+      chunk.push(`${line}\n`);
+      chunkChars += line.length + 1;
+      if (chunkChars >= FLUSH_BYTES) {
+        await out.write(chunk.join(''));
+        chunk = [];
+        chunkChars = 0;
+      }
+    }
+    await out.write(chunk.join(''));
+    await out.sync();
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  } finally {
+    await out.close();
+    await input.close();
+  }
+  if (keptAny || live) {
+    renameSync(tmp, path);
+    return keptAny ? 'kept' : 'cut';
+  }
+  await rm(tmp, { force: true });
+  await rm(path, { force: true });
+  return 'deleted';
+}
+
+/**
+ * The seq a log line ends at: an event's `seq`, a seal's tree size, a bridge's last bridged seq;
+ * +Infinity for a line that is none of them (it is kept).
+ */
+function throughSeq(line: string): number {
+  let rec: { seq?: unknown; _seal?: { size?: unknown }; _chain_bridge?: { bridged_to_seq?: unknown } };
+  try {
+    rec = JSON.parse(line) as typeof rec;
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+  const n = rec._seal?.size ?? rec._chain_bridge?.bridged_to_seq ?? rec.seq;
+  return typeof n === 'number' ? n : Number.POSITIVE_INFINITY;
+}
+
 /** Ends a stream; settles once its descriptor is closed (after its writes, or after an error). */
 function ended(stream: WriteStream): Promise<void> {
   return new Promise<void>((resolve) => {
@@ -841,7 +954,16 @@ function heldLine(
     return undefined;
   }
   if (typeof rec !== 'object' || rec === null) return undefined;
-  const { seq, hash, _seal } = rec as { seq?: unknown; hash?: unknown; _seal?: { size?: unknown } | null };
+  const { seq, hash, _seal, _chain_bridge } = rec as {
+    seq?: unknown;
+    hash?: unknown;
+    _seal?: { size?: unknown } | null;
+    _chain_bridge?: { bridged_to_seq?: unknown } | null;
+  };
+  if (_chain_bridge !== undefined) {
+    const to = _chain_bridge?.bridged_to_seq;
+    return typeof to === 'number' && source.bridgeLine(org) === text ? { size: to } : undefined;
+  }
   if (_seal !== undefined) {
     const size = _seal?.size;
     if (typeof size !== 'number') return undefined;
@@ -927,13 +1049,13 @@ function resumeFrom(
   last: string | undefined,
 ): void {
   if (last === undefined) return;
-  let rec: { seq?: unknown; _seal?: { size?: unknown } };
+  let rec: { seq?: unknown; _seal?: { size?: unknown }; _chain_bridge?: { bridged_to_seq?: unknown } };
   try {
     rec = JSON.parse(last) as typeof rec;
   } catch {
     return;
   }
-  const sealSize = rec._seal?.size;
+  const sealSize = rec._seal?.size ?? rec._chain_bridge?.bridged_to_seq;
   if (typeof sealSize === 'number') {
     f.queuedSeq = sealSize;
     f.appendedSeq = sealSize;

@@ -9,7 +9,7 @@ import {
   nodeHash,
 } from '../core/chain/index.js';
 import type { Store } from '../store/db.js';
-import { MAX_KEY, SEAL_KIND } from './layout.js';
+import { BRIDGE_KIND, MAX_KEY, SEAL_KIND } from './layout.js';
 import { PendingPostings } from './postings.js';
 import { type Rollup, reviveRollup } from './rollups.js';
 import type { AuditEvent, StoredSeal } from './types.js';
@@ -92,15 +92,26 @@ function eventHashOf(raw: string): string | undefined {
   return isHash(h) ? h : undefined;
 }
 
-/** Reads Merkle nodes of an org from the store; low levels are recomputed from the events. */
+/**
+ * Reads Merkle nodes of an org from the store; low levels are recomputed from the events. Where
+ * retention pruned a prefix (a `_chain_bridge` through seq K), the nodes of K's compact range are
+ * stored at every level, and a low node starting in the pruned prefix is built from its children:
+ * a proof for a kept event only needs nodes that are either one of those or straddle K.
+ */
 export function nodeReader(store: Store, org: string): NodeReader {
-  return (level, index) => {
-    if (level >= STORED_NODE_LEVEL) {
-      const v: unknown = store.auditNodes.get([org, level, index]);
-      return v instanceof Uint8Array ? v : undefined;
-    }
+  const bridge = store.auditMeta.get([org, BRIDGE_KIND]) as { bridged_to_seq?: unknown } | undefined;
+  const pruned = typeof bridge?.bridged_to_seq === 'number' ? bridge.bridged_to_seq : 0;
+  const read = (level: number, index: number): Uint8Array | undefined => {
     const width = 2 ** level;
     const first = index * width + 1;
+    if (level >= STORED_NODE_LEVEL || first <= pruned) {
+      const v: unknown = store.auditNodes.get([org, level, index]);
+      if (v instanceof Uint8Array) return v;
+      if (level >= STORED_NODE_LEVEL || level === 0) return undefined;
+      const left = read(level - 1, 2 * index);
+      const right = left === undefined ? undefined : read(level - 1, 2 * index + 1);
+      return left === undefined || right === undefined ? undefined : nodeHash(left, right);
+    }
     let layer: Uint8Array[] = [];
     for (const { key, value } of store.auditEvents.getRange({
       start: [org, first],
@@ -121,21 +132,29 @@ export function nodeReader(store: Store, org: string): NodeReader {
     }
     return layer[0];
   };
+  return read;
 }
 
-/** The compact range of a tree of `size` leaves: its perfect subtree roots, largest first. */
-export function compactRange(size: number, read: NodeReader): Uint8Array[] {
-  const roots: Uint8Array[] = [];
+/** The (level, index) of each perfect subtree of a tree of `size` leaves, largest first. */
+export function compactNodes(size: number): Array<{ level: number; index: number }> {
+  const out: Array<{ level: number; index: number }> = [];
   let offset = 0;
   for (let level = 52; level >= 0; level--) {
     const width = 2 ** level;
     if (size - offset < width) continue;
-    const node = read(level, offset / width);
-    if (node === undefined) throw new Error(`Merkle node (${level}, ${offset / width}) is missing`);
-    roots.push(node);
+    out.push({ level, index: offset / width });
     offset += width;
   }
-  return roots;
+  return out;
+}
+
+/** The compact range of a tree of `size` leaves: its perfect subtree roots, largest first. */
+export function compactRange(size: number, read: NodeReader): Uint8Array[] {
+  return compactNodes(size).map(({ level, index }) => {
+    const node = read(level, index);
+    if (node === undefined) throw new Error(`Merkle node (${level}, ${index}) is missing`);
+    return node;
+  });
 }
 
 /** The last seal stored for an org, if any. */

@@ -14,6 +14,7 @@ function setup(t: Test) {
     lines: () => [],
     eventHash: () => undefined,
     sealAt: () => undefined,
+    bridgeLine: () => undefined,
     sealedAt: () => 0,
   });
   t.teardown(async () => {

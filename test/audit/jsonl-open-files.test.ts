@@ -203,7 +203,13 @@ t.test('drain resolves once the files closed while it waits are closed too', asy
   // must wait for those closes as well (it once returned with them still open, three files).
   const dir = mkdtempSync(join(tmpdir(), 'govgate-jsonl-drain-'));
   mkdirSync(join(dir, 'audit')); // the chain log makes it
-  const none = { lines: () => [], eventHash: () => undefined, sealAt: () => undefined, sealedAt: () => 0 };
+  const none = {
+    lines: () => [],
+    eventHash: () => undefined,
+    sealAt: () => undefined,
+    sealedAt: () => 0,
+    bridgeLine: () => undefined,
+  };
   const log = new JsonlLog(dir, 100, none, () => {}, 2);
   const { close, write } = fs;
   const later = <A extends unknown[]>(ms: number, f: (...a: A) => void, ...a: A): void =>
