@@ -11,6 +11,8 @@ import { registerReplayRoutes } from './audit/replay-routes.js';
 import { registerDsarRoutes } from './compliance/dsar.js';
 import { ErasureDesk } from './compliance/erasure.js';
 import { registerErasureRoutes } from './compliance/erasure-routes.js';
+import { RetentionDesk } from './compliance/retention.js';
+import { registerRetentionRoutes } from './compliance/retention-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { registerKeyRoutes } from './control/keys.js';
@@ -63,17 +65,32 @@ export interface RunningService {
  * The all-in-one process: control plane and data plane on one port, one embedded store. The data
  * dir is held for the life of the service (store/lock.ts); a start that fails lets it go again.
  */
-export async function startAllInOne(config: Config, logger: Logger): Promise<RunningService> {
+export async function startAllInOne(
+  config: Config,
+  logger: Logger,
+  seams: StartSeams = {},
+): Promise<RunningService> {
   const lock = await lockDataDir(config.dataDir);
   try {
-    return await startLocked(config, logger, lock);
+    return await startLocked(config, logger, lock, seams);
   } catch (err) {
     await lock.release();
     throw err;
   }
 }
 
-async function startLocked(config: Config, logger: Logger, lock: DataDirLock): Promise<RunningService> {
+/** What tests may put in place of the process's own (not configuration: nothing reads it from outside). */
+export interface StartSeams {
+  /** The audit trail's clock (event times, retention's cutoff); `Date.now` by default. */
+  readonly clock?: () => number;
+}
+
+async function startLocked(
+  config: Config,
+  logger: Logger,
+  lock: DataDirLock,
+  seams: StartSeams,
+): Promise<RunningService> {
   // Logged once each way, not per refused request (docs/ops.md, "When the disk fills").
   const store = openStore(config.dataDir, {
     minFreeMb: config.storeMinFreeMb,
@@ -106,6 +123,7 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     dataDir: config.dataDir,
     rotationMaxMb: config.audit.rotationMaxMb,
     warn: (msg, fields) => logger.warn(msg, fields),
+    ...(seams.clock === undefined ? {} : { clock: seams.clock }),
   });
   const egress = new EgressPolicy(config.egressAllow, config.egressDeny);
   const pools = new UpstreamPools({
@@ -233,6 +251,13 @@ async function startLocked(config: Config, logger: Logger, lock: DataDirLock): P
     removeAuthenticators: (userId) => webauthn.removeAll(userId),
   });
   registerErasureRoutes(router, { snapshot, erasures, orgExists });
+  const retention = new RetentionDesk({
+    settings: config.audit,
+    log: events,
+    audit: events,
+    ...(seams.clock === undefined ? {} : { clock: seams.clock }),
+  });
+  registerRetentionRoutes(router, { snapshot, retention, orgExists });
   registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
   registerApprovalFeedRoutes(router, {
     snapshot,

@@ -889,6 +889,24 @@ export class ChainLog implements AuditLog {
     };
   }
 
+  /** The org's `_chain_bridge`: retention pruned its chain through `bridged_to_seq`. */
+  bridge(orgId: string): ChainBridge | undefined {
+    return this.#store.auditMeta.get([orgId, BRIDGE_KIND]) as ChainBridge | undefined;
+  }
+
+  /**
+   * Finishes the last cut of an org chain where a run left it (a crash, a JSONL file that could
+   * not be written): deletes what is left of the pruned prefix and cuts the JSONL files. Does
+   * nothing to a chain that was never pruned; costs a read of the first JSONL file otherwise.
+   */
+  async finishPrune(orgId: string): Promise<void> {
+    const toSeq = this.#reader.prunedThrough(orgId);
+    if (toSeq === 0) return;
+    const keep = new Set(compactNodes(toSeq).map((n) => `${n.level}/${n.index}`));
+    await deletePrunedPrefix(this.#store, orgId, toSeq, keep);
+    await this.#jsonl.prune(orgId, toSeq, this.#reader.bridgeLine(orgId) as string);
+  }
+
   /** The JSONL files a start set aside for `orgId` (JsonlLog.divergedFiles). */
   divergedFiles(orgId: string): string[] {
     return this.#jsonl.divergedFiles(orgId);

@@ -163,6 +163,8 @@ export class JsonlLog {
   readonly #ending = new Set<Promise<void>>();
   /** Orgs whose files `rewrite` is editing: their lines are left to the catch-up after it. */
   readonly #rewriting = new Set<string>();
+  /** The last exclusive edit queued per org (see `#exclusive`). */
+  readonly #queues = new Map<string, Promise<void>>();
 
   constructor(
     dataDir: string,
@@ -358,7 +360,15 @@ export class JsonlLog {
    * (the dropped lines, the ones committed meanwhile) is written from the store, as after a start.
    */
   async #exclusive<T>(org: string, work: (paths: string[], live: string) => Promise<T>): Promise<T> {
-    if (this.#rewriting.has(org)) throw new Error(`the JSONL log of org ${org} is being rewritten`);
+    // One at a time per org: an erasure's rewrite and a retention cut wait for each other.
+    const before = this.#queues.get(org) ?? Promise.resolve();
+    let done = (): void => {};
+    const mine = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    const tail = before.then(() => mine);
+    this.#queues.set(org, tail);
+    await before;
     this.#rewriting.add(org);
     try {
       const f = this.#files.get(org);
@@ -400,6 +410,8 @@ export class JsonlLog {
       } catch (err) {
         this.#error = err;
       }
+      done();
+      if (this.#queues.get(org) === tail) this.#queues.delete(org);
     }
   }
 
@@ -798,19 +810,30 @@ async function pruneFile(
   await rm(tmp, { force: true });
   const input = await openFile(path, 'r');
   let keptAny = false;
+  let unchanged = false;
   const out = await openFile(tmp, 'wx', 0o600);
   try {
     let chunk: string[] = [`${bridgeLine}\n`];
     let chunkChars = 0;
     let cut = false;
+    let seen = 0;
+    let startsWithBridge = false;
     const lines = createInterface({
       input: input.createReadStream({ autoClose: false }),
       crlfDelay: Infinity,
     });
     for await (const line of lines) {
       if (!cut) {
+        seen++;
+        if (seen === 1 && line === bridgeLine) startsWithBridge = true;
         if (line === '' || throughSeq(line) <= toSeq) continue;
         cut = true;
+        // Already cut here (a run finishing an earlier one): the file stays as it is.
+        if (startsWithBridge && seen === 2) {
+          unchanged = true;
+          keptAny = true;
+          break;
+        }
       }
       keptAny = true;
       chunk.push(`${line}\n`);
@@ -821,14 +844,21 @@ async function pruneFile(
         chunkChars = 0;
       }
     }
-    await out.write(chunk.join(''));
-    await out.sync();
+    lines.close();
+    if (!unchanged) {
+      await out.write(chunk.join(''));
+      await out.sync();
+    }
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
   } finally {
     await out.close();
     await input.close();
+  }
+  if (unchanged) {
+    await rm(tmp, { force: true });
+    return 'kept';
   }
   if (keptAny || live) {
     renameSync(tmp, path);

@@ -237,6 +237,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       keyPassword: v.SERVICE_AUDIT_KEY_PASSWORD as string | undefined,
       retentionDays: v.SERVICE_AUDIT_RETENTION_DAYS as number,
       rotationMaxMb: v.SERVICE_AUDIT_ROTATION_MAX_MB as number,
+      archive: v.SERVICE_AUDIT_ARCHIVE as 'none' | 'local',
+      archiveDir: resolve(
+        (v.SERVICE_AUDIT_ARCHIVE_DIR as string | undefined) ??
+          resolve(v.SERVICE_DATA_DIR as string, 'archive'),
+      ),
     }),
   };
   return Object.freeze(config);

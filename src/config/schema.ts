@@ -33,6 +33,9 @@ export interface Config {
     readonly keyPassword: string | undefined;
     readonly retentionDays: number;
     readonly rotationMaxMb: number;
+    /** Where a retention run writes what it prunes: nowhere, or gzipped JSONL in `archiveDir`. */
+    readonly archive: 'none' | 'local';
+    readonly archiveDir: string;
   };
 }
 
@@ -256,7 +259,21 @@ export const SETTINGS = [
     kind: 'int',
     min: 0,
     default: 365,
-    doc: 'Reserved, no effect yet: retention in days (0 = keep forever); nothing is pruned',
+    doc: "Audit retention in days (0 = keep forever); pruned only by an operator's run (`POST /api/settings/retention/run`)",
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE',
+    yaml: 'audit.archive',
+    kind: 'enum',
+    values: ['none', 'local'],
+    default: 'none',
+    doc: 'Where a retention run puts the pruned events: nowhere, or gzipped JSONL in `SERVICE_AUDIT_ARCHIVE_DIR`',
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE_DIR',
+    yaml: 'audit.archive_dir',
+    kind: 'string',
+    doc: 'The local archive (default `<data dir>/archive`); one `<org>/<org>-<from>-<to>.jsonl.gz` per run',
   },
   {
     env: 'SERVICE_AUDIT_ROTATION_MAX_MB',

@@ -64,7 +64,6 @@ t.test('the table also lists the variables read outside the schema, and the rese
   const reserved = [
     'SERVICE_PROXY_PORT',
     'SERVICE_CONTROL_URL',
-    'SERVICE_AUDIT_RETENTION_DAYS',
     'OTEL_EXPORTER_OTLP_ENDPOINT',
     'OTEL_EXPORTER_OTLP_HEADERS',
     'SERVICE_OTLP_AUDIT_SPANS',

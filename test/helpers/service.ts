@@ -29,7 +29,14 @@ export interface TestService {
 
 /** Starts the all-in-one service on 127.0.0.1:0 with a fresh data dir (or a given one). */
 export async function startService(
-  opts: { engine?: Engine; env?: Record<string, string>; dataDir?: string; logger?: Logger } = {},
+  opts: {
+    engine?: Engine;
+    env?: Record<string, string>;
+    dataDir?: string;
+    logger?: Logger;
+    /** The audit trail's clock (see `StartSeams`). */
+    clock?: () => number;
+  } = {},
 ): Promise<TestService> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'govgate-test-'));
   const pat = `gk_pat_${randomBase62(40)}`;
@@ -38,7 +45,11 @@ export async function startService(
     SERVICE_HTTP_SERVER: opts.engine ?? 'uws',
     ...opts.env,
   });
-  const service = await startAllInOne(config, opts.logger ?? createLogger('error'));
+  const service = await startAllInOne(
+    config,
+    opts.logger ?? createLogger('error'),
+    opts.clock === undefined ? {} : { clock: opts.clock },
+  );
   // Where it listens: SERVICE_PUBLIC_URL, when a test sets one, names no address of this machine.
   const url = service.listenUrl;
   const created = service.bootstrap.created;

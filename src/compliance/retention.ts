@@ -1,0 +1,243 @@
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+import type { ChainLog } from '../audit/chain-log.js';
+import { fileNameOf } from '../audit/jsonl-log.js';
+import type { AuditSink } from '../audit/types.js';
+import type { ChainBridge, JsonValue } from '../core/chain/index.js';
+import { ServiceError } from '../core/errors.js';
+import type { Principal } from '../identity/types.js';
+
+const DAY_MS = 86_400_000;
+
+export interface RetentionSettings {
+  /** Days events are kept; 0 keeps them forever. */
+  readonly retentionDays: number;
+  readonly archive: 'none' | 'local';
+  readonly archiveDir: string;
+  readonly rotationMaxMb: number;
+}
+
+export interface RetentionDeps {
+  readonly settings: RetentionSettings;
+  readonly log: Pick<ChainLog, 'pruneCut' | 'prune' | 'finishPrune' | 'bridge' | 'lastSeq'>;
+  readonly audit: AuditSink;
+  readonly clock?: () => number;
+}
+
+/** What a run would prune (or pruned) of one org chain. */
+export interface PruneRange {
+  readonly from_seq: number;
+  readonly to_seq: number;
+  readonly events: number;
+  /** The newest pruned event's time: every pruned event is at least this old. */
+  readonly last_ts: string;
+}
+
+/**
+ * Audit retention (spec 4.6; DESIGN B), run only when an operator asks: events older than
+ * `retentionDays` are pruned from the org chain on the newest seal boundary before the cutoff
+ * (the chain's newest event always stays), leaving a `_chain_bridge` that keeps the rest
+ * verifiable, optionally after archiving them as gzipped JSONL that verifies on its own. Each run
+ * is an `admin.retention_run` event of the org's chain. One run per org at a time.
+ */
+export class RetentionDesk {
+  readonly #deps: RetentionDeps;
+  readonly #clock: () => number;
+  readonly #running = new Set<string>();
+
+  constructor(deps: RetentionDeps) {
+    this.#deps = deps;
+    this.#clock = deps.clock ?? Date.now;
+  }
+
+  /** `GET /api/settings/retention`. */
+  settings(org: string): Record<string, JsonValue> {
+    const s = this.#deps.settings;
+    const bridge = this.#deps.log.bridge(org);
+    return {
+      org_id: org,
+      retention_days: s.retentionDays,
+      keep_forever: s.retentionDays === 0,
+      schedule: 'operator-triggered: POST /api/settings/retention/run; nothing runs in the background',
+      archive:
+        s.archive === 'local' ? { type: 'local', dir: s.archiveDir, compression: 'gzip' } : { type: 'none' },
+      rotation: { jsonl_max_mb: s.rotationMaxMb },
+      pruned: bridge === undefined ? null : bridgeSummary(bridge),
+    };
+  }
+
+  /** `GET /api/settings/retention/preview`: what a run now would prune. */
+  preview(org: string): Record<string, JsonValue> {
+    const { cutoff, range, reason } = this.#plan(org);
+    return {
+      org_id: org,
+      retention_days: this.#deps.settings.retentionDays,
+      cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
+      prune: range === null ? null : { ...range },
+      archive: this.#deps.settings.archive,
+      reason,
+    };
+  }
+
+  /** `POST /api/settings/retention/run`. */
+  async run(org: string, p: Principal): Promise<Record<string, JsonValue>> {
+    if (this.#running.has(org))
+      throw new ServiceError('conflict', 'a retention run of this org is under way');
+    this.#running.add(org);
+    try {
+      const { log } = this.#deps;
+      await log.finishPrune(org); // what a run cut short left behind
+      const { cutoff, range, reason } = this.#plan(org);
+      if (range === null)
+        return {
+          org_id: org,
+          cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
+          pruned: null,
+          reason,
+        };
+      const archive =
+        this.#deps.settings.archive === 'local'
+          ? (lines: Iterable<string>) => this.#archive(org, range, lines)
+          : undefined;
+      let result: Awaited<ReturnType<ChainLog['prune']>>;
+      try {
+        result = await log.prune(org, range.to_seq, archive);
+      } catch (err) {
+        if (err instanceof ServiceError) throw err;
+        throw new ServiceError(
+          'unavailable',
+          `the retention run stopped: ${(err as Error).message}; run it again`,
+          {
+            cause: err,
+          },
+        );
+      }
+      const pruned = {
+        from_seq: result.from_seq,
+        to_seq: result.to_seq,
+        events: result.events,
+        seals: result.seals,
+        jsonl_files_deleted: result.files_deleted,
+        last_ts: range.last_ts,
+      };
+      const ref = await this.#deps.audit.append({
+        org_id: org,
+        event_type: 'admin.retention_run',
+        outcome: 'allow',
+        details: {
+          actor: p.id,
+          actor_kind: p.kind,
+          credential_id: p.credential_id,
+          retention_days: this.#deps.settings.retentionDays,
+          cutoff: new Date(cutoff as number).toISOString(),
+          ...pruned,
+          archive: result.bridge.archive,
+        },
+      });
+      return {
+        org_id: org,
+        cutoff: new Date(cutoff as number).toISOString(),
+        pruned,
+        bridge: bridgeSummary(result.bridge),
+        event_id: ref.id,
+      };
+    } finally {
+      this.#running.delete(org);
+    }
+  }
+
+  #plan(org: string): { cutoff: number | null; range: PruneRange | null; reason: string | null } {
+    const days = this.#deps.settings.retentionDays;
+    if (days === 0)
+      return { cutoff: null, range: null, reason: 'retention_days is 0: events are kept forever' };
+    const cutoff = this.#clock() - days * DAY_MS;
+    const cut = this.#deps.log.pruneCut(org, cutoff);
+    if (cut === undefined)
+      return {
+        cutoff,
+        range: null,
+        reason: 'no sealed events older than the cutoff (the newest event is always kept)',
+      };
+    return {
+      cutoff,
+      range: {
+        from_seq: cut.fromSeq,
+        to_seq: cut.toSeq,
+        events: cut.toSeq - cut.fromSeq + 1,
+        last_ts: cut.lastTs,
+      },
+      reason: null,
+    };
+  }
+
+  /**
+   * Writes the pruned lines as `<dir>/<org>/<org>-<from>-<to>.jsonl.gz` (into a temporary file,
+   * synced, then renamed): `gunzip` it and `govgate verify` checks it with the published keys.
+   */
+  async #archive(org: string, range: PruneRange, lines: Iterable<string>): Promise<JsonValue> {
+    const dir = this.#deps.settings.archiveDir;
+    const name = fileNameOf(org);
+    const folder = join(dir, name);
+    await mkdir(folder, { recursive: true, mode: 0o700 });
+    const path = join(folder, `${name}-${range.from_seq}-${range.to_seq}.jsonl.gz`);
+    const tmp = `${path}.tmp`;
+    const digest = createHash('sha256');
+    let bytes = 0;
+    let count = 0;
+    try {
+      await pipeline(
+        Readable.from(
+          (function* () {
+            for (const l of lines) {
+              count++;
+              yield `${l}\n`;
+            }
+          })(),
+        ),
+        createGzip(),
+        new Transform({
+          transform(chunk: Buffer, _enc, cb) {
+            digest.update(chunk);
+            bytes += chunk.length;
+            cb(null, chunk);
+          },
+        }),
+        createWriteStream(tmp, { mode: 0o600 }),
+      );
+      const fh = await open(tmp, 'r');
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await rename(tmp, path);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw new ServiceError('unavailable', `the archive could not be written: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    return {
+      type: 'local',
+      file: relative(dir, path),
+      sha256: digest.digest('hex'),
+      bytes,
+      lines: count,
+      compression: 'gzip',
+    };
+  }
+}
+
+function bridgeSummary(b: ChainBridge): Record<string, JsonValue> {
+  return {
+    bridged_to_seq: b.bridged_to_seq,
+    bridged_hash: b.bridged_hash,
+    last_seal: b.last_seal === null ? null : { seq: b.last_seal.seq, size: b.last_seal.size },
+    archive: b.archive,
+  };
+}
