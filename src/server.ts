@@ -24,6 +24,8 @@ import { bindKeysDir, checkKeysDir } from './crypto/keys-binding.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
 import { WorkerSealSigner } from './crypto/seal-signer.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
+import { registerAlertRoutes } from './export/alert-routes.js';
+import { AlertDesk } from './export/alerts.js';
 import { EgressPolicy } from './export/ssrf.js';
 import { GatewayService } from './gateway/service.js';
 import { Governor } from './govern/governor.js';
@@ -258,6 +260,15 @@ async function startLocked(
     ...(seams.clock === undefined ? {} : { clock: seams.clock }),
   });
   registerRetentionRoutes(router, { snapshot, retention, orgExists });
+  const alerts = new AlertDesk({
+    store,
+    settings,
+    egress,
+    baseUrl: () => base.value,
+  });
+  const stopAlerts = events.onCommitted(alerts.onCommitted);
+  metrics.watchAlerts(() => alerts.stats());
+  registerAlertRoutes(router, { snapshot, alerts, audit: events, orgExists });
   registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
   registerApprovalFeedRoutes(router, {
     snapshot,
@@ -321,6 +332,8 @@ async function startLocked(
     await scans.close();
     await Promise.all([pools.close(), tools.close()]);
     await events.close();
+    stopAlerts();
+    await alerts.close();
     await sealSigner.close();
     await store.close();
     throw err;
@@ -367,6 +380,8 @@ async function startLocked(
       await scans.close();
       await Promise.all([pools.close(), tools.close()]);
       await events.close();
+      stopAlerts();
+      await alerts.close();
       await sealSigner.close();
       await store.close();
       await lock.release();

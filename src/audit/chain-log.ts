@@ -248,6 +248,7 @@ export class ChainLog implements AuditLog {
   #newLists = 0;
   #postingsFlushQueued = false;
   readonly #pendingListsMax: number;
+  readonly #listeners: Array<(org: string, events: readonly AuditEvent[]) => void> = [];
 
   constructor(store: Store, signer: SealSigner, opts: ChainLogOptions) {
     this.#store = store;
@@ -615,6 +616,25 @@ export class ChainLog implements AuditLog {
       batch.events.map((e) => e.seq),
       batch.json,
     );
+    for (const l of this.#listeners) {
+      try {
+        l(head.org, batch.events);
+      } catch {
+        // a listener's failure is its own (alert delivery keeps its own log); the chain goes on
+      }
+    }
+  }
+
+  /**
+   * Calls `listener` with each batch of events once it is committed (alerting). It runs on the
+   * commit path: it must return at once (queue its work). Returns a function that removes it.
+   */
+  onCommitted(listener: (org: string, events: readonly AuditEvent[]) => void): () => void {
+    this.#listeners.push(listener);
+    return () => {
+      const i = this.#listeners.indexOf(listener);
+      if (i >= 0) this.#listeners.splice(i, 1);
+    };
   }
 
   /**

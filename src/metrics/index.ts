@@ -19,6 +19,12 @@ export class Metrics {
   private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
   private storeWritable: () => boolean = () => true;
   private approvalStreams: () => number = () => 0;
+  private alerts: () => {
+    readonly delivered: number;
+    readonly failed: number;
+    readonly dropped: number;
+    readonly queued: number;
+  } = () => ({ delivered: 0, failed: 0, dropped: 0, queued: 0 });
   private scans: () => { readonly offloaded: number; readonly pending: number } = () => ({
     offloaded: 0,
     pending: 0,
@@ -82,6 +88,26 @@ export class Metrics {
         this.set(approvalStreams());
       },
     });
+    const alerts = () => this.alerts();
+    new Counter({
+      name: 'govgate_alert_deliveries_total',
+      help: 'Alert webhook deliveries by outcome (delivered, failed after its retries, dropped from a full queue)',
+      labelNames: ['status'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const a = alerts();
+        for (const status of ['delivered', 'failed', 'dropped'] as const) this.inc({ status }, a[status]);
+      },
+    });
+    new Gauge({
+      name: 'govgate_alerts_queued',
+      help: 'Alerts waiting for delivery, all destinations',
+      registers: [this.registry],
+      collect() {
+        this.set(alerts().queued);
+      },
+    });
     const scans = (): { readonly offloaded: number; readonly pending: number } => this.scans();
     new Counter({
       name: 'govgate_content_scans_offloaded_total',
@@ -117,6 +143,18 @@ export class Metrics {
         for (const effect of EFFECTS) this.set({ effect }, counts.get(effect) ?? 0);
       },
     });
+  }
+
+  /** Where the alert metrics read their numbers (AlertDesk). */
+  watchAlerts(
+    source: () => {
+      readonly delivered: number;
+      readonly failed: number;
+      readonly dropped: number;
+      readonly queued: number;
+    },
+  ): void {
+    this.alerts = source;
   }
 
   /** Where the store gauge reads whether the store takes writes (StoreHealth.writable). */

@@ -21,6 +21,11 @@ export class SettingsRepo {
     this.store.vault.putSync([orgId, ref], this.vault.seal(secret, `${orgId}/${ref}`));
   }
 
+  /** Deletes the vault slot `ref` of the org (nothing when it is empty). */
+  removeSecret(orgId: string, ref: string): void {
+    this.store.vault.removeSync([orgId, ref]);
+  }
+
   openSecret(orgId: string, ref: string): string | undefined {
     const sealed = this.store.vault.get([orgId, ref]) as SealedSecret | undefined;
     return sealed === undefined ? undefined : this.vault.open(sealed, `${orgId}/${ref}`);

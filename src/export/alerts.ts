@@ -1,0 +1,417 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent, request } from 'undici';
+import type { AuditEvent } from '../audit/types.js';
+import { ServiceError } from '../core/errors.js';
+import type { Store } from '../store/db.js';
+import type { SettingsRepo } from '../store/settings.js';
+import { sortableId } from '../util/ids.js';
+import type { EgressPolicy } from './ssrf.js';
+
+export const WEBHOOK_TYPES = ['chat1', 'chat2', 'generic'] as const;
+export type WebhookType = (typeof WEBHOOK_TYPES)[number];
+export const MIN_SEVERITIES = ['block', 'detect', 'all'] as const;
+export type MinSeverity = (typeof MIN_SEVERITIES)[number];
+export type Severity = 'block' | 'detect' | 'info';
+
+/** The org id the deployment-wide alerting configuration is kept under. */
+export const SYSTEM = '_system';
+const GLOBAL_ID = 'alerting';
+
+/** Where alerts of one org (or of every org: the deployment-wide one) go. */
+export interface AlertDestination {
+  readonly id: string;
+  /** The org whose events it gets; `_system` for the deployment-wide destination (every org). */
+  readonly org_id: string;
+  readonly enabled: boolean;
+  readonly webhook_type: WebhookType;
+  readonly min_severity: MinSeverity;
+  /** The URL's last four characters (the URL itself is sealed in the vault). */
+  readonly url_last4: string;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+/** One delivery's outcome, as the delivery log shows it. */
+export interface DeliveryRecord {
+  readonly at: string;
+  readonly event_id: string | null;
+  readonly event_type: string;
+  readonly severity: Severity | 'test';
+  readonly status: 'delivered' | 'failed' | 'dropped';
+  readonly http_status: number | null;
+  readonly attempts: number;
+  readonly error: string | null;
+}
+
+/**
+ * An event's severity for alerting: `block` when it was blocked; `detect` when a detector found
+ * something (any count above 0) or the deciding policy asked for an alert; `info` otherwise (a
+ * `pii_detected` event too: it restates the detections of its call, which is that call's alert).
+ */
+export function severityOf(
+  e: Pick<AuditEvent, 'outcome' | 'event_type' | 'detections' | 'details'>,
+): Severity {
+  if (e.outcome === 'block') return 'block';
+  if (e.event_type === 'pii_detected') return 'info'; // restates its call's detections: the call is the alert
+  const decision = (e.details as { decision?: { alert?: unknown } } | null | undefined)?.decision;
+  if (decision?.alert === true) return 'detect';
+  return hasFindings(e.detections, 0) ? 'detect' : 'info';
+}
+
+/** Whether a detections summary holds a positive count anywhere (`{input: {counts: {pii: 2}}}`). */
+function hasFindings(d: unknown, depth: number): boolean {
+  if (d === null || typeof d !== 'object' || depth > 3) return false;
+  const counts = (d as { counts?: unknown }).counts;
+  if (counts !== null && typeof counts === 'object')
+    for (const v of Object.values(counts)) if (typeof v === 'number' && v > 0) return true;
+  for (const v of Object.values(d)) if (typeof v === 'object' && hasFindings(v, depth + 1)) return true;
+  return false;
+}
+
+export function meets(severity: Severity, min: MinSeverity): boolean {
+  if (min === 'all') return true;
+  if (min === 'detect') return severity !== 'info';
+  return severity === 'block';
+}
+
+/**
+ * The body posted for an event. `chat1` is a chat tool's incoming-webhook message (`{text}`),
+ * `chat2` a connector card (`MessageCard`), `generic` the event as JSON. None carries personal
+ * values: `personal` fields go as their commitments only, so an alert never copies a person's data
+ * out of the trail (erasure could not reach it there).
+ */
+export function alertBody(
+  type: WebhookType,
+  e: AuditEvent,
+  severity: Severity | 'test',
+  auditUrl: string,
+): unknown {
+  if (type === 'generic') {
+    const personal: Record<string, { c: unknown }> = {};
+    for (const [k, v] of Object.entries(e.personal ?? {}))
+      personal[k] = { c: (v as { c?: unknown } | null)?.c ?? null };
+    const { seal: _seal, ...rest } = e as AuditEvent & { seal?: unknown };
+    return { severity, audit_url: auditUrl, event: { ...rest, personal } };
+  }
+  const who = e.agent_id === null || e.agent_id === undefined ? '' : ` by agent ${e.agent_id}`;
+  const why = e.reason ? `: ${e.reason}` : '';
+  const rule = e.rule_id ? ` (rule ${e.rule_id})` : '';
+  const title = `govgate ${severity.toUpperCase()}: ${e.event_type}${who} in org ${e.org_id}`;
+  const text = `${title}${why}${rule}. ${auditUrl}`;
+  if (type === 'chat1') return { text };
+  return {
+    '@type': 'MessageCard',
+    '@context': 'https://schema.org/extensions',
+    summary: title,
+    themeColor: severity === 'block' ? 'C4314B' : severity === 'detect' ? 'F2C744' : '6264A7',
+    title,
+    text: `${why.slice(2) || e.event_type}${rule}`,
+    potentialAction: [
+      { '@type': 'OpenUri', name: 'Open in the audit trail', targets: [{ os: 'default', uri: auditUrl }] },
+    ],
+  };
+}
+
+export interface AlertDeskDeps {
+  readonly store: Pick<Store, 'settings' | 'writer'>;
+  readonly settings: SettingsRepo;
+  readonly egress: EgressPolicy;
+  /** Where `audit_url` points: `{base}/api/audit/events/{id}`. */
+  readonly baseUrl: () => string;
+  readonly retries?: number;
+  readonly backoffMs?: number;
+  readonly timeoutMs?: number;
+}
+
+/** Deliveries waiting per destination at most; past it the oldest is dropped (and logged). */
+const QUEUE_MAX = 1_000;
+/** Delivery records kept per destination. */
+const LOG_MAX = 100;
+const URL_MAX = 2_048;
+
+interface Pending {
+  readonly event: AuditEvent;
+  readonly severity: Severity;
+}
+
+/**
+ * Alert destinations (spec 2.10, 2.12, 4.7, 4.8) and their delivery. Committed events are matched
+ * against the org's destinations and the deployment-wide one by severity and queued; each
+ * destination delivers its queue in order, one request at a time, through the egress policy (so
+ * a URL that was public when it was configured and resolves to a private address now reaches
+ * nothing), retrying failures with backoff. Delivery never slows the request path: a commit only
+ * queues, and a full queue drops its oldest delivery, which the delivery log says.
+ */
+export class AlertDesk {
+  readonly #deps: AlertDeskDeps;
+  readonly #agent: Agent;
+  /** Destinations by org (`_system`: the deployment-wide one), read from the store at start. */
+  readonly #byOrg = new Map<string, AlertDestination[]>();
+  readonly #queues = new Map<string, Pending[]>();
+  readonly #running = new Set<string>();
+  readonly #logs = new Map<string, DeliveryRecord[]>();
+  readonly #counts = { delivered: 0, failed: 0, dropped: 0 };
+  #closed = false;
+
+  constructor(deps: AlertDeskDeps) {
+    this.#deps = deps;
+    this.#agent = new Agent({ connect: deps.egress.connector(deps.timeoutMs ?? 10_000) });
+    for (const { value } of deps.store.settings.getRange()) {
+      const d = value as Partial<AlertDestination> & { kind?: string };
+      if (d !== null && typeof d === 'object' && d.kind === 'alert_destination')
+        this.#index(d as AlertDestination);
+    }
+  }
+
+  /** For `ChainLog.onCommitted`: queues the alerts a batch of committed events raises. */
+  readonly onCommitted = (org: string, events: readonly AuditEvent[]): void => {
+    const own = this.#byOrg.get(org);
+    const global = this.#byOrg.get(SYSTEM);
+    if (own === undefined && global === undefined) return;
+    for (const e of events) {
+      const severity = severityOf(e);
+      for (const d of own ?? [])
+        if (d.enabled && meets(severity, d.min_severity)) this.#enqueue(d, { event: e, severity });
+      for (const d of global ?? [])
+        if (d.enabled && meets(severity, d.min_severity)) this.#enqueue(d, { event: e, severity });
+    }
+  };
+
+  list(org: string): AlertDestination[] {
+    return (this.#byOrg.get(org) ?? []).filter((d) => d.id !== GLOBAL_ID);
+  }
+
+  get(org: string, id: string): AlertDestination | undefined {
+    return this.#byOrg.get(org)?.find((d) => d.id === id);
+  }
+
+  /** The deployment-wide destination, if configured. */
+  global(): AlertDestination | undefined {
+    return this.get(SYSTEM, GLOBAL_ID);
+  }
+
+  /**
+   * Adds (no `id`) or updates a destination. A URL equal to the masked one shown (`****last4`)
+   * keeps the URL in force; any other is checked against the egress policy (400 when refused).
+   */
+  async put(
+    org: string,
+    id: string | undefined,
+    input: {
+      webhook_type?: WebhookType;
+      webhook_url?: string;
+      min_severity?: MinSeverity;
+      enabled?: boolean;
+    },
+  ): Promise<AlertDestination> {
+    const before = id === undefined ? undefined : this.get(org, id);
+    if (id !== undefined && before === undefined && id !== GLOBAL_ID)
+      throw new ServiceError('not_found', `no alert destination ${id} in this org`);
+    let url: string | undefined;
+    if (
+      input.webhook_url !== undefined &&
+      !(before !== undefined && input.webhook_url === mask(before.url_last4))
+    ) {
+      if (input.webhook_url.length > URL_MAX)
+        throw new ServiceError('invalid_request', `webhook_url is longer than ${URL_MAX} characters`, {
+          param: 'webhook_url',
+        });
+      const problem = await this.#deps.egress.check(input.webhook_url);
+      if (problem !== undefined)
+        throw new ServiceError('invalid_request', `webhook_url ${problem}`, { param: 'webhook_url' });
+      url = input.webhook_url;
+    }
+    if (before === undefined && url === undefined)
+      throw new ServiceError('invalid_request', 'webhook_url is required', { param: 'webhook_url' });
+    const now = new Date().toISOString();
+    const record: AlertDestination & { kind: string } = {
+      kind: 'alert_destination',
+      id: before?.id ?? id ?? sortableId('ad_'),
+      org_id: org,
+      enabled: input.enabled ?? before?.enabled ?? true,
+      webhook_type: input.webhook_type ?? before?.webhook_type ?? 'generic',
+      min_severity: input.min_severity ?? before?.min_severity ?? 'block',
+      url_last4: url === undefined ? (before?.url_last4 ?? '') : url.slice(-4),
+      created_at: before?.created_at ?? now,
+      updated_at: now,
+    };
+    const { settings, writer } = this.#deps.store;
+    await writer.enqueue(() => {
+      if (url !== undefined) this.#deps.settings.sealSecret(org, slot(record.id), url);
+      settings.putSync([org, 'alert', record.id], record);
+    });
+    const { kind: _k, ...view } = record;
+    this.#index(view);
+    return view;
+  }
+
+  async remove(org: string, id: string): Promise<boolean> {
+    if (this.get(org, id) === undefined) return false;
+    const { settings, writer } = this.#deps.store;
+    await writer.enqueue(() => {
+      settings.removeSync([org, 'alert', id]);
+    });
+    this.#deps.settings.removeSecret(org, slot(id));
+    this.#byOrg.set(
+      org,
+      (this.#byOrg.get(org) ?? []).filter((d) => d.id !== id),
+    );
+    this.#queues.delete(`${org}/${id}`);
+    this.#logs.delete(`${org}/${id}`);
+    return true;
+  }
+
+  /** Sends a test alert now (no retries) and answers how it went; it is logged like any delivery. */
+  async test(d: AlertDestination, org: string): Promise<DeliveryRecord> {
+    const event = {
+      id: 'ae_test',
+      org_id: org,
+      seq: 0,
+      ts: new Date().toISOString(),
+      event_type: 'alert.test',
+      agent_id: null,
+      outcome: 'block',
+      reason: 'a test alert sent from govgate',
+      rule_id: null,
+      personal: {},
+      details: {},
+      detections: null,
+    } as unknown as AuditEvent;
+    return this.#deliver(d, { event, severity: 'block' }, 1, 'test');
+  }
+
+  deliveryLog(d: AlertDestination): DeliveryRecord[] {
+    return [...(this.#logs.get(`${d.org_id}/${d.id}`) ?? [])].reverse();
+  }
+
+  /** Deliveries by outcome so far, and those waiting (all destinations): the metrics. */
+  stats(): { delivered: number; failed: number; dropped: number; queued: number } {
+    let queued = 0;
+    for (const q of this.#queues.values()) queued += q.length;
+    return { ...this.#counts, queued };
+  }
+
+  /** Stops delivering: what is queued is dropped (alerts are best effort; the trail is the record). */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#queues.clear();
+    await this.#agent.destroy(); // requests in flight end now
+  }
+
+  #index(d: AlertDestination): void {
+    const list = (this.#byOrg.get(d.org_id) ?? []).filter((x) => x.id !== d.id);
+    list.push(d);
+    this.#byOrg.set(d.org_id, list);
+  }
+
+  #enqueue(d: AlertDestination, p: Pending): void {
+    if (this.#closed) return;
+    const key = `${d.org_id}/${d.id}`;
+    let q = this.#queues.get(key);
+    if (q === undefined) this.#queues.set(key, (q = []));
+    if (q.length >= QUEUE_MAX) {
+      const dropped = q.shift() as Pending;
+      this.#log(d, {
+        at: new Date().toISOString(),
+        event_id: dropped.event.id,
+        event_type: dropped.event.event_type,
+        severity: dropped.severity,
+        status: 'dropped',
+        http_status: null,
+        attempts: 0,
+        error: `the destination's queue held ${QUEUE_MAX} alerts`,
+      });
+    }
+    q.push(p);
+    if (!this.#running.has(key)) void this.#drain(d, key);
+  }
+
+  async #drain(d: AlertDestination, key: string): Promise<void> {
+    this.#running.add(key);
+    try {
+      for (;;) {
+        const q = this.#queues.get(key);
+        const next = q?.shift();
+        if (next === undefined || this.#closed) return;
+        const current = this.get(d.org_id, d.id);
+        if (current === undefined || !current.enabled) continue;
+        await this.#deliver(current, next, (this.#deps.retries ?? 3) + 1, next.severity);
+      }
+    } finally {
+      this.#running.delete(key);
+    }
+  }
+
+  async #deliver(
+    d: AlertDestination,
+    p: Pending,
+    tries: number,
+    severity: Severity | 'test',
+  ): Promise<DeliveryRecord> {
+    const url = this.#deps.settings.openSecret(d.org_id, slot(d.id));
+    const auditUrl = `${this.#deps.baseUrl()}/api/audit/events/${p.event.id}/receipt`;
+    const body = JSON.stringify(alertBody(d.webhook_type, p.event, severity, auditUrl));
+    let status: number | null = null;
+    let error: string | null = null;
+    let attempts = 0;
+    for (; attempts < tries && !this.#closed; ) {
+      attempts++;
+      try {
+        if (url === undefined) throw new Error('the destination has no URL in the vault');
+        const res = await request(url, {
+          method: 'POST',
+          dispatcher: this.#agent,
+          headers: { 'content-type': 'application/json', 'user-agent': 'govgate-alerts' },
+          body,
+          headersTimeout: this.#deps.timeoutMs ?? 10_000,
+          bodyTimeout: this.#deps.timeoutMs ?? 10_000,
+        });
+        status = res.statusCode;
+        await res.body.dump();
+        if (status >= 200 && status < 300) {
+          error = null;
+          break;
+        }
+        error = `the destination answered HTTP ${status}`;
+        if (status < 500 && status !== 429) break; // the request itself is wrong: retrying won't help
+      } catch (err) {
+        status = null;
+        error = (err as Error).message;
+      }
+      // Unref'd: a retry waiting must not hold the process open at shutdown.
+      if (attempts < tries)
+        await sleep((this.#deps.backoffMs ?? 1_000) * 2 ** (attempts - 1), undefined, { ref: false });
+    }
+    const record: DeliveryRecord = {
+      at: new Date().toISOString(),
+      event_id: severity === 'test' ? null : p.event.id,
+      event_type: p.event.event_type,
+      severity,
+      status: error === null ? 'delivered' : 'failed',
+      http_status: status,
+      attempts,
+      error,
+    };
+    this.#log(d, record);
+    return record;
+  }
+
+  #log(d: AlertDestination, r: DeliveryRecord): void {
+    const key = `${d.org_id}/${d.id}`;
+    let log = this.#logs.get(key);
+    if (log === undefined) this.#logs.set(key, (log = []));
+    log.push(r);
+    if (log.length > LOG_MAX) log.shift();
+    this.#counts[r.status]++;
+  }
+}
+
+export function mask(last4: string): string {
+  return `****${last4}`;
+}
+
+function slot(id: string): string {
+  return `alert:${id}`;
+}
+
+export { GLOBAL_ID };
