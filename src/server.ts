@@ -26,6 +26,8 @@ import { WorkerSealSigner } from './crypto/seal-signer.js';
 import { createVault, loadVaultKey } from './crypto/vault.js';
 import { registerAlertRoutes } from './export/alert-routes.js';
 import { AlertDesk } from './export/alerts.js';
+import { ExportDesk } from './export/siem.js';
+import { registerSiemRoutes } from './export/siem-routes.js';
 import { EgressPolicy } from './export/ssrf.js';
 import { GatewayService } from './gateway/service.js';
 import { Governor } from './govern/governor.js';
@@ -269,6 +271,10 @@ async function startLocked(
   const stopAlerts = events.onCommitted(alerts.onCommitted);
   metrics.watchAlerts(() => alerts.stats());
   registerAlertRoutes(router, { snapshot, alerts, audit: events, orgExists });
+  const exports = new ExportDesk({ store, settings, egress });
+  const stopExports = events.onCommitted(exports.onCommitted);
+  metrics.watchExports(() => exports.totals());
+  registerSiemRoutes(router, { snapshot, exports, audit: events, orgExists });
   registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
   registerApprovalFeedRoutes(router, {
     snapshot,
@@ -333,7 +339,8 @@ async function startLocked(
     await Promise.all([pools.close(), tools.close()]);
     await events.close();
     stopAlerts();
-    await alerts.close();
+    stopExports();
+    await Promise.all([alerts.close(), exports.close()]);
     await sealSigner.close();
     await store.close();
     throw err;
@@ -381,7 +388,8 @@ async function startLocked(
       await Promise.all([pools.close(), tools.close()]);
       await events.close();
       stopAlerts();
-      await alerts.close();
+      stopExports();
+      await Promise.all([alerts.close(), exports.close()]);
       await sealSigner.close();
       await store.close();
       await lock.release();

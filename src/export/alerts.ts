@@ -5,13 +5,14 @@ import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
+import { outboundEvent, type Severity, severityOf } from './formats.js';
 import type { EgressPolicy } from './ssrf.js';
 
+export { type Severity, severityOf } from './formats.js';
 export const WEBHOOK_TYPES = ['chat1', 'chat2', 'generic'] as const;
 export type WebhookType = (typeof WEBHOOK_TYPES)[number];
 export const MIN_SEVERITIES = ['block', 'detect', 'all'] as const;
 export type MinSeverity = (typeof MIN_SEVERITIES)[number];
-export type Severity = 'block' | 'detect' | 'info';
 
 /** The org id the deployment-wide alerting configuration is kept under. */
 export const SYSTEM = '_system';
@@ -43,31 +44,6 @@ export interface DeliveryRecord {
   readonly error: string | null;
 }
 
-/**
- * An event's severity for alerting: `block` when it was blocked; `detect` when a detector found
- * something (any count above 0) or the deciding policy asked for an alert; `info` otherwise (a
- * `pii_detected` event too: it restates the detections of its call, which is that call's alert).
- */
-export function severityOf(
-  e: Pick<AuditEvent, 'outcome' | 'event_type' | 'detections' | 'details'>,
-): Severity {
-  if (e.outcome === 'block') return 'block';
-  if (e.event_type === 'pii_detected') return 'info'; // restates its call's detections: the call is the alert
-  const decision = (e.details as { decision?: { alert?: unknown } } | null | undefined)?.decision;
-  if (decision?.alert === true) return 'detect';
-  return hasFindings(e.detections, 0) ? 'detect' : 'info';
-}
-
-/** Whether a detections summary holds a positive count anywhere (`{input: {counts: {pii: 2}}}`). */
-function hasFindings(d: unknown, depth: number): boolean {
-  if (d === null || typeof d !== 'object' || depth > 3) return false;
-  const counts = (d as { counts?: unknown }).counts;
-  if (counts !== null && typeof counts === 'object')
-    for (const v of Object.values(counts)) if (typeof v === 'number' && v > 0) return true;
-  for (const v of Object.values(d)) if (typeof v === 'object' && hasFindings(v, depth + 1)) return true;
-  return false;
-}
-
 export function meets(severity: Severity, min: MinSeverity): boolean {
   if (min === 'all') return true;
   if (min === 'detect') return severity !== 'info';
@@ -86,13 +62,7 @@ export function alertBody(
   severity: Severity | 'test',
   auditUrl: string,
 ): unknown {
-  if (type === 'generic') {
-    const personal: Record<string, { c: unknown }> = {};
-    for (const [k, v] of Object.entries(e.personal ?? {}))
-      personal[k] = { c: (v as { c?: unknown } | null)?.c ?? null };
-    const { seal: _seal, ...rest } = e as AuditEvent & { seal?: unknown };
-    return { severity, audit_url: auditUrl, event: { ...rest, personal } };
-  }
+  if (type === 'generic') return { severity, audit_url: auditUrl, event: outboundEvent(e) };
   const who = e.agent_id === null || e.agent_id === undefined ? '' : ` by agent ${e.agent_id}`;
   const why = e.reason ? `: ${e.reason}` : '';
   const rule = e.rule_id ? ` (rule ${e.rule_id})` : '';

@@ -19,6 +19,12 @@ export class Metrics {
   private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
   private storeWritable: () => boolean = () => true;
   private approvalStreams: () => number = () => 0;
+  private exports: () => {
+    readonly sent: number;
+    readonly failed: number;
+    readonly dropped: number;
+    readonly queued: number;
+  } = () => ({ sent: 0, failed: 0, dropped: 0, queued: 0 });
   private alerts: () => {
     readonly delivered: number;
     readonly failed: number;
@@ -88,6 +94,42 @@ export class Metrics {
         this.set(approvalStreams());
       },
     });
+    const exports = () => this.exports();
+    new Counter({
+      name: 'govgate_export_events_total',
+      help: 'Audit events sent to SIEM and export destinations (in delivered batches)',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(exports().sent);
+      },
+    });
+    new Counter({
+      name: 'govgate_export_batches_failed_total',
+      help: 'Export batches that failed after their retries',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(exports().failed);
+      },
+    });
+    new Counter({
+      name: 'govgate_export_events_dropped_total',
+      help: 'Audit events dropped from a full export queue (10,000 per destination)',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(exports().dropped);
+      },
+    });
+    new Gauge({
+      name: 'govgate_export_events_queued',
+      help: 'Audit events waiting for export, all destinations',
+      registers: [this.registry],
+      collect() {
+        this.set(exports().queued);
+      },
+    });
     const alerts = () => this.alerts();
     new Counter({
       name: 'govgate_alert_deliveries_total',
@@ -143,6 +185,18 @@ export class Metrics {
         for (const effect of EFFECTS) this.set({ effect }, counts.get(effect) ?? 0);
       },
     });
+  }
+
+  /** Where the export metrics read their numbers (ExportDesk). */
+  watchExports(
+    source: () => {
+      readonly sent: number;
+      readonly failed: number;
+      readonly dropped: number;
+      readonly queued: number;
+    },
+  ): void {
+    this.exports = source;
   }
 
   /** Where the alert metrics read their numbers (AlertDesk). */

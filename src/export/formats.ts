@@ -1,0 +1,170 @@
+import type { AuditEvent } from '../audit/types.js';
+import { VERSION } from '../version.js';
+
+export type Severity = 'block' | 'detect' | 'info';
+
+/**
+ * An event's severity for alerting: `block` when it was blocked; `detect` when a detector found
+ * something (any count above 0) or the deciding policy asked for an alert; `info` otherwise (a
+ * `pii_detected` event too: it restates the detections of its call, which is that call's alert).
+ */
+export function severityOf(
+  e: Pick<AuditEvent, 'outcome' | 'event_type' | 'detections' | 'details'>,
+): Severity {
+  if (e.outcome === 'block') return 'block';
+  if (e.event_type === 'pii_detected') return 'info'; // restates its call's detections: the call is the alert
+  const decision = (e.details as { decision?: { alert?: unknown } } | null | undefined)?.decision;
+  if (decision?.alert === true) return 'detect';
+  return hasFindings(e.detections, 0) ? 'detect' : 'info';
+}
+
+/** Whether a detections summary holds a positive count anywhere (`{input: {counts: {pii: 2}}}`). */
+function hasFindings(d: unknown, depth: number): boolean {
+  if (d === null || typeof d !== 'object' || depth > 3) return false;
+  const counts = (d as { counts?: unknown }).counts;
+  if (counts !== null && typeof counts === 'object')
+    for (const v of Object.values(counts)) if (typeof v === 'number' && v > 0) return true;
+  for (const v of Object.values(d)) if (typeof v === 'object' && hasFindings(v, depth + 1)) return true;
+  return false;
+}
+
+export const EXPORT_FORMATS = ['json', 'cef', 'ocsf'] as const;
+export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+export const SEVERITY_FILTERS = ['all', 'detection', 'action', 'block'] as const;
+export type SeverityFilter = (typeof SEVERITY_FILTERS)[number];
+
+/**
+ * An event as it leaves govgate (alerts, SIEM, export destinations): as the trail holds it, but
+ * each personal field as its commitment only (`{"c": …}`) and without its seal. A person's data is
+ * not copied where erasure cannot reach it; the API and a DSAR show the values.
+ */
+export function outboundEvent(e: AuditEvent): Record<string, unknown> {
+  const personal: Record<string, { c: unknown }> = {};
+  for (const [k, v] of Object.entries(e.personal ?? {}))
+    personal[k] = { c: (v as { c?: unknown } | null)?.c ?? null };
+  const { seal: _seal, ...rest } = e as AuditEvent & { seal?: unknown };
+  return { ...rest, personal };
+}
+
+/**
+ * Whether an event passes a SIEM severity filter: `all`; `detection` (a detection or a block, as
+ * alerting's `detect`); `action` (a governed call or action: it has a behavior type); `block`.
+ */
+export function passes(e: AuditEvent, filter: SeverityFilter, severity: Severity = severityOf(e)): boolean {
+  switch (filter) {
+    case 'all':
+      return true;
+    case 'detection':
+      return severity !== 'info';
+    case 'action':
+      return e.behavior_type !== null && e.behavior_type !== undefined;
+    case 'block':
+      return severity === 'block';
+  }
+}
+
+const CEF_SEVERITY: Record<Severity, number> = { block: 8, detect: 5, info: 2 };
+
+/** CEF header fields escape `\` and `|`; extension values escape `\`, `=` and line breaks. */
+function cefHeader(s: string): string {
+  return s
+    .replace(/\\/g, '\\\\')
+    .replace(/\|/g, '\\|')
+    .replace(/[\r\n]+/g, ' ');
+}
+function cefValue(s: string): string {
+  return s.replace(/\\/g, '\\\\').replace(/=/g, '\\=').replace(/\r?\n/g, '\\n').replace(/\r/g, '\\r');
+}
+
+/**
+ * The event as one CEF line (ArcSight Common Event Format 0): vendor and product govgate, the
+ * event type as signature id, severity 8 (block), 5 (detection) or 2; extension keys from the
+ * CEF dictionary (rt, act, outcome, suser, cs1…cs6 with their labels).
+ */
+export function toCef(e: AuditEvent, source: string, environment: string): string {
+  const severity = severityOf(e);
+  const ext: Array<[string, string | number | null | undefined]> = [
+    ['rt', Date.parse(e.ts)],
+    ['act', e.behavior_type],
+    ['outcome', e.outcome],
+    ['suser', e.agent_id],
+    ['reason', e.reason],
+    ['externalId', e.id],
+    ['cs1Label', 'org_id'],
+    ['cs1', e.org_id],
+    ['cs2Label', 'rule_id'],
+    ['cs2', e.rule_id],
+    ['cs3Label', 'provider'],
+    ['cs3', e.provider],
+    ['cs4Label', 'model'],
+    ['cs4', e.model],
+    ['cs5Label', 'session_id'],
+    ['cs5', e.session_id],
+    ['cs6Label', 'environment'],
+    ['cs6', environment],
+    ['deviceExternalId', source],
+    ['cn1Label', 'seq'],
+    ['cn1', e.seq],
+  ];
+  const extension = ext
+    .filter(([, v]) => v !== null && v !== undefined && v !== '')
+    .map(([k, v]) => `${k}=${cefValue(String(v))}`)
+    .join(' ');
+  return `CEF:0|govgate|govgate|${cefHeader(VERSION)}|${cefHeader(e.event_type)}|${cefHeader(
+    e.reason ?? e.event_type,
+  )}|${CEF_SEVERITY[severity]}|${extension}`;
+}
+
+const OCSF_SEVERITY: Record<Severity, number> = { block: 4, detect: 3, info: 1 };
+
+/**
+ * The event as an OCSF 1.1 API Activity (class 6003, category 6: Application Activity): what an
+ * agent asked (`api.operation`: the event type; `api.service`: the provider), who (`actor`), the
+ * outcome (`status_id` 1 success, 2 failure for a block or an error), and the whole event, its
+ * personal fields as commitments, under `unmapped`.
+ */
+export function toOcsf(e: AuditEvent, source: string, environment: string): Record<string, unknown> {
+  const severity = severityOf(e);
+  const failed = e.outcome === 'block' || e.outcome === 'error';
+  return {
+    class_uid: 6003,
+    class_name: 'API Activity',
+    category_uid: 6,
+    category_name: 'Application Activity',
+    activity_id: 99,
+    activity_name: e.event_type,
+    type_uid: 600399,
+    time: Date.parse(e.ts),
+    severity_id: OCSF_SEVERITY[severity],
+    severity: severity === 'block' ? 'High' : severity === 'detect' ? 'Medium' : 'Informational',
+    status_id: failed ? 2 : 1,
+    status: failed ? 'Failure' : 'Success',
+    status_detail: e.reason ?? undefined,
+    message: e.reason ?? e.event_type,
+    metadata: {
+      version: '1.1.0',
+      uid: e.id,
+      product: { name: 'govgate', vendor_name: 'govgate', version: VERSION },
+      labels: [`source:${source}`, `environment:${environment}`],
+      tenant_uid: e.org_id,
+    },
+    actor: {
+      user: { uid: e.agent_id ?? undefined, type: 'agent' },
+      session: { uid: e.session_id ?? undefined },
+    },
+    api: { operation: e.event_type, service: { name: e.provider ?? 'govgate' } },
+    unmapped: outboundEvent(e),
+  };
+}
+
+/** An event in a destination's format: an object (json, ocsf) or a CEF line. */
+export function formatEvent(
+  e: AuditEvent,
+  format: ExportFormat,
+  source: string,
+  environment: string,
+): unknown {
+  if (format === 'cef') return toCef(e, source, environment);
+  if (format === 'ocsf') return toOcsf(e, source, environment);
+  return { ...outboundEvent(e), source: source, environment };
+}
