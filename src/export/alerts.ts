@@ -5,7 +5,7 @@ import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
-import { outboundEvent, type Severity, severityOf } from './formats.js';
+import { outboundEvent, type Severity, scrubText, severityOf } from './formats.js';
 import type { EgressPolicy } from './ssrf.js';
 
 export { type Severity, severityOf } from './formats.js';
@@ -63,8 +63,8 @@ export function alertBody(
   auditUrl: string,
 ): unknown {
   if (type === 'generic') return { severity, audit_url: auditUrl, event: outboundEvent(e) };
+  const why = e.reason ? `: ${scrubText(e.reason)}` : '';
   const who = e.agent_id === null || e.agent_id === undefined ? '' : ` by agent ${e.agent_id}`;
-  const why = e.reason ? `: ${e.reason}` : '';
   const rule = e.rule_id ? ` (rule ${e.rule_id})` : '';
   const title = `govgate ${severity.toUpperCase()}: ${e.event_type}${who} in org ${e.org_id}`;
   const text = `${title}${why}${rule}. ${auditUrl}`;

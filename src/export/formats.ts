@@ -1,4 +1,5 @@
 import type { AuditEvent } from '../audit/types.js';
+import { detect, redact } from '../core/detect/index.js';
 import { VERSION } from '../version.js';
 
 export type Severity = 'block' | 'detect' | 'info';
@@ -33,17 +34,64 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 export const SEVERITY_FILTERS = ['all', 'detection', 'action', 'block'] as const;
 export type SeverityFilter = (typeof SEVERITY_FILTERS)[number];
 
+/** Strings longer than this leave govgate truncated (spec 6.2: large content fields). */
+export const OUTBOUND_STRING_MAX = 4_096;
+/** Members that are hashes, ids and times: kept as they are (a detector could take a hash for a key). */
+const STRUCTURAL = new Set([
+  'id',
+  'hash',
+  'prev_hash',
+  'c',
+  'org_id',
+  'seq',
+  'ts',
+  'event_id',
+  'pipeline_id',
+  'session_id',
+  'task_id',
+  'agent_id',
+  'credential_id',
+  'actor',
+]);
+/** Absolute paths under a file system's usual roots (an API route such as `/v1/chat` is not one). */
+const POSIX_PATH =
+  /(^|[\s"'=(,;:])\/(?:home|root|etc|var|usr|opt|tmp|srv|mnt|media|Users|private|proc|sys|dev|run|lib|lib64|bin|sbin|boot|data|app|workspace)\/[\w.@+/-]*/g;
+const WINDOWS_PATH = /\b[A-Za-z]:\\(?:[^\\\s"'<>|]+\\)*[^\\\s"'<>|]*/g;
+
 /**
- * An event as it leaves govgate (alerts, SIEM, export destinations): as the trail holds it, but
- * each personal field as its commitment only (`{"c": …}`) and without its seal. A person's data is
- * not copied where erasure cannot reach it; the API and a DSAR show the values.
+ * A string as it may leave govgate (spec 6.2, "Redact"): API keys, tokens, private keys and
+ * connection strings (the secret detectors) become `[SECRET]`, absolute file paths `[PATH]`, and
+ * past `OUTBOUND_STRING_MAX` characters the rest is cut (`…[truncated N chars]`).
  */
-export function outboundEvent(e: AuditEvent): Record<string, unknown> {
+export function scrubText(s: string): string {
+  let out = s.length > OUTBOUND_STRING_MAX ? s.slice(0, OUTBOUND_STRING_MAX) : s;
+  const found = detect(out, { pii: false, injection: false, unicode: false, secrets: true }).findings;
+  if (found.length > 0) out = redact(out, found, ['secret']);
+  out = out.replace(POSIX_PATH, (_m, lead: string) => `${lead}[PATH]`).replace(WINDOWS_PATH, '[PATH]');
+  return s.length > OUTBOUND_STRING_MAX ? `${out}…[truncated ${s.length - OUTBOUND_STRING_MAX} chars]` : out;
+}
+
+function scrub(v: unknown, key: string, depth: number): unknown {
+  if (typeof v === 'string') return STRUCTURAL.has(key) ? v : scrubText(v);
+  if (v === null || typeof v !== 'object' || depth > 32) return v;
+  if (Array.isArray(v)) return v.map((x) => scrub(x, key, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[k] = scrub(x, k, depth + 1);
+  return out;
+}
+
+/**
+ * An event as it leaves govgate (alerts, SIEM, export destinations, spans): as the trail holds it,
+ * but each personal field as its commitment only (`{"c": …}`), without its seal, and scrubbed
+ * (`scrubText`). A person's data is not copied where erasure cannot reach it (the API and a DSAR
+ * show the values), nor a secret where rotation cannot.
+ */
+export function outboundEvent(e: AuditEvent): AuditEvent {
   const personal: Record<string, { c: unknown }> = {};
   for (const [k, v] of Object.entries(e.personal ?? {}))
     personal[k] = { c: (v as { c?: unknown } | null)?.c ?? null };
-  const { seal: _seal, ...rest } = e as AuditEvent & { seal?: unknown };
-  return { ...rest, personal };
+  const { seal: _seal, personal: _p, ...rest } = e as AuditEvent & { seal?: unknown };
+  return { ...(scrub(rest, '', 0) as object), personal } as unknown as AuditEvent;
 }
 
 /**
@@ -120,8 +168,8 @@ const OCSF_SEVERITY: Record<Severity, number> = { block: 4, detect: 3, info: 1 }
 /**
  * The event as an OCSF 1.1 API Activity (class 6003, category 6: Application Activity): what an
  * agent asked (`api.operation`: the event type; `api.service`: the provider), who (`actor`), the
- * outcome (`status_id` 1 success, 2 failure for a block or an error), and the whole event, its
- * personal fields as commitments, under `unmapped`.
+ * outcome (`status_id` 1 success, 2 failure for a block or an error), and the whole event under
+ * `unmapped`. Give it an `outboundEvent`.
  */
 export function toOcsf(e: AuditEvent, source: string, environment: string): Record<string, unknown> {
   const severity = severityOf(e);
@@ -153,18 +201,19 @@ export function toOcsf(e: AuditEvent, source: string, environment: string): Reco
       session: { uid: e.session_id ?? undefined },
     },
     api: { operation: e.event_type, service: { name: e.provider ?? 'govgate' } },
-    unmapped: outboundEvent(e),
+    unmapped: e,
   };
 }
 
-/** An event in a destination's format: an object (json, ocsf) or a CEF line. */
+/** An event in a destination's format (scrubbed first): an object (json, ocsf) or a CEF line. */
 export function formatEvent(
   e: AuditEvent,
   format: ExportFormat,
   source: string,
   environment: string,
 ): unknown {
-  if (format === 'cef') return toCef(e, source, environment);
-  if (format === 'ocsf') return toOcsf(e, source, environment);
-  return { ...outboundEvent(e), source: source, environment };
+  const o = outboundEvent(e);
+  if (format === 'cef') return toCef(o, source, environment);
+  if (format === 'ocsf') return toOcsf(o, source, environment);
+  return { ...o, source, environment };
 }
