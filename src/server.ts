@@ -28,6 +28,7 @@ import { registerAlertRoutes } from './export/alert-routes.js';
 import { AlertDesk } from './export/alerts.js';
 import { ExportDesk } from './export/siem.js';
 import { registerSiemRoutes } from './export/siem-routes.js';
+import { SpanExporter } from './export/spans.js';
 import { EgressPolicy } from './export/ssrf.js';
 import { GatewayService } from './gateway/service.js';
 import { Governor } from './govern/governor.js';
@@ -275,6 +276,12 @@ async function startLocked(
   const stopExports = events.onCommitted(exports.onCommitted);
   metrics.watchExports(() => exports.totals());
   registerSiemRoutes(router, { snapshot, exports, audit: events, orgExists });
+  const spans =
+    config.audit.otlpEndpoint === undefined
+      ? undefined
+      : new SpanExporter(config.audit.otlpEndpoint, config.audit.otlpHeaders);
+  const stopSpans = spans === undefined ? () => {} : events.onCommitted(spans.onCommitted);
+  if (spans !== undefined) metrics.watchSpans(() => spans.stats);
   registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
   registerApprovalFeedRoutes(router, {
     snapshot,
@@ -340,7 +347,8 @@ async function startLocked(
     await events.close();
     stopAlerts();
     stopExports();
-    await Promise.all([alerts.close(), exports.close()]);
+    stopSpans();
+    await Promise.all([alerts.close(), exports.close(), spans?.close()]);
     await sealSigner.close();
     await store.close();
     throw err;
@@ -389,7 +397,8 @@ async function startLocked(
       await events.close();
       stopAlerts();
       stopExports();
-      await Promise.all([alerts.close(), exports.close()]);
+      stopSpans();
+      await Promise.all([alerts.close(), exports.close(), spans?.close()]);
       await sealSigner.close();
       await store.close();
       await lock.release();

@@ -237,6 +237,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       keyPassword: v.SERVICE_AUDIT_KEY_PASSWORD as string | undefined,
       retentionDays: v.SERVICE_AUDIT_RETENTION_DAYS as number,
       rotationMaxMb: v.SERVICE_AUDIT_ROTATION_MAX_MB as number,
+      otlpEndpoint:
+        v.SERVICE_OTLP_AUDIT_SPANS === '1'
+          ? (v.OTEL_EXPORTER_OTLP_ENDPOINT as string | undefined)
+          : undefined,
+      otlpHeaders: Object.freeze(otlpHeaders(v.OTEL_EXPORTER_OTLP_HEADERS as string | undefined)),
       archive: v.SERVICE_AUDIT_ARCHIVE as 'none' | 'local',
       archiveDir: resolve(
         (v.SERVICE_AUDIT_ARCHIVE_DIR as string | undefined) ??
@@ -245,4 +250,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }),
   };
   return Object.freeze(config);
+}
+
+/** `OTEL_EXPORTER_OTLP_HEADERS` as the OpenTelemetry spec has it: `k=v,k2=v2`, values percent-encoded. */
+function otlpHeaders(raw: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (raw ?? '').split(',')) {
+    const at = pair.indexOf('=');
+    if (at <= 0) continue;
+    const key = pair.slice(0, at).trim().toLowerCase();
+    let value = pair.slice(at + 1).trim();
+    try {
+      value = decodeURIComponent(value);
+    } catch {
+      // kept as given
+    }
+    if (key !== '') out[key] = value;
+  }
+  return out;
 }

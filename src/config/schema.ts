@@ -33,6 +33,9 @@ export interface Config {
     readonly keyPassword: string | undefined;
     readonly retentionDays: number;
     readonly rotationMaxMb: number;
+    /** OTLP spans, one per governance decision: the collector's base URL (undefined: off). */
+    readonly otlpEndpoint: string | undefined;
+    readonly otlpHeaders: Readonly<Record<string, string>>;
     /** Where a retention run writes what it prunes: nowhere, or gzipped JSONL in `archiveDir`. */
     readonly archive: 'none' | 'local';
     readonly archiveDir: string;
@@ -274,6 +277,27 @@ export const SETTINGS = [
     yaml: 'audit.archive_dir',
     kind: 'string',
     doc: 'The local archive (default `<data dir>/archive`); one `<org>/<org>-<from>-<to>.jsonl.gz` per run',
+  },
+  {
+    env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    yaml: 'otel.endpoint',
+    kind: 'string',
+    doc: 'OTLP/HTTP collector base URL; spans go to `<endpoint>/v1/traces` when `SERVICE_OTLP_AUDIT_SPANS` is 1',
+  },
+  {
+    env: 'OTEL_EXPORTER_OTLP_HEADERS',
+    yaml: 'otel.headers',
+    kind: 'string',
+    secret: true,
+    doc: 'Headers sent to the collector: `key=value,key2=value2` (values percent-decoded)',
+  },
+  {
+    env: 'SERVICE_OTLP_AUDIT_SPANS',
+    yaml: 'otel.audit_spans',
+    kind: 'enum',
+    values: ['0', '1'],
+    default: '0',
+    doc: '`1`: one span per governance decision to the OTLP collector (off by default)',
   },
   {
     env: 'SERVICE_AUDIT_ROTATION_MAX_MB',

@@ -19,6 +19,12 @@ export class Metrics {
   private failClosedSource: () => ReadonlyMap<string, number> = () => new Map();
   private storeWritable: () => boolean = () => true;
   private approvalStreams: () => number = () => 0;
+  private spans: () => { readonly sent: number; readonly failed_batches: number; readonly dropped: number } =
+    () => ({
+      sent: 0,
+      failed_batches: 0,
+      dropped: 0,
+    });
   private exports: () => {
     readonly sent: number;
     readonly failed: number;
@@ -92,6 +98,28 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.set(approvalStreams());
+      },
+    });
+    const spans = () => this.spans();
+    new Counter({
+      name: 'govgate_otlp_spans_total',
+      help: 'Governance-decision spans by outcome: sent to the OTLP collector, or dropped from a full queue',
+      labelNames: ['status'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        const s = spans();
+        this.inc({ status: 'sent' }, s.sent);
+        this.inc({ status: 'dropped' }, s.dropped);
+      },
+    });
+    new Counter({
+      name: 'govgate_otlp_batches_failed_total',
+      help: 'OTLP span batches the collector did not take after their retries',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(spans().failed_batches);
       },
     });
     const exports = () => this.exports();
@@ -185,6 +213,13 @@ export class Metrics {
         for (const effect of EFFECTS) this.set({ effect }, counts.get(effect) ?? 0);
       },
     });
+  }
+
+  /** Where the span metrics read their numbers (SpanExporter). */
+  watchSpans(
+    source: () => { readonly sent: number; readonly failed_batches: number; readonly dropped: number },
+  ): void {
+    this.spans = source;
   }
 
   /** Where the export metrics read their numbers (ExportDesk). */
