@@ -37,6 +37,7 @@ import { MandateService } from './govern/mandates.js';
 import { registerGovernRoutes } from './govern/routes.js';
 import { ScanPool } from './govern/scan-pool.js';
 import { ToolRegistry } from './govern/tools.js';
+import { registerTrustRoutes } from './govern/trust.js';
 import type { ApprovalDesk } from './govern/types.js';
 import { createHttpHandler, type RouteHandler } from './http/app.js';
 import { InFlight } from './http/in-flight.js';
@@ -263,6 +264,13 @@ async function startLocked(
     ...(seams.clock === undefined ? {} : { clock: seams.clock }),
   });
   registerRetentionRoutes(router, { snapshot, retention, orgExists });
+  registerTrustRoutes(router, {
+    snapshot,
+    identity,
+    log: events,
+    orgExists,
+    ...(seams.clock === undefined ? {} : { clock: seams.clock }),
+  });
   const alerts = new AlertDesk({
     store,
     settings,

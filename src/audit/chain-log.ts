@@ -50,7 +50,7 @@ import {
 } from './org-head.js';
 import type { PendingWrite } from './postings.js';
 import { deletePrunedPrefix } from './prune.js';
-import { addEvent, bucketStart, HOUR_MS, MINUTE_MS } from './rollups.js';
+import { addEvent, bucketStart, HOUR_MS, MINUTE_MS, type Rollup } from './rollups.js';
 import { Sealer } from './sealer.js';
 import { AuditSearch } from './search.js';
 import type {
@@ -724,6 +724,11 @@ export class ChainLog implements AuditLog {
 
   overview(orgId: string, range: { since?: string; until?: string }): AuditOverview {
     return this.#search.overview(orgId, range, this.#heads.get(orgId)?.dirty);
+  }
+
+  /** The counters behind `overview` (per agent and outcome too: trust scores). */
+  rollup(orgId: string, range: { since?: string; until?: string }): Rollup {
+    return this.#search.rollup(orgId, range, this.#heads.get(orgId)?.dirty);
   }
 
   scanEvents(

@@ -1,3 +1,4 @@
+import { detected } from './severity.js';
 import type { AuditEvent, AuditOverview } from './types.js';
 
 /**
@@ -12,6 +13,10 @@ export interface Rollup {
   by_type: Record<string, number>;
   by_agent: Record<string, number>;
   by_provider: Record<string, number>;
+  /** Per agent, by outcome (trust scores). */
+  by_agent_outcome: Record<string, Record<string, number>>;
+  /** Per agent, events where a detector found something or a rule asked for an alert. */
+  by_agent_detected: Record<string, number>;
   prompt: number;
   completion: number;
   total: number;
@@ -33,6 +38,8 @@ export function emptyRollup(): Rollup {
     by_type: Object.create(null),
     by_agent: Object.create(null),
     by_provider: Object.create(null),
+    by_agent_outcome: Object.create(null),
+    by_agent_detected: Object.create(null),
     prompt: 0,
     completion: 0,
     total: 0,
@@ -58,12 +65,20 @@ function num(x: unknown): number {
 
 export function addEvent(
   r: Rollup,
-  e: Pick<AuditEvent, 'outcome' | 'event_type' | 'agent_id' | 'provider' | 'usage' | 'cost'>,
+  e: Pick<
+    AuditEvent,
+    'outcome' | 'event_type' | 'agent_id' | 'provider' | 'usage' | 'cost' | 'detections' | 'details'
+  >,
 ): void {
   r.events++;
   bump(r.by_outcome, e.outcome);
   bump(r.by_type, e.event_type);
-  bump(r.by_agent, e.agent_id);
+  const agent = e.agent_id;
+  if (typeof agent === 'string') {
+    bump(r.by_agent, agent);
+    bump((r.by_agent_outcome[agent] ??= Object.create(null) as Record<string, number>), e.outcome);
+    if (detected(e)) bump(r.by_agent_detected, agent);
+  }
   bump(r.by_provider, e.provider);
   const u = e.usage;
   if (u !== null && u !== undefined && typeof u === 'object') {
@@ -85,6 +100,11 @@ export function mergeRollup(into: Rollup, from: Rollup): void {
   mergeMap(into.by_type, from.by_type);
   mergeMap(into.by_agent, from.by_agent);
   mergeMap(into.by_provider, from.by_provider);
+  mergeMap(into.by_agent_detected, from.by_agent_detected);
+  const nested = from.by_agent_outcome;
+  if (typeof nested === 'object' && nested !== null)
+    for (const [agent, outcomes] of Object.entries(nested))
+      mergeMap((into.by_agent_outcome[agent] ??= Object.create(null) as Record<string, number>), outcomes);
   into.prompt += num(from.prompt);
   into.completion += num(from.completion);
   into.total += num(from.total);

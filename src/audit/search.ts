@@ -146,6 +146,11 @@ export class AuditSearch {
     range: { since?: string; until?: string },
     unwritten?: ReadonlySet<Bucket>,
   ): AuditOverview {
+    return toOverview(this.rollup(org, range, unwritten));
+  }
+
+  /** The counts of a time range: stored rollups for whole minutes and hours, events at the edges. */
+  rollup(org: string, range: { since?: string; until?: string }, unwritten?: ReadonlySet<Bucket>): Rollup {
     const a = boundMs(range.since, 'since') ?? Number.NEGATIVE_INFINITY;
     const until = boundMs(range.until, 'until');
     const b = until === undefined ? Number.POSITIVE_INFINITY : until + 1;
@@ -164,7 +169,7 @@ export class AuditSearch {
           addEvent(acc, JSON.parse(json) as AuditEvent);
       }
     }
-    return toOverview(acc);
+    return acc;
   }
 
   #buckets(

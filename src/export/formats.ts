@@ -1,33 +1,9 @@
+import { type Severity, severityOf } from '../audit/severity.js';
 import type { AuditEvent } from '../audit/types.js';
 import { detect, redact } from '../core/detect/index.js';
 import { VERSION } from '../version.js';
 
-export type Severity = 'block' | 'detect' | 'info';
-
-/**
- * An event's severity for alerting: `block` when it was blocked; `detect` when a detector found
- * something (any count above 0) or the deciding policy asked for an alert; `info` otherwise (a
- * `pii_detected` event too: it restates the detections of its call, which is that call's alert).
- */
-export function severityOf(
-  e: Pick<AuditEvent, 'outcome' | 'event_type' | 'detections' | 'details'>,
-): Severity {
-  if (e.outcome === 'block') return 'block';
-  if (e.event_type === 'pii_detected') return 'info'; // restates its call's detections: the call is the alert
-  const decision = (e.details as { decision?: { alert?: unknown } } | null | undefined)?.decision;
-  if (decision?.alert === true) return 'detect';
-  return hasFindings(e.detections, 0) ? 'detect' : 'info';
-}
-
-/** Whether a detections summary holds a positive count anywhere (`{input: {counts: {pii: 2}}}`). */
-function hasFindings(d: unknown, depth: number): boolean {
-  if (d === null || typeof d !== 'object' || depth > 3) return false;
-  const counts = (d as { counts?: unknown }).counts;
-  if (counts !== null && typeof counts === 'object')
-    for (const v of Object.values(counts)) if (typeof v === 'number' && v > 0) return true;
-  for (const v of Object.values(d)) if (typeof v === 'object' && hasFindings(v, depth + 1)) return true;
-  return false;
-}
+export { detected, type Severity, severityOf } from '../audit/severity.js';
 
 export const EXPORT_FORMATS = ['json', 'cef', 'ocsf'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
