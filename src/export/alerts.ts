@@ -1,10 +1,10 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { AuditEvent } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
+import { postWithRetries } from './deliver.js';
 import { outboundEvent, type Severity, scrubText, severityOf } from './formats.js';
 import type { EgressPolicy } from './ssrf.js';
 
@@ -321,37 +321,17 @@ export class AlertDesk {
     const url = this.#deps.settings.openSecret(d.org_id, slot(d.id));
     const auditUrl = `${this.#deps.baseUrl()}/api/audit/events/${p.event.id}/receipt`;
     const body = JSON.stringify(alertBody(d.webhook_type, p.event, severity, auditUrl));
-    let status: number | null = null;
-    let error: string | null = null;
-    let attempts = 0;
-    for (; attempts < tries && !this.#closed; ) {
-      attempts++;
-      try {
-        if (url === undefined) throw new Error('the destination has no URL in the vault');
-        const res = await request(url, {
-          method: 'POST',
-          dispatcher: this.#agent,
-          headers: { 'content-type': 'application/json', 'user-agent': 'govgate-alerts' },
-          body,
-          headersTimeout: this.#deps.timeoutMs ?? 10_000,
-          bodyTimeout: this.#deps.timeoutMs ?? 10_000,
-        });
-        status = res.statusCode;
-        await res.body.dump();
-        if (status >= 200 && status < 300) {
-          error = null;
-          break;
-        }
-        error = `the destination answered HTTP ${status}`;
-        if (status < 500 && status !== 429) break; // the request itself is wrong: retrying won't help
-      } catch (err) {
-        status = null;
-        error = (err as Error).message;
-      }
-      // Unref'd: a retry waiting must not hold the process open at shutdown.
-      if (attempts < tries)
-        await sleep((this.#deps.backoffMs ?? 1_000) * 2 ** (attempts - 1), undefined, { ref: false });
-    }
+    const { status, attempts, error } =
+      url === undefined
+        ? { status: null, attempts: 0, error: 'the destination has no URL in the vault' }
+        : await postWithRetries(this.#agent, url, {
+            headers: { 'content-type': 'application/json', 'user-agent': 'govgate-alerts' },
+            body,
+            tries,
+            backoffMs: this.#deps.backoffMs ?? 1_000,
+            timeoutMs: this.#deps.timeoutMs ?? 10_000,
+            stopped: () => this.#closed,
+          });
     const record: DeliveryRecord = {
       at: new Date().toISOString(),
       event_id: severity === 'test' ? null : p.event.id,

@@ -1,11 +1,11 @@
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { AuditEvent } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
 import { VERSION } from '../version.js';
+import { postWithRetries } from './deliver.js';
 import {
   type ExportFormat,
   formatEvent,
@@ -369,36 +369,14 @@ export class ExportDesk {
     if (token !== undefined)
       headers[t.secret_header ?? 'authorization'] =
         t.secret_header !== null ? token : t.kind === 'collector_hec' ? `Splunk ${token}` : `Bearer ${token}`;
-    let status: number | null = null;
-    let error: string | null = null;
-    let attempts = 0;
-    const tries = t.max_retries + 1;
-    while (attempts < tries && !this.#closed) {
-      attempts++;
-      try {
-        const res = await request(t.url, {
-          method: 'POST',
-          dispatcher: this.#agent,
-          headers,
-          body,
-          headersTimeout: TIMEOUT_MS,
-          bodyTimeout: TIMEOUT_MS,
-        });
-        status = res.statusCode;
-        await res.body.dump();
-        if (status >= 200 && status < 300) {
-          error = null;
-          break;
-        }
-        error = `the destination answered HTTP ${status}`;
-        if (status < 500 && status !== 429) break;
-      } catch (err) {
-        status = null;
-        error = (err as Error).message;
-      }
-      if (attempts < tries)
-        await sleep(t.retry_backoff_seconds * 1_000 * 2 ** (attempts - 1), undefined, { ref: false });
-    }
+    const { status, attempts, error } = await postWithRetries(this.#agent, t.url, {
+      headers,
+      body,
+      tries: t.max_retries + 1,
+      backoffMs: t.retry_backoff_seconds * 1_000,
+      timeoutMs: TIMEOUT_MS,
+      stopped: () => this.#closed,
+    });
     const now = new Date().toISOString();
     if (error === null) {
       x.stats.sent_batches++;

@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import type { AuditEvent } from '../audit/types.js';
 import { VERSION } from '../version.js';
+import { postWithRetries } from './deliver.js';
 import { scrubText } from './formats.js';
 
 /** Spans per OTLP request at most, and how long the first of a batch waits. */
@@ -91,28 +91,17 @@ export class SpanExporter {
 
   async #send(events: readonly AuditEvent[]): Promise<void> {
     const body = JSON.stringify(traces(events));
-    let error: string | null = null;
-    for (let attempt = 1; attempt <= RETRIES + 1 && !this.#closed; attempt++) {
-      try {
-        const res = await request(this.#url, {
-          method: 'POST',
-          dispatcher: this.#agent,
-          headers: this.#headers,
-          body,
-          headersTimeout: TIMEOUT_MS,
-          bodyTimeout: TIMEOUT_MS,
-        });
-        await res.body.dump();
-        if (res.statusCode >= 200 && res.statusCode < 300) {
-          this.stats.sent += events.length;
-          return;
-        }
-        error = `the collector answered HTTP ${res.statusCode}`;
-        if (res.statusCode < 500 && res.statusCode !== 429) break;
-      } catch (err) {
-        error = (err as Error).message;
-      }
-      if (attempt <= RETRIES) await sleep(1_000 * 2 ** (attempt - 1), undefined, { ref: false });
+    const { error } = await postWithRetries(this.#agent, this.#url, {
+      headers: this.#headers,
+      body,
+      tries: RETRIES + 1,
+      backoffMs: 1_000,
+      timeoutMs: TIMEOUT_MS,
+      stopped: () => this.#closed,
+    });
+    if (error === null) {
+      this.stats.sent += events.length;
+      return;
     }
     this.stats.failed_batches++;
     this.stats.last_error = error;

@@ -1,9 +1,7 @@
-import { readdirSync, readFileSync, realpathSync } from 'node:fs';
-import { join } from 'node:path';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { ERASED, ERASURE_EVENT_TYPE, erasureDetails } from '../../src/core/chain/index.js';
-import { type TempLog, tempLog } from './helpers.js';
+import { chainFiles, exportedText, logText, type TempLog, tempLog } from './helpers.js';
 
 type Field = { value?: unknown; c?: string } | undefined;
 const field = (e: { personal?: Record<string, unknown> } | undefined, path: string): Field =>
@@ -18,23 +16,6 @@ const ORG = 'org_erase';
 const OTHER = 'org_keep';
 /** A seal every 4 events and a rotation every few events: tombstones land in rotated files. */
 const OPTS = { sealIntervalMs: 60_000, sealEvery: 4, rotationMaxMb: 0.004 };
-
-const auditDir = (h: TempLog): string => realpathSync(join(h.dir, 'data', 'audit'));
-function chainFiles(h: TempLog, org: string): string[] {
-  const rotated = readdirSync(auditDir(h))
-    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b)
-    .map((n) => join(auditDir(h), `${org}.${n}.jsonl`));
-  return [...rotated, h.log.jsonlPath(org)];
-}
-const logText = (h: TempLog, org: string): string =>
-  chainFiles(h, org)
-    .map((f) => readFileSync(f, 'utf8'))
-    .join('');
-const exported = (h: TempLog, org: string): string =>
-  [...h.log.exportText(org)].map((l) => `${l}\n`).join('');
 
 let n = 0;
 const call = (h: TempLog, org: string, user: string) =>
@@ -87,7 +68,7 @@ t.test('erase tombstones the named fields everywhere and changes no hash', async
   t.notOk(text.includes('alice@'), 'no JSONL file holds the erased values');
   t.ok(text.includes('user1@example.com'), "others' values stay");
   t.ok(text.includes('late29@example.com'), 'events appended during the rewrite are in the log');
-  t.equal(text, exported(h, ORG), 'the log is the store chain, byte for byte');
+  t.equal(text, exportedText(h, ORG), 'the log is the store chain, byte for byte');
   t.ok(logText(h, OTHER).includes('alice@example.com'), "another org's log is not touched");
   const after = [...h.log.exportLines(ORG)];
   t.same(
@@ -112,7 +93,7 @@ t.test('erase tombstones the named fields everywhere and changes no hash', async
   await call(h, ORG, 'after@example.com');
   await h.log.flushSeals();
   t.same(h.log.divergedFiles(ORG), [], 'a restart sets nothing aside');
-  t.equal(logText(h, ORG), exported(h, ORG), 'and the log goes on from the store');
+  t.equal(logText(h, ORG), exportedText(h, ORG), 'and the log goes on from the store');
 });
 
 t.test('a tombstone no erasure event names is unauthorized_erasure', async (t) => {
@@ -156,5 +137,5 @@ t.test('unknown events and fields are skipped; a field outside `fields` is kept'
   t.equal(field(e, 'end_user')?.value, 'carol@example.com', 'not named: kept');
   await h.log.flushSeals();
   t.equal((await h.log.integrityAsync(ORG)).status, 'intact');
-  t.equal(logText(h, ORG), exported(h, ORG));
+  t.equal(logText(h, ORG), exportedText(h, ORG));
 });

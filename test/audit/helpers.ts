@@ -1,5 +1,5 @@
 import { sign as cryptoSign, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -155,3 +155,25 @@ export function storedSeals(
     out.push(value as { seq: number; size: number; note: string; ts: string });
   return out;
 }
+
+/** The chain files of an org, rotated ones oldest first, then the live one. */
+export function chainFiles(h: TempLog, org: string): string[] {
+  const dir = realpathSync(join(h.dir, 'data', 'audit'));
+  const rotated = readdirSync(dir)
+    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b)
+    .map((n) => join(dir, `${org}.${n}.jsonl`));
+  return [...rotated, h.log.jsonlPath(org)];
+}
+
+/** What an org's JSONL files hold, concatenated. */
+export const logText = (h: TempLog, org: string): string =>
+  chainFiles(h, org)
+    .map((f) => readFileSync(f, 'utf8'))
+    .join('');
+
+/** The org chain as the export writes it: what its JSONL files must hold. */
+export const exportedText = (h: TempLog, org: string): string =>
+  [...h.log.exportText(org)].map((l) => `${l}\n`).join('');

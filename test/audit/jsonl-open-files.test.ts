@@ -16,7 +16,7 @@ import t from 'tap';
 import type { ChainLogOptions } from '../../src/audit/chain-log.js';
 import { JsonlLog } from '../../src/audit/jsonl-log.js';
 import { verifyOrgLog } from '../helpers/cli-process.js';
-import { type TempLog, TestSigner, tempLog, waitFor } from './helpers.js';
+import { chainFiles, exportedText, logText, type TempLog, TestSigner, tempLog, waitFor } from './helpers.js';
 
 // The JSONL log keeps a bounded number of org files open: one descriptor per org for the life of
 // the process ran a server out of descriptors (EMFILE) after ~1,000 orgs. A file closed for
@@ -58,23 +58,6 @@ function openLogFiles(h: TempLog): string[] {
   return open;
 }
 
-/** The chain files of an org, rotated ones oldest first, then the live one. */
-function chainFiles(h: TempLog, org: string): string[] {
-  const rotated = readdirSync(auditDir(h))
-    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b)
-    .map((n) => join(auditDir(h), `${org}.${n}.jsonl`));
-  return [...rotated, h.log.jsonlPath(org)];
-}
-const logText = (h: TempLog, org: string): string =>
-  chainFiles(h, org)
-    .map((f) => readFileSync(f, 'utf8'))
-    .join('');
-const exported = (h: TempLog, org: string): string =>
-  [...h.log.exportText(org)].map((l) => `${l}\n`).join('');
-
 let n = 0;
 const append = (h: TempLog, org: string): Promise<unknown> =>
   h.log.append({ org_id: org, event_type: 'x', reason: `r${++n}` });
@@ -103,7 +86,7 @@ t.test(
         await h.log.flushSeals();
         const open = openLogFiles(h);
         if (open.length > CAP) t.fail(`${open.length} log files open once written: ${open.join(' ')}`);
-        if (round > 0 && logText(h, org) !== exported(h, org))
+        if (round > 0 && logText(h, org) !== exportedText(h, org))
           t.fail(`${org}, closed and written again, is not its chain`);
       }
     }
@@ -136,7 +119,7 @@ t.test(
     let rotated = 0;
     for (const org of ORGS) {
       rotated += chainFiles(h, org).length - 1;
-      t.equal(logText(h, org), exported(h, org), `${org}: the log is the export, byte for byte`);
+      t.equal(logText(h, org), exportedText(h, org), `${org}: the log is the export, byte for byte`);
     }
     t.ok(rotated >= ORGS.length, `the logs were rotated (${rotated} rotated files)`);
 
@@ -171,7 +154,11 @@ t.test(
     await append(h, org); // held behind the seal
     signer.delayMs = 0;
     await h.log.flushSeals();
-    t.equal(logText(h, org), exported(h, org), 'the log is the export, the seal before the event after it');
+    t.equal(
+      logText(h, org),
+      exportedText(h, org),
+      'the log is the export, the seal before the event after it',
+    );
     t.match(logText(h, org), /"_seal":\{"seq":1,"size":3,/, 'with the seal line');
     await waitFor(() => openLogFiles(h).length <= 2, 'the files to close', 5_000);
     t.pass('the cap holds once written');
@@ -194,7 +181,7 @@ t.test('a closed file changed on disk meanwhile is read back before it is writte
   truncateSync(path, text.lastIndexOf('\n', text.length - 2) + 1);
   await append(h, a);
   await h.log.flushSeals();
-  t.equal(logText(h, a), exported(h, a), 'the log is the export again, the lost line written back');
+  t.equal(logText(h, a), exportedText(h, a), 'the log is the export again, the lost line written back');
 });
 
 t.test('drain resolves once the files closed while it waits are closed too', async (t) => {

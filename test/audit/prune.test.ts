@@ -1,11 +1,11 @@
-import { mkdtempSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { AuditEvent } from '../../src/audit/types.js';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { verifyReceipt } from '../../src/core/chain/index.js';
-import { storedSeals, type TempLog, TestSigner, tempLog } from './helpers.js';
+import { chainFiles, exportedText, logText, storedSeals, TestSigner, tempLog } from './helpers.js';
 
 // Retention's cut of an org chain (DESIGN B): on a seal boundary, a `_chain_bridge` in place of
 // the pruned prefix. What is kept still verifies (integrity, `govgate verify` on the JSONL files,
@@ -15,23 +15,6 @@ import { storedSeals, type TempLog, TestSigner, tempLog } from './helpers.js';
 const ORG = 'org_prune';
 const DAY = 86_400_000;
 const OPTS = { sealIntervalMs: 60_000, sealEvery: 4, rotationMaxMb: 0.004 };
-
-const auditDir = (h: TempLog): string => realpathSync(join(h.dir, 'data', 'audit'));
-function chainFiles(h: TempLog, org: string): string[] {
-  const rotated = readdirSync(auditDir(h))
-    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b)
-    .map((n) => join(auditDir(h), `${org}.${n}.jsonl`));
-  return [...rotated, h.log.jsonlPath(org)];
-}
-const logText = (h: TempLog, org: string): string =>
-  chainFiles(h, org)
-    .map((f) => readFileSync(f, 'utf8'))
-    .join('');
-const exported = (h: TempLog, org: string): string =>
-  [...h.log.exportText(org)].map((l) => `${l}\n`).join('');
 
 t.test('a cut on a seal boundary leaves a bridge, and everything kept still verifies', async (t) => {
   let now = Date.parse('2025-01-01T00:00:00Z');
@@ -60,7 +43,7 @@ t.test('a cut on a seal boundary leaves a bridge, and everything kept still veri
   );
   t.ok(toSeq <= 30 && toSeq >= 24, `through seq ${toSeq}, before the recent events`);
   t.ok(Date.parse(cut?.lastTs as string) < cutoff);
-  const before = exported(h, ORG).split('\n');
+  const before = exportedText(h, ORG).split('\n');
 
   const archived: string[] = [];
   const result = await h.log.prune(ORG, toSeq, async (lines) => {
@@ -83,7 +66,7 @@ t.test('a cut on a seal boundary leaves a bridge, and everything kept still veri
   const lines = [...h.log.exportLines(ORG)];
   t.ok('_chain_bridge' in (lines[0] as object), 'the export starts with the bridge');
   t.equal((lines[1] as AuditEvent).seq, toSeq + 1);
-  t.equal(logText(h, ORG), exported(h, ORG), 'the JSONL files are the export');
+  t.equal(logText(h, ORG), exportedText(h, ORG), 'the JSONL files are the export');
   t.equal((await h.log.integrityAsync(ORG)).status, 'intact', 'integrity: intact');
   t.equal((await verifyFile(chainFiles(h, ORG), h.log.publicDocument())).status, 'intact', 'offline: intact');
   for (const ref of refs.slice(toSeq)) {
@@ -120,7 +103,7 @@ t.test('a cut on a seal boundary leaves a bridge, and everything kept still veri
   t.equal(again.bridge.archive, null, 'no archive asked for');
   for (let i = 60; i < 64; i++) await append(i);
   await h.log.flushSeals();
-  t.equal(logText(h, ORG), exported(h, ORG), 'the files are the export again');
+  t.equal(logText(h, ORG), exportedText(h, ORG), 'the files are the export again');
   t.equal((await h.log.integrityAsync(ORG)).status, 'intact');
   t.equal((await verifyFile(chainFiles(h, ORG), h.log.publicDocument())).status, 'intact');
   const last = refs.at(-1) as { id: string };

@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { canonicalize } from '../../src/core/chain/index.js';
-import { createOrg, startService, type TestService } from '../helpers/service.js';
+import { createOrg, orgLogFiles, startService, type TestService } from '../helpers/service.js';
 import { SoftAuthenticator } from '../helpers/webauthn.js';
 
 // GDPR erasure over HTTP (spec 2.8, 4.5): a request names a data subject; executing it
@@ -17,19 +16,8 @@ const RP_ID = 'erasure.govgate.test';
 const ORIGIN = 'https://console.govgate.test';
 const ALICE = 'alice@example.com';
 
-/** Every JSONL file of an org (rotated and live), oldest first. */
-function orgFiles(svc: TestService, org: string): string[] {
-  const dir = join(svc.dataDir, 'data', 'audit');
-  const rotated = readdirSync(dir)
-    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b)
-    .map((n) => join(dir, `${org}.${n}.jsonl`));
-  return [...rotated, join(dir, `${org}.jsonl`)];
-}
 const filesText = (svc: TestService, org: string): string =>
-  orgFiles(svc, org)
+  orgLogFiles(svc, org)
     .map((f) => readFileSync(f, 'utf8'))
     .join('');
 
@@ -220,7 +208,7 @@ t.test('an executed erasure leaves nothing of the subject and a chain that verif
   const integrity = await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat });
   t.equal(integrity.body.status, 'intact', JSON.stringify(integrity.body.broken_events));
   const keys = await svc.call('/api/audit/signing-key', { token: svc.pat });
-  const offline = await verifyFile(orgFiles(svc, 'default'), keys.body);
+  const offline = await verifyFile(orgLogFiles(svc, 'default'), keys.body);
   t.equal(offline.status, 'intact', 'govgate verify: intact');
   // A DSAR now finds nothing of her (and, a new request, records her address once more).
   t.same(await dsar(), [], 'a DSAR finds nothing of her any more');

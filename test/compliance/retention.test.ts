@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
-import { createOrg, startService, type TestService } from '../helpers/service.js';
+import { createOrg, orgLogFiles, startService } from '../helpers/service.js';
 
 // Retention over HTTP (spec 4.6): the configuration, a preview, and an operator's run that prunes
 // the org chain's events older than SERVICE_AUDIT_RETENTION_DAYS on a seal boundary, archives them
@@ -13,17 +13,6 @@ import { createOrg, startService, type TestService } from '../helpers/service.js
 // The audit clock is the test's: the "old" events are written 60 days in its past.
 
 const DAY = 86_400_000;
-
-function orgFiles(svc: TestService, org: string): string[] {
-  const dir = join(svc.dataDir, 'data', 'audit');
-  const rotated = readdirSync(dir)
-    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b)
-    .map((n) => join(dir, `${org}.${n}.jsonl`));
-  return [...rotated, join(dir, `${org}.jsonl`)];
-}
 
 t.test(
   'a retention run prunes what is older than the retention, archived, and the rest verifies',
@@ -109,7 +98,7 @@ t.test(
     const integrity = await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat });
     t.equal(integrity.body.status, 'intact', JSON.stringify(integrity.body.broken_events));
     await sleep(400); // the run's own event, sealed
-    const offline = await verifyFile(orgFiles(svc, 'default'), keys);
+    const offline = await verifyFile(orgLogFiles(svc, 'default'), keys);
     t.equal(offline.status, 'intact', `govgate verify: intact ${JSON.stringify(offline)}`);
     const exported = String((await svc.call('/api/audit/export?format=jsonl', { token: svc.pat })).body);
     t.ok(exported.startsWith('{"_chain_bridge":'), 'the export starts with the bridge');

@@ -1,32 +1,11 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
+import { startReceiver } from '../helpers/receiver.js';
 import { createOrg, startService } from '../helpers/service.js';
 
 // OpenTelemetry spans (spec 6.2): with OTEL_EXPORTER_OTLP_ENDPOINT and SERVICE_OTLP_AUDIT_SPANS=1,
 // one span per governance decision of every org goes to <endpoint>/v1/traces as OTLP/HTTP JSON,
 // with OTEL_EXPORTER_OTLP_HEADERS; a block is a span error. Off by default.
-
-async function collector() {
-  const posts: Array<{ path: string; headers: Record<string, unknown>; body: any }> = [];
-  const server = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (c) => {
-      raw += c;
-    });
-    req.on('end', () => {
-      posts.push({ path: req.url ?? '', headers: req.headers, body: JSON.parse(raw) });
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    posts,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const spansOf = (posts: Array<{ body: any }>) =>
   posts.flatMap((p) => p.body.resourceSpans.flatMap((r: any) => r.scopeSpans.flatMap((s: any) => s.spans)));
@@ -34,7 +13,7 @@ const attrs = (span: any): Record<string, unknown> =>
   Object.fromEntries(span.attributes.map((a: any) => [a.key, Object.values(a.value)[0]]));
 
 t.test('one span per decision, of every org, a block marked as an error', async (t) => {
-  const otel = await collector();
+  const otel = await startReceiver();
   t.teardown(() => otel.close());
   const svc = await startService({
     env: {
@@ -91,7 +70,7 @@ t.test('one span per decision, of every org, a block marked as an error', async 
 });
 
 t.test('off unless SERVICE_OTLP_AUDIT_SPANS=1', async (t) => {
-  const otel = await collector();
+  const otel = await startReceiver();
   t.teardown(() => otel.close());
   const svc = await startService({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otel.port}` } });
   t.teardown(() => svc.close());

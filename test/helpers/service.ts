@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
@@ -175,4 +175,16 @@ export async function callEvent(svc: TestService, session: string): Promise<any>
     await new Promise((r) => setTimeout(r, 20));
   }
   return undefined;
+}
+
+/** The JSONL files of an org chain in a service's data dir, rotated ones oldest first, then the live one. */
+export function orgLogFiles(svc: Pick<TestService, 'dataDir'>, org: string): string[] {
+  const dir = join(svc.dataDir, 'data', 'audit');
+  const rotated = readdirSync(dir)
+    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
+    .filter((m) => m !== null)
+    .map((m) => Number(m[1]))
+    .sort((a, b) => a - b)
+    .map((n) => join(dir, `${org}.${n}.jsonl`));
+  return [...rotated, join(dir, `${org}.jsonl`)];
 }
