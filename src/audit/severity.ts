@@ -21,12 +21,21 @@ export function detected(e: Pick<AuditEvent, 'detections' | 'details'>): boolean
   return decision?.alert === true || hasFindings(e.detections, 0);
 }
 
-/** Whether a detections summary holds a positive count anywhere (`{input: {counts: {pii: 2}}}`). */
+/**
+ * Whether a detections summary holds a positive count anywhere (`{input: {counts: {pii: 2}}}`).
+ * On the append path (rollups count detections per agent): `for…in`, no arrays made.
+ */
 function hasFindings(d: unknown, depth: number): boolean {
   if (d === null || typeof d !== 'object' || depth > 3) return false;
   const counts = (d as { counts?: unknown }).counts;
   if (counts !== null && typeof counts === 'object')
-    for (const v of Object.values(counts)) if (typeof v === 'number' && v > 0) return true;
-  for (const v of Object.values(d)) if (typeof v === 'object' && hasFindings(v, depth + 1)) return true;
+    for (const k in counts) {
+      const v = (counts as Record<string, unknown>)[k];
+      if (typeof v === 'number' && v > 0) return true;
+    }
+  for (const k in d) {
+    const v = (d as Record<string, unknown>)[k];
+    if (v !== null && typeof v === 'object' && !Array.isArray(v) && hasFindings(v, depth + 1)) return true;
+  }
   return false;
 }

@@ -13,6 +13,7 @@ import {
   type ExportDesk,
   type ExportTarget,
   mask,
+  SIEM_FIELD_NAMES,
   SIEM_ID,
   SIEM_KINDS,
   SYSTEM,
@@ -141,7 +142,7 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
     };
     delete (input as Record<string, unknown>).destination;
     delete (input as Record<string, unknown>).auth_token;
-    const t = await exports.put(SYSTEM, SIEM_ID, input);
+    const t = await exports.put(SYSTEM, SIEM_ID, input, SIEM_FIELD_NAMES);
     await adminEvent(audit, SYSTEM, p, 'siem_updated', changeOf(t, t.url !== before?.url));
     ctx.json(200, siemView(t));
   });

@@ -80,6 +80,11 @@ export const DEFAULTS = {
   environment: 'production',
 } as const;
 
+/** The API's names of the kind, URL and token fields (an org's export destination). */
+const FIELD_NAMES = { kind: 'kind', url: 'endpoint', token: 'token' } as const;
+/** The SIEM configuration's names for them (spec 2.9). */
+export const SIEM_FIELD_NAMES = { kind: 'destination', url: 'url', token: 'auth_token' } as const;
+
 /** Events waiting per target at most; past it the oldest are dropped (and counted). */
 const QUEUE_MAX = 10_000;
 const TIMEOUT_MS = 10_000;
@@ -190,17 +195,24 @@ export class ExportDesk {
 
   /**
    * Adds (no `id`) or updates a target, every field checked (400 with the field). A token equal to
-   * the masked one shown (`****last4`) keeps the token in force; null removes it.
+   * the masked one shown (`****last4`) keeps the token in force; null removes it. `names`: what
+   * the caller's API calls the kind, URL and token fields, for the errors.
    */
-  async put(org: string, id: string | undefined, input: TargetInput): Promise<ExportTarget> {
+  async put(
+    org: string,
+    id: string | undefined,
+    input: TargetInput,
+    names: { readonly kind: string; readonly url: string; readonly token: string } = FIELD_NAMES,
+  ): Promise<ExportTarget> {
     const before = id === undefined ? undefined : this.get(org, id);
     if (id !== undefined && before === undefined && id !== SIEM_ID)
       throw new ServiceError('not_found', `no export destination ${id} in this org`);
     const merged = { ...DEFAULTS, ...before, ...dropUndefined(input) };
     const kind = merged.kind;
-    if (kind === undefined) throw new ServiceError('invalid_request', 'kind is required', { param: 'kind' });
+    if (kind === undefined)
+      throw new ServiceError('invalid_request', `${names.kind} is required`, { param: names.kind });
     if (merged.url === undefined)
-      throw new ServiceError('invalid_request', 'url is required', { param: 'url' });
+      throw new ServiceError('invalid_request', `${names.url} is required`, { param: names.url });
     if (kind !== 'otlp' && !FORMATS_OF[kind].includes(merged.format))
       throw new ServiceError(
         'invalid_request',
@@ -210,7 +222,7 @@ export class ExportDesk {
     if (input.url !== undefined && input.url !== before?.url) {
       const problem = await this.#deps.egress.check(input.url);
       if (problem !== undefined)
-        throw new ServiceError('invalid_request', `url ${problem}`, { param: 'url' });
+        throw new ServiceError('invalid_request', `${names.url} ${problem}`, { param: names.url });
     }
     let token: string | null | undefined; // undefined: keep
     if (input.token === null) token = null;
@@ -229,8 +241,8 @@ export class ExportDesk {
     )
       throw new ServiceError(
         'invalid_request',
-        'the url moves to another origin: give the token again (or null to send none)',
-        { param: 'token' },
+        `the ${names.url} moves to another origin: give the ${names.token} again (or null to send none)`,
+        { param: names.token },
       );
     const now = new Date().toISOString();
     const target: ExportTarget = {

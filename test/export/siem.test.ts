@@ -44,7 +44,7 @@ t.test('the deployment-wide SIEM export: HEC lines, CEF, filters, retries, stats
     [{ destination: 'webhook', url: 'http://169.254.169.254/x' }, 'url'],
     [{ destination: 'collector_hec', url, buffer_size: 0 }, 'buffer_size'],
     [{ destination: 'splunk', url }, 'destination'],
-    [{ url }, 'kind'],
+    [{ url }, 'destination'],
     [{ destination: 'webhook', url, event_types: ['ok', 7] }, 'event_types'],
   ] as const) {
     const r = await put(bad);
@@ -141,7 +141,9 @@ t.test('org export destinations: webhook OCSF, OTLP logs, masked tokens, tenancy
   const add = (body: unknown, token = svc.pat) =>
     svc.call('/api/settings/export-destinations', { token, body });
 
-  t.equal((await add({ kind: 'otlp' })).status, 400, 'endpoint is required');
+  const noEndpoint = await add({ kind: 'otlp' });
+  t.equal(noEndpoint.status, 400, 'endpoint is required');
+  t.equal(noEndpoint.body.error.param, 'endpoint');
   t.equal(
     (await add({ kind: 'cloud_siem', endpoint: `http://127.0.0.1:${hook.port}/x`, format: 'ocsf' })).status,
     400,
