@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { canonicalize } from '../../src/core/chain/index.js';
@@ -264,4 +265,49 @@ t.test('erasing an end user touches only their exchanges; an admin cannot erase 
     (await svc.call(`/api/compliance/gdpr/erasure/${own.body.request_id}`, { token: svc.pat })).body.status,
     'pending',
   );
+});
+
+t.test('an execution cut short stays executing, and executing again finishes it', async (t) => {
+  const svc = await startService();
+  t.teardown(() => svc.close());
+  await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }], user: 'dora@example.com' },
+  });
+  const submitted = await svc.call('/api/compliance/gdpr/erasure', {
+    token: svc.pat,
+    body: { data_subject: { type: 'end_user', value: 'dora@example.com' } },
+  });
+  const id = submitted.body.request_id as string;
+  // A rotated file of the org's log that cannot be read (a directory in its place): the store is
+  // erased, the JSONL rewrite fails.
+  const blocker = join(svc.dataDir, 'data', 'audit', 'default.7.jsonl');
+  mkdirSync(blocker);
+  const first = await svc.call(`/api/compliance/gdpr/erasure/${id}/execute`, {
+    token: svc.pat,
+    method: 'POST',
+  });
+  t.equal(first.status, 503);
+  t.match(first.body.error.message, /execute it again/);
+  const state = await svc.call(`/api/compliance/gdpr/erasure/${id}`, { token: svc.pat });
+  t.match(state.body, { status: 'executing', error: /could not be rewritten/ });
+  t.equal(state.body.erasure_event_ids.length, 1, 'the authority is committed first');
+  const integrity = await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat });
+  t.equal(integrity.body.status, 'intact', 'no tombstone without its authority, even cut short');
+
+  rmSync(blocker, { recursive: true });
+  const second = await svc.call(`/api/compliance/gdpr/erasure/${id}/execute`, {
+    token: svc.pat,
+    method: 'POST',
+  });
+  t.equal(second.status, 200);
+  t.match(second.body, { status: 'executed', error: null });
+  t.same(second.body.erasure_event_ids, state.body.erasure_event_ids, 'no second erasure event');
+  t.same(second.body.receipt, state.body.receipt, 'the receipt made the first time');
+  await svc.service.close(2000);
+  const files = orgLogFiles(svc, 'default')
+    .filter((f) => existsSync(f))
+    .map((f) => readFileSync(f, 'utf8'))
+    .join('');
+  t.notOk(files.includes('dora@'), 'the JSONL log is erased too');
 });
