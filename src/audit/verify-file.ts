@@ -1,6 +1,7 @@
 import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { createGunzip } from 'node:zlib';
 import {
   type BrokenEvent,
   ChainVerifier,
@@ -294,7 +295,14 @@ async function readFileLines(
   maxLine: number,
   onChunk: (bytes: number) => void,
 ): Promise<void> {
-  const stream = createReadStream(path, { highWaterMark: READ_CHUNK });
+  const raw = createReadStream(path, { highWaterMark: READ_CHUNK });
+  // A `.gz` file (a retention archive) is read through gunzip; progress counts the bytes read.
+  const gz = path.endsWith('.gz');
+  const stream = gz ? raw.pipe(createGunzip({ chunkSize: READ_CHUNK })) : raw;
+  if (gz) {
+    raw.on('data', (d) => onChunk((d as Buffer).length));
+    raw.on('error', (err) => stream.destroy(err));
+  }
   let lineNo = 0;
   let parts: Buffer[] = [];
   let partBytes = 0;
@@ -361,11 +369,12 @@ async function readFileLines(
         }
         carry(chunk.subarray(start));
       }
-      onChunk(chunk.length);
+      if (!gz) onChunk(chunk.length);
     }
   } catch (err) {
-    // Only the file system's errors are input errors; anything else is a bug and propagates.
-    if ((err as NodeJS.ErrnoException).syscall === undefined) throw err;
+    // Only the file system's and gunzip's errors are input errors; anything else is a bug.
+    const e = err as NodeJS.ErrnoException;
+    if (e.syscall === undefined && !(typeof e.code === 'string' && e.code.startsWith('Z_'))) throw err;
     throw new VerifyInputError('unreadable_file', `cannot read ${path}: ${(err as Error).message}`, {
       cause: err,
     });

@@ -92,6 +92,18 @@ t.test(
       { status: 'intact', chain_length: range.to_seq },
       'the archive verifies',
     );
+    const gzPath = join(svc.dataDir, 'data', 'archive', archive.file);
+    t.match(
+      await verifyFile(gzPath, keys),
+      { status: 'intact', chain_length: range.to_seq },
+      'read as .gz too',
+    );
+    writeFileSync(`${archived}.gz`, gz.subarray(0, gz.length - 20));
+    await t.rejects(
+      verifyFile(`${archived}.gz`, keys),
+      { code: 'unreadable_file' },
+      'a cut-off archive is an input error',
+    );
     t.ok(readFileSync(archived, 'utf8').includes('old call 0') === false, 'prompts are not captured anyway');
 
     // What is kept verifies: integrity, the JSONL files offline, a receipt.
