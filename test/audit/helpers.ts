@@ -133,14 +133,7 @@ export function tempLog(opts: Partial<ChainLogOptions> = {}, signer: SealSigner 
   return h;
 }
 
-/** Polls `cond` every few ms (seals are signed asynchronously). */
-export async function waitFor(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
-}
+export { waitFor } from '../helpers/wait.js';
 
 /** The stored seals of an org, oldest first (read straight from the store). */
 export function storedSeals(

@@ -68,12 +68,7 @@ t.test('an executed erasure leaves nothing of the subject and a chain that verif
   const requesterPat = (
     await svc.call('/api/tokens', { token: svc.pat, body: { user_id: requester.body.user_id } })
   ).body.token;
-  const other = await createOrg(svc, 'elsewhere');
-  await svc.call('/api/settings/providers', {
-    method: 'PUT',
-    token: other.adminPat,
-    body: { providers: [{ name: 'mock' }] },
-  });
+  const other = await createOrg(svc, 'elsewhere', { mock: true });
   t.equal((await chat(ALICE, 'hello from the other org', other.agentKey)).status, 200);
 
   // What the trail holds of her before: the DSAR's events (without DSAR events themselves).

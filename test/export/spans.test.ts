@@ -23,12 +23,7 @@ t.test('one span per decision, of every org, a block marked as an error', async 
     },
   });
   t.teardown(() => svc.close());
-  const other = await createOrg(svc, 'tenant-s');
-  await svc.call('/api/settings/providers', {
-    method: 'PUT',
-    token: other.adminPat,
-    body: { providers: [{ name: 'mock' }] },
-  });
+  const other = await createOrg(svc, 'tenant-s', { mock: true });
   const chat = (content: string, token: string) =>
     svc.call('/v1/chat/completions', {
       token,

@@ -77,6 +77,7 @@ export async function startService(
 export async function createOrg(
   svc: TestService,
   name: string,
+  opts: { mock?: boolean } = {},
 ): Promise<{ orgId: string; adminPat: string; agentKey: string; agentUuid: string }> {
   const org = await svc.call('/api/orgs', { token: svc.pat, body: { name } });
   const orgId = org.body.org_id as string;
@@ -92,6 +93,15 @@ export async function createOrg(
     token: tok.body.token,
     body: { agent_id: `${name}-agent` },
   });
+  // With `mock`, the org is given the built-in mock provider, so its agent can call models.
+  if (opts.mock === true) {
+    const set = await svc.call('/api/settings/providers', {
+      method: 'PUT',
+      token: tok.body.token,
+      body: { providers: [{ name: 'mock' }] },
+    });
+    if (set.status !== 200) throw new Error(`mock provider for ${name}: ${JSON.stringify(set.body)}`);
+  }
   return {
     orgId,
     adminPat: tok.body.token,
