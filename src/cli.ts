@@ -3,6 +3,7 @@ import { runVerifyConsistency, runVerifyReceipt } from './cli-receipt.js';
 import { runVerify } from './cli-verify.js';
 import { ConfigError, loadConfig } from './config/index.js';
 import { startAllInOne } from './server.js';
+import { startSidecar } from './sidecar/server.js';
 import { createLogger } from './util/log.js';
 import { VERSION } from './version.js';
 
@@ -13,6 +14,10 @@ const USAGE = `govgate ${VERSION}
 
 Usage:
   govgate start            run the all-in-one service (control plane + gateway, embedded store)
+  govgate control          run the control plane (the same process as start: /api, the sync API
+                           for sidecars, and the gateway for agents without a sidecar)
+  govgate sidecar          run a sidecar: the gateway next to one agent, deciding from the
+                           control plane's snapshot (SERVICE_CONTROL_URL, SERVICE_SIDECAR_TOKEN)
   govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--org ORG_ID] [--checkpoint SEAL.json] [--json]
                            check an exported audit chain offline, with public keys only
                            (exit 0 intact, 1 compromised, 2 usage error, 3 unsealed)
@@ -32,6 +37,7 @@ const OPERATOR_ERRORS = new Set([
   'KeysDirMismatchError',
   'KeyMaterialError',
   'ListenError',
+  'ConfigError',
 ]);
 
 async function start(): Promise<void> {
@@ -67,6 +73,22 @@ async function start(): Promise<void> {
       );
     }
   }
+  onStopSignals(logger, () => service.close());
+}
+
+async function sidecar(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel);
+  const sc = await startSidecar(config, logger);
+  process.stdout.write(
+    `govgate ${VERSION} sidecar listening on ${sc.listenUrl} (${sc.server.engine}, control plane ${config.controlUrl}, ` +
+      `log epoch ${sc.epoch}, data in ${config.dataDir})\n`,
+  );
+  onStopSignals(logger, () => sc.close());
+}
+
+/** Ctrl-C and SIGTERM drain and close; a second signal later stops at once. */
+function onStopSignals(logger: ReturnType<typeof createLogger>, close: () => Promise<void>): void {
   let stoppingSince = 0;
   const stop = (signal: string): void => {
     if (stoppingSince > 0) {
@@ -78,8 +100,7 @@ async function start(): Promise<void> {
     }
     stoppingSince = performance.now();
     logger.info('shutting down', { signal });
-    service
-      .close()
+    close()
       .then(() => process.exit(0))
       .catch((err: unknown) => {
         logger.error('shutdown failed', { error: String(err) });
@@ -94,7 +115,11 @@ async function main(argv: string[]): Promise<number> {
   const [command] = argv;
   switch (command) {
     case 'start':
+    case 'control':
       await start();
+      return -1;
+    case 'sidecar':
+      await sidecar();
       return -1;
     case 'verify':
       return runVerify(argv.slice(1), {

@@ -19,6 +19,8 @@ import { registerKeyRoutes } from './control/keys.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
+import { registerSidecarRoutes } from './control/sidecar-routes.js';
+import { SidecarDesk } from './control/sidecars.js';
 import { AuditKeys } from './crypto/audit-keys.js';
 import { bindKeysDir, checkKeysDir } from './crypto/keys-binding.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
@@ -298,6 +300,8 @@ async function startLocked(
       return base.value;
     },
   });
+  const sidecars = new SidecarDesk({ store, identity, settings, policies, audit: events });
+  registerSidecarRoutes(router, { snapshot, sidecars, identity, approvals, audit: events, orgExists });
   registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });
   registerPolicies(router, { snapshot, identity, policies, audit: events });

@@ -412,7 +412,7 @@ export class ChainLog implements AuditLog {
       detections: input.detections ?? null,
       details: input.details ?? {},
       personal: personal ?? {},
-      origin: null,
+      origin: input.origin ?? null,
       _chain_version: 2,
       prev_hash: head.hash,
       hash: '',
@@ -702,6 +702,11 @@ export class ChainLog implements AuditLog {
 
   get(orgId: string, eventId: string): AuditEvent | undefined {
     return this.#reader.get(orgId, eventId);
+  }
+
+  /** The stored text of the org's committed events `lo..hi` (by seq), in order (a sidecar ships these). */
+  eventTexts(orgId: string, lo: number, hi: number): Iterable<{ seq: number; json: string }> {
+    return this.#reader.eventTexts(orgId, lo, hi);
   }
 
   byPipeline(orgId: string, pipelineId: string, limit = 1000): AuditEvent[] {

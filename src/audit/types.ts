@@ -1,3 +1,5 @@
+import type { EventOrigin } from '../core/chain/event.js';
+
 /** What a caller hands the audit seam. The sink adds id, seq, ts and the chain fields. */
 export interface AuditInput {
   readonly org_id: string;
@@ -18,6 +20,8 @@ export interface AuditInput {
   readonly details?: Record<string, unknown>;
   /** Personal data (end-user ids, emails, prompt text…): stored so that erasure can remove it. */
   readonly personal?: Record<string, unknown>;
+  /** Set by the control plane for an event ingested from a sidecar's log (DESIGN B). */
+  readonly origin?: EventOrigin | null;
 }
 
 export interface AuditEvent {

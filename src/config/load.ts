@@ -214,6 +214,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keysDir: resolve(v.SERVICE_KEYS_DIR as string),
     storeMinFreeMb: v.SERVICE_STORE_MIN_FREE_MB as number,
     controlUrl: v.SERVICE_CONTROL_URL as string | undefined,
+    sidecarToken: v.SERVICE_SIDECAR_TOKEN as string | undefined,
+    snapshotPollMs: v.SERVICE_SNAPSHOT_POLL_MS as number,
     bootstrapToken: token,
     egressAllow: Object.freeze([...(v.SERVICE_EGRESS_ALLOW as string[])]),
     egressDeny: Object.freeze([...(v.SERVICE_EGRESS_DENY as string[])]),

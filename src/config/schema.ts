@@ -8,6 +8,9 @@ export interface Config {
   /** SERVICE_STORE_MIN_FREE_MB: the free space below which the store refuses writes. */
   readonly storeMinFreeMb: number;
   readonly controlUrl: string | undefined;
+  /** `govgate sidecar`: its token for the control plane's sync API, and how often it pulls the snapshot. */
+  readonly sidecarToken: string | undefined;
+  readonly snapshotPollMs: number;
   readonly bootstrapToken: string | undefined;
   /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
   readonly egressAllow: readonly string[];
@@ -116,7 +119,22 @@ export const SETTINGS = [
     env: 'SERVICE_CONTROL_URL',
     yaml: 'control_url',
     kind: 'string',
-    doc: 'Reserved, no effect yet: control plane URL (sidecar)',
+    doc: '`govgate sidecar`: the control plane it pulls its snapshot from, ships its audit log to and forwards /api to',
+  },
+  {
+    env: 'SERVICE_SIDECAR_TOKEN',
+    yaml: 'sidecar_token',
+    kind: 'string',
+    secret: true,
+    doc: '`govgate sidecar`: its token (gk_sc_…, from POST /api/sidecars on the control plane)',
+  },
+  {
+    env: 'SERVICE_SNAPSHOT_POLL_MS',
+    yaml: 'snapshot_poll_ms',
+    kind: 'int',
+    min: 100,
+    default: 1000,
+    doc: '`govgate sidecar`: how often it asks the control plane for a newer snapshot',
   },
   {
     env: 'SERVICE_BOOTSTRAP_TOKEN',

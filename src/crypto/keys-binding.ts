@@ -28,7 +28,12 @@ interface Binding {
  * start records which vault key the data dir has (bindKeysDir), and each later one checks, before
  * any key is loaded or made, that the keys dir holds it and the audit and mandate keys.
  */
-export function checkKeysDir(store: Store, keysDir: string): void {
+export function checkKeysDir(
+  store: Store,
+  keysDir: string,
+  /** The key folders the process keeps there (a sidecar has no mandate keys). */
+  folders: readonly string[] = [AUDIT_KEYS_FOLDER, MANDATE_KEYS_FOLDER],
+): void {
   const binding = store.meta.get(META_KEY) as Binding | undefined;
   const dir = resolve(keysDir);
   const data = resolve(store.dataDir);
@@ -45,7 +50,7 @@ export function checkKeysDir(store: Store, keysDir: string): void {
     throw new KeysDirMismatchError(
       `the keys dir ${dir} holds another vault key than the data dir ${data} was started with: ${fix}`,
     );
-  for (const folder of [AUDIT_KEYS_FOLDER, MANDATE_KEYS_FOLDER])
+  for (const folder of folders)
     if (!existsSync(join(dir, folder, 'keys.json')))
       throw new KeysDirMismatchError(
         `the keys dir ${dir} has lost its ${folder} keys (${folder}/keys.json): restore them from a backup of ${dir}`,

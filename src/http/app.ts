@@ -33,6 +33,11 @@ export interface AppHooks {
    * or a tool is called for a request whose audit event could not be recorded.
    */
   readonly beforeWrite?: () => Promise<void> | undefined;
+  /**
+   * Handles requests no route matches, as the route `forward` (a sidecar sends them on to the
+   * control plane); without it they are 404.
+   */
+  readonly fallback?: RouteHandler;
 }
 
 /** How long a client refused during the drain should wait: about as long as a reconnect takes. */
@@ -78,7 +83,9 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
       ctx.fail(repeatedHeader(req.repeated));
       return;
     }
-    const match = router.find(req.method, req.path);
+    const match =
+      router.find(req.method, req.path) ??
+      (hooks.fallback === undefined ? undefined : { handler: hooks.fallback, params: {}, route: 'forward' });
     if (match === undefined || 'allowed' in match) {
       const ctx = new Ctx(
         req,

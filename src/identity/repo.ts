@@ -166,6 +166,16 @@ export class IdentityRepo {
     return revoked;
   }
 
+  /** The org's agent keys that are not revoked, with the hashes they are stored under. */
+  *agentCredentials(orgId: string): Generator<{ hash: string; record: CredentialRecord }> {
+    for (const { key, value } of this.store.credentials.getRange()) {
+      const c = value as CredentialRecord | string;
+      if (typeof c === 'string' || c.kind !== 'agent' || c.org_id !== orgId || c.revoked_at !== null)
+        continue;
+      yield { hash: key as string, record: c };
+    }
+  }
+
   /** Resolves a presented secret to a principal, or undefined (unknown, revoked, expired). */
   authenticate(secret: string, now = Date.now()): Principal | undefined {
     const record = this.store.credentials.get(hashCredential(secret)) as CredentialRecord | undefined;

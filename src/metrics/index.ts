@@ -215,6 +215,44 @@ export class Metrics {
     });
   }
 
+  /** A sidecar's sync with its control plane (only a sidecar registers these). */
+  watchSidecar(
+    source: () => {
+      readonly unshipped: number;
+      readonly snapshotAgeSeconds: number;
+      readonly snapshotFailures: number;
+      readonly shipFailures: number;
+    },
+  ): void {
+    new Gauge({
+      name: 'govgate_sidecar_unshipped_events',
+      help: 'Audit events committed in the sidecar log and not yet acknowledged by the control plane',
+      registers: [this.registry],
+      collect() {
+        this.set(source().unshipped);
+      },
+    });
+    new Gauge({
+      name: 'govgate_sidecar_snapshot_age_seconds',
+      help: 'Seconds since the control plane last confirmed the snapshot in force (-1: none in force)',
+      registers: [this.registry],
+      collect() {
+        this.set(source().snapshotAgeSeconds);
+      },
+    });
+    new Gauge({
+      name: 'govgate_sidecar_sync_failures',
+      help: 'Consecutive failed snapshot pulls and audit pushes (0 once one succeeds)',
+      labelNames: ['kind'],
+      registers: [this.registry],
+      collect() {
+        const s = source();
+        this.set({ kind: 'snapshot' }, s.snapshotFailures);
+        this.set({ kind: 'ship' }, s.shipFailures);
+      },
+    });
+  }
+
   /** Where the span metrics read their numbers (SpanExporter). */
   watchSpans(
     source: () => { readonly sent: number; readonly failed_batches: number; readonly dropped: number },

@@ -37,6 +37,8 @@ export interface Store {
   readonly webauthn: AnyDb;
   /** GDPR erasure requests: [org, request id] → the request (ids sort by creation time). */
   readonly erasures: AnyDb;
+  /** Sidecars: ['sc', id] → record; ['tok', token hash] → id; ['st', id, epoch] → SyncState. */
+  readonly sidecars: AnyDb;
   /** Audit chain events: [org, seq] → the event as JSON text (what was hashed, byte for byte). */
   readonly auditEvents: AnyDb;
   /** Audit lookups: [org, 'i', event id] → seq; [org, kind, value, last seq] → [seq, …] (search). */
@@ -174,6 +176,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     tools: db('tools'),
     webauthn: db('webauthn'),
     erasures: db('erasures'),
+    sidecars: db('sidecars'),
     auditEvents: db('audit_events'),
     auditIndex: db('audit_index'),
     auditNodes: db('audit_nodes'),

@@ -389,6 +389,14 @@ export class PolicyRepo {
   }
 
   /** The scopes this policy is currently assigned to. */
+  /** Every assignment of the org (org and agent scope), for the sidecar snapshot. */
+  allAssignments(orgId: string): AssignmentRecord[] {
+    const out: AssignmentRecord[] = [];
+    for (const { value } of this.store.policyAssignments.getRange({ start: [orgId], end: [orgId, '\uffff'] }))
+      out.push(value as AssignmentRecord);
+    return out;
+  }
+
   assignments(orgId: string, policyId: string): AssignmentRecord[] {
     const out: AssignmentRecord[] = [];
     for (const { value } of this.store.policyAssignments.getRange({

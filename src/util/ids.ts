@@ -100,6 +100,13 @@ export function newAgentKey(): string {
   return AGENT_KEY_PREFIX + randomBase62(40);
 }
 
+export const SIDECAR_TOKEN_PREFIX = 'gk_sc_';
+
+/** A sidecar's credential for the sync API (docs/sidecar.md). */
+export function newSidecarToken(): string {
+  return SIDECAR_TOKEN_PREFIX + randomBase62(40);
+}
+
 export function newPat(): string {
   return PAT_PREFIX + randomBase62(40);
 }

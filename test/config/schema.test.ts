@@ -61,7 +61,7 @@ t.test('the table also lists the variables read outside the schema, and the rese
   const known = new Set<string>(SETTINGS.map((s) => s.env));
   for (const name of variablesReadInSrc()) t.ok(rows.has(name), `${name} is read by src and in the table`);
   // Named by the spec or DESIGN, not implemented yet: the table says so rather than promise them.
-  const reserved = ['SERVICE_PROXY_PORT', 'SERVICE_CONTROL_URL'];
+  const reserved = ['SERVICE_PROXY_PORT'];
   for (const name of reserved) t.match(rows.get(name)?.meaning, /^Reserved, no effect yet/, name);
   for (const [name, row] of rows) {
     if (!reserved.includes(name)) t.notMatch(row.meaning, /Reserved/, `${name} has an effect`);

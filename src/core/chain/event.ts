@@ -7,11 +7,17 @@ import { canonicalize, type JsonValue, sortedKeys, writeString } from './jcs.js'
 /** `prev_hash` of the first event of a chain: 64 ASCII zeros. */
 export const GENESIS = '0'.repeat(64);
 
-/** Where a control-plane event came from: the sidecar log entry it was ingested from. */
+/**
+ * Where a control-plane event came from: the sidecar log entry it was ingested from. The sidecar
+ * log is `(sidecar_id, epoch)`; `index` is the entry's line in it, `hash` its hash there and `ts`
+ * the time the sidecar recorded it (the org chain's `ts` is when the control plane took it in).
+ */
 export interface EventOrigin {
   sidecar_id: string;
+  epoch: string;
   index: number;
   hash: string;
+  ts: string;
 }
 
 /** One line of an org chain (format v2). `seq` is the 1-based line number. */

@@ -1,0 +1,223 @@
+import { ChainLog } from '../audit/index.js';
+import type { Config } from '../config/index.js';
+import { PROBE_ROUTES, registerPlatform } from '../control/platform.js';
+import { AUDIT_KEYS_FOLDER, AuditKeys } from '../crypto/audit-keys.js';
+import { bindKeysDir, checkKeysDir } from '../crypto/keys-binding.js';
+import { WorkerSealSigner } from '../crypto/seal-signer.js';
+import { createVault, loadVaultKey } from '../crypto/vault.js';
+import { EgressPolicy } from '../export/ssrf.js';
+import { GatewayService } from '../gateway/service.js';
+import { type ApprovalGate, Governor } from '../govern/governor.js';
+import { ScanPool } from '../govern/scan-pool.js';
+import { createHttpHandler, type RouteHandler } from '../http/app.js';
+import { InFlight } from '../http/in-flight.js';
+import { listen } from '../http/listen.js';
+import { Router } from '../http/router.js';
+import type { HttpServer } from '../http/types.js';
+import { Metrics } from '../metrics/index.js';
+import { UpstreamPools } from '../providers/upstream.js';
+import { openStore } from '../store/db.js';
+import { IdempotencyStore } from '../store/idempotency.js';
+import { lockDataDir } from '../store/lock.js';
+import { newId } from '../util/ids.js';
+import type { Logger } from '../util/log.js';
+import { VERSION } from '../version.js';
+import { ControlClient } from './control-client.js';
+import { forwarder } from './forward.js';
+import { RemoteSnapshot } from './snapshot.js';
+import { Shipper, SnapshotPoller } from './sync.js';
+
+export interface RunningSidecar {
+  readonly server: HttpServer;
+  readonly listenUrl: string;
+  /** This sidecar log's epoch (a new data dir starts a new log). */
+  readonly epoch: string;
+  readonly snapshot: RemoteSnapshot;
+  readonly shipper: Shipper;
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * A sidecar approves nothing by itself: an approval is granted by people at the control plane,
+ * and consuming it there is the only way to be sure it is used once. A call that needs one is
+ * refused here with the approval's id (docs/sidecar.md).
+ */
+const NO_APPROVALS: ApprovalGate = { granted: () => undefined, consume: () => undefined };
+
+const EPOCH_KEY = 'sidecar_epoch';
+
+/**
+ * `govgate sidecar` (DESIGN A.1): the data plane next to one agent. It serves the gateway
+ * (`/v1/chat/completions`, `/v1/messages`, `/v1/embeddings`, `/v1/models`) from the snapshot it
+ * pulls from the control plane, writes each call's audit event to its own signed log in a local
+ * LMDB before it answers, ships that log to the control plane, and forwards every other path to
+ * the control plane. Its own probes and metrics are local.
+ */
+export async function startSidecar(config: Config, logger: Logger): Promise<RunningSidecar> {
+  if (config.controlUrl === undefined || config.sidecarToken === undefined)
+    throw Object.assign(
+      new Error('govgate sidecar needs SERVICE_CONTROL_URL and SERVICE_SIDECAR_TOKEN (POST /api/sidecars)'),
+      { name: 'ConfigError' },
+    );
+  const lock = await lockDataDir(config.dataDir);
+  const closers: Array<() => Promise<unknown> | unknown> = [() => lock.release()];
+  const unwind = async (): Promise<void> => {
+    for (const c of closers.reverse()) await c();
+  };
+  try {
+    const store = openStore(config.dataDir, { minFreeMb: config.storeMinFreeMb });
+    closers.push(() => store.close());
+    checkKeysDir(store, config.keysDir, [AUDIT_KEYS_FOLDER]);
+    const vault = createVault(loadVaultKey(config.keysDir));
+    const auditKeys = AuditKeys.load({
+      keysDir: config.keysDir,
+      password: config.audit.keyPassword,
+      signingKeyPem: config.audit.signingKey,
+    });
+    const signer = await WorkerSealSigner.start(auditKeys);
+    closers.push(() => signer.close());
+    bindKeysDir(store, config.keysDir);
+    let epoch = store.meta.get(EPOCH_KEY) as string | undefined;
+    if (epoch === undefined) {
+      const fresh = newId('', 16);
+      await store.writer.enqueue(() => store.meta.putSync(EPOCH_KEY, fresh));
+      epoch = fresh;
+    }
+    const log = new ChainLog(store, signer, {
+      dataDir: config.dataDir,
+      rotationMaxMb: config.audit.rotationMaxMb,
+      warn: (msg, fields) => logger.warn(msg, fields),
+    });
+    closers.push(() => log.close());
+    const egress = new EgressPolicy(config.egressAllow, config.egressDeny);
+    const pools = new UpstreamPools({
+      timeoutMs: config.upstreamTimeoutMs,
+      connections: config.upstreamConnections,
+      egress,
+    });
+    closers.push(() => pools.close());
+    const control = new ControlClient(config.controlUrl, config.sidecarToken);
+    closers.push(() => control.close());
+    const snapshot = new RemoteSnapshot(pools);
+    const poller = new SnapshotPoller(control, snapshot, store, vault, logger, config.snapshotPollMs);
+    closers.push(() => poller.close());
+    const shipper = new Shipper(control, log, epoch, logger);
+    const metrics = new Metrics();
+    metrics.watchStore(() => store.health.writable);
+    metrics.watchSidecar(() => ({
+      unshipped: shipper.unshipped,
+      snapshotAgeSeconds:
+        snapshot.confirmedAt === undefined ? -1 : (Date.now() - snapshot.confirmedAt) / 1000,
+      snapshotFailures: poller.failures,
+      shipFailures: shipper.failures,
+    }));
+    const idempotency = new IdempotencyStore(
+      store,
+      config.idempotencyTtlHours * 3_600_000,
+      config.idempotencyMaxMbPerOrg * 1024 * 1024,
+    );
+    const sweep = setInterval(() => void idempotency.sweep().catch(() => {}), 3_600_000);
+    sweep.unref();
+    closers.push(() => clearInterval(sweep));
+    const scans = new ScanPool();
+    closers.push(() => scans.close());
+    metrics.watchScans(() => scans);
+    let listenUrl = '';
+    const gateway = new GatewayService({
+      snapshot,
+      audit: log,
+      metrics,
+      idempotency,
+      governor: new Governor(snapshot, NO_APPROVALS, scans),
+      requestApproval: (input) => control.requestApproval(input),
+      clientStallMs: config.clientStallMs,
+      scans,
+      get baseUrl() {
+        return config.publicUrl ?? listenUrl;
+      },
+    });
+    const router = new Router<RouteHandler>();
+    router.add('POST', '/v1/chat/completions', gateway.chatCompletions);
+    router.add('POST', '/v1/messages', gateway.messages);
+    router.add('POST', '/v1/embeddings', gateway.embeddings);
+    router.add('GET', '/v1/models', gateway.models);
+    let closing = false;
+    registerPlatform(router, {
+      version: VERSION,
+      region: config.region,
+      get baseUrl() {
+        return config.publicUrl ?? listenUrl;
+      },
+      metrics,
+      metricsToken: config.metricsToken,
+      snapshot,
+      checks: () => ({
+        snapshot: snapshot.loaded,
+        store_writable: store.health.writable,
+        accepting: !closing,
+      }),
+    });
+
+    // The log of this org, shipped as soon as each batch is committed.
+    const stopShipping = log.onCommitted(() => shipper.kick());
+    closers.push(() => stopShipping());
+    const kept = poller.loadKept();
+    await poller.pollOnce();
+    if (!snapshot.loaded)
+      logger.warn(
+        kept
+          ? 'the kept snapshot could not be used'
+          : 'no snapshot yet: calls are refused (503) until the control plane answers',
+        { control_url: config.controlUrl },
+      );
+    shipper.org = snapshot.orgId;
+    poller.start();
+    // The org is known once a snapshot is; a sidecar whose first snapshot comes late starts then.
+    const orgWatch = setInterval(() => {
+      if (snapshot.orgId !== undefined) {
+        shipper.org = snapshot.orgId;
+        shipper.kick();
+      }
+    }, 5_000);
+    orgWatch.unref();
+    closers.push(() => clearInterval(orgWatch));
+    shipper.kick();
+
+    const work = new InFlight();
+    const handler = createHttpHandler(router, {
+      logger,
+      work,
+      onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
+      answeredWhileDraining: new Set(PROBE_ROUTES),
+      fallback: forwarder(control, config.clientStallMs),
+    });
+    const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+    const host = config.host.includes(':')
+      ? `[${config.host}]`
+      : config.host === '0.0.0.0'
+        ? '127.0.0.1'
+        : config.host;
+    listenUrl = `http://${host}:${server.port}`;
+    return {
+      server,
+      listenUrl,
+      epoch,
+      snapshot,
+      shipper,
+      async close(graceMs = 10_000) {
+        if (closing) return;
+        closing = true;
+        const started = performance.now();
+        await server.close(graceMs);
+        await work.drained(Math.max(0, graceMs - (performance.now() - started)));
+        await log.flushSeals().catch(() => {});
+        // What is not shipped now stays in the local log and is shipped by the next start.
+        await shipper.close(Math.min(2_000, Math.max(0, graceMs - (performance.now() - started))));
+        await unwind();
+      },
+    };
+  } catch (err) {
+    await unwind();
+    throw err;
+  }
+}

@@ -1,0 +1,243 @@
+import type { ChainLog } from '../audit/chain-log.js';
+import type { SealedSecret, Vault } from '../crypto/vault.js';
+import type { SnapshotDoc } from '../snapshot/wire.js';
+import type { Store } from '../store/db.js';
+import type { Logger } from '../util/log.js';
+import { type ControlClient, ControlError } from './control-client.js';
+import type { RemoteSnapshot } from './snapshot.js';
+
+/** The last snapshot, kept sealed in the local store so a restart decides before the control plane answers. */
+const SNAPSHOT_KEY = 'sidecar_snapshot';
+const SNAPSHOT_AAD = 'sidecar/snapshot';
+
+/** Statuses after which the sidecar forgets its snapshot: the control plane no longer knows this sidecar. */
+const REFUSED = new Set([401, 403]);
+
+/**
+ * Pulls the org snapshot every `intervalMs` (a conditional GET: an unchanged snapshot costs a
+ * 304) and puts each new one in force. A failure keeps the one in force and is tried again on
+ * the next tick; a refused token (401, 403) clears it, so the sidecar stops deciding.
+ */
+export class SnapshotPoller {
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  failures = 0;
+
+  constructor(
+    private readonly client: ControlClient,
+    private readonly snapshot: RemoteSnapshot,
+    private readonly store: Store,
+    private readonly vault: Vault,
+    private readonly logger: Logger,
+    private readonly intervalMs: number,
+  ) {}
+
+  /** Loads the snapshot kept from the last run, if any (it may be older than the control plane's). */
+  loadKept(): boolean {
+    const sealed = this.store.meta.get(SNAPSHOT_KEY) as
+      | { etag: string; at: number; doc: SealedSecret }
+      | undefined;
+    if (sealed === undefined) return false;
+    try {
+      const doc = JSON.parse(this.vault.open(sealed.doc, SNAPSHOT_AAD)) as SnapshotDoc;
+      this.snapshot.apply(doc, sealed.etag, sealed.at);
+      return true;
+    } catch (err) {
+      this.logger.warn('the kept snapshot could not be read; waiting for the control plane', {
+        error: String(err),
+      });
+      return false;
+    }
+  }
+
+  start(): void {
+    const tick = (): void => {
+      this.#running ??= this.pollOnce().then(
+        () => {
+          this.#running = undefined;
+        },
+        () => {
+          this.#running = undefined;
+        },
+      );
+    };
+    tick();
+    this.#timer = setInterval(tick, this.intervalMs);
+    this.#timer.unref();
+  }
+
+  /** One pull; resolves true when a snapshot is in force afterwards. */
+  async pollOnce(): Promise<boolean> {
+    try {
+      const got = await this.client.snapshot(this.snapshot.etag);
+      if (got !== undefined) {
+        const at = Date.now();
+        this.snapshot.apply(got.doc, got.etag, at);
+        const sealed = this.vault.seal(JSON.stringify(got.doc), SNAPSHOT_AAD);
+        await this.store.writer.enqueue(() =>
+          this.store.meta.putSync(SNAPSHOT_KEY, { etag: got.etag, at, doc: sealed }),
+        );
+        this.logger.info('snapshot in force', { org_id: got.doc.org_id, etag: got.etag });
+      } else this.snapshot.touch();
+      this.failures = 0;
+    } catch (err) {
+      this.failures++;
+      if (err instanceof ControlError && REFUSED.has(err.status)) {
+        if (this.snapshot.loaded)
+          this.logger.error(
+            'the control plane refused this sidecar token: no call is decided until it accepts one',
+            {
+              status: err.status,
+            },
+          );
+        this.snapshot.clear();
+        await this.store.writer.enqueue(() => this.store.meta.removeSync(SNAPSHOT_KEY)).catch(() => {});
+      } else if (this.failures === 1 || this.failures % 60 === 0) {
+        this.logger.warn(
+          'the control plane cannot be reached for the snapshot; deciding from the one in force',
+          {
+            error: String(err),
+            failures: this.failures,
+          },
+        );
+      }
+    }
+    return this.snapshot.loaded;
+  }
+
+  async close(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    await this.#running;
+  }
+}
+
+/** One push: at most this many entries, and about this many bytes. */
+const BATCH_ENTRIES = 500;
+const BATCH_BYTES = 2 * 1024 * 1024;
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 30_000;
+
+/**
+ * Ships the sidecar's log to the control plane: every committed entry after what the control
+ * plane acknowledged, in order, in batches, as soon as it is committed. A failure is tried again
+ * with a growing delay; a 409 (the control plane holds a different point of this log) reads the
+ * control plane's state again and goes on from there. Nothing is dropped: the local log keeps
+ * every entry (docs/sidecar.md).
+ */
+export class Shipper {
+  /** The last index the control plane acknowledged (-1: not asked yet). */
+  acked = -1;
+  failures = 0;
+  #org: string | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #delay = RETRY_MIN_MS;
+  #closed = false;
+
+  constructor(
+    private readonly client: ControlClient,
+    private readonly log: ChainLog,
+    private readonly epoch: string,
+    private readonly logger: Logger,
+  ) {}
+
+  /** The org whose chain this sidecar writes (known from the snapshot). */
+  set org(org: string | undefined) {
+    if (org !== this.#org) {
+      this.#org = org;
+      this.acked = -1;
+    }
+  }
+
+  /** Entries committed and not yet acknowledged. */
+  get unshipped(): number {
+    const org = this.#org;
+    if (org === undefined) return 0;
+    return Math.max(0, this.log.lastSeq(org) - Math.max(0, this.acked));
+  }
+
+  /** Asks for a push now (after a commit); pushes already running pick the new entries up. */
+  kick(): void {
+    if (this.#closed) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    if (this.#timer) return; // waiting out a failure's delay
+    this.#running = this.#run().finally(() => {
+      this.#running = undefined;
+      if (this.#again && !this.#closed && this.#timer === undefined) {
+        this.#again = false;
+        this.kick();
+      }
+    });
+  }
+
+  async #run(): Promise<void> {
+    const org = this.#org;
+    if (org === undefined) return;
+    try {
+      if (this.acked < 0) this.acked = (await this.client.state(this.epoch)).index;
+      for (;;) {
+        const last = this.log.lastSeq(org);
+        if (this.acked >= last) break;
+        const texts: string[] = [];
+        let bytes = 0;
+        for (const { json } of this.log.eventTexts(org, this.acked + 1, last)) {
+          texts.push(json);
+          bytes += json.length;
+          if (texts.length >= BATCH_ENTRIES || bytes >= BATCH_BYTES) break;
+        }
+        if (texts.length === 0) break;
+        try {
+          this.acked = (await this.client.push(this.epoch, texts)).index;
+        } catch (err) {
+          if (err instanceof ControlError && err.status === 409) {
+            this.logger.warn('the control plane holds another point of this sidecar log; reading it again', {
+              error: err.message,
+            });
+            this.acked = (await this.client.state(this.epoch)).index;
+            if (this.acked >= last) break;
+            // The same batch again would meet the same answer: a real fork needs an operator.
+            throw err;
+          }
+          throw err;
+        }
+      }
+      this.failures = 0;
+      this.#delay = RETRY_MIN_MS;
+    } catch (err) {
+      this.failures++;
+      if (this.failures === 1 || this.failures % 20 === 0)
+        this.logger.warn('audit entries could not be shipped to the control plane; kept, and tried again', {
+          error: String(err),
+          unshipped: this.unshipped,
+          failures: this.failures,
+        });
+      if (!this.#closed) {
+        this.#timer = setTimeout(() => {
+          this.#timer = undefined;
+          this.kick();
+        }, this.#delay);
+        this.#timer.unref();
+        this.#delay = Math.min(RETRY_MAX_MS, this.#delay * 2);
+      }
+    }
+  }
+
+  /** Ships what it can within `graceMs`, then stops; what is left stays in the local log for the next start. */
+  async close(graceMs: number): Promise<void> {
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    this.kick();
+    const done = (async () => {
+      while (this.#running) await this.#running;
+    })();
+    await Promise.race([done, new Promise((r) => setTimeout(r, graceMs).unref())]);
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+  }
+}

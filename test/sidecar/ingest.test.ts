@@ -1,0 +1,90 @@
+import t from 'tap';
+import { SidecarDesk } from '../../src/control/sidecars.js';
+import { GENESIS, linkEvent } from '../../src/core/chain/event.js';
+import { createVault } from '../../src/crypto/vault.js';
+import { IdentityRepo } from '../../src/identity/repo.js';
+import { PolicyRepo } from '../../src/store/policies.js';
+import { SettingsRepo } from '../../src/store/settings.js';
+import { tempLog } from '../audit/helpers.js';
+
+function batch(org: string, from: number, n: number, prevHash: string) {
+  const out = [];
+  let prev = prevHash;
+  for (let seq = from; seq < from + n; seq++) {
+    const e = linkEvent(prev, {
+      id: `ae_x${seq}`,
+      org_id: org,
+      seq,
+      ts: new Date().toISOString(),
+      event_type: 'llm_call',
+      agent_id: 'a',
+      session_id: null,
+      task_id: null,
+      pipeline_id: `pl_${seq}`,
+      behavior_type: 'LLM_CALL',
+      outcome: 'allow',
+      reason: null,
+      rule_id: null,
+      provider: 'mock',
+      model: 'mock-echo',
+      usage: null,
+      cost: null,
+      detections: null,
+      details: {},
+      personal: null,
+      origin: null,
+    });
+    out.push(e);
+    prev = e.hash;
+  }
+  return out;
+}
+
+t.test('ingest: batches in flight together, and a restart, take each entry in once', async (t) => {
+  const h = tempLog();
+  t.teardown(() => h.close());
+  const desk = (): SidecarDesk => {
+    const identity = new IdentityRepo(h.store);
+    return new SidecarDesk({
+      store: h.store,
+      identity,
+      settings: new SettingsRepo(h.store, createVault(Buffer.alloc(32, 1))),
+      policies: new PolicyRepo(h.store),
+      audit: h.log,
+    });
+  };
+  new IdentityRepo(h.store).createOrg('org one', 'org1');
+  let d = desk();
+  const { record } = await d.create('org1', 'pod', 'usr_test');
+  const first = batch('org1', 1, 50, GENESIS);
+  // Both checked before either commits: the second must see the first's entries as taken.
+  const [a, b] = await Promise.all([
+    d.ingest(record, 'epoch0001', first),
+    d.ingest(record, 'epoch0001', first),
+  ]);
+  t.equal(a.ingested + b.ingested, 50);
+  t.equal(h.log.lastSeq('org1'), 50);
+
+  // A batch overlapping what was taken in, sent while the next one is in flight.
+  const second = batch('org1', 51, 10, first[49]?.hash as string);
+  const [c, e] = await Promise.all([
+    d.ingest(record, 'epoch0001', [...first.slice(45), ...second]),
+    d.ingest(record, 'epoch0001', second),
+  ]);
+  t.equal(c.ingested + e.ingested, 10);
+  t.equal(h.log.lastSeq('org1'), 60);
+
+  await h.reopen();
+  d = desk();
+  t.same(d.state(record, 'epoch0001'), { epoch: 'epoch0001', index: 60, hash: second[9]?.hash });
+  const again = await d.ingest(record, 'epoch0001', second);
+  t.equal(again.ingested, 0, 'after a restart, the state read from the store');
+  t.equal(h.log.lastSeq('org1'), 60);
+  const origins = new Set<number>();
+  for (let seq = 1; seq <= 60; seq++) {
+    const ev = h.log.eventTexts('org1', seq, seq);
+    for (const { json } of ev) origins.add(JSON.parse(json).origin.index);
+  }
+  t.equal(origins.size, 60, 'each index once');
+  t.equal(h.log.integrity('org1').status, 'intact');
+});

@@ -1,0 +1,237 @@
+import { randomBytes } from 'node:crypto';
+import t from 'tap';
+import { buildPersonal } from '../../src/core/chain/commitment.js';
+import { type ChainEvent, GENESIS, linkEvent } from '../../src/core/chain/event.js';
+import { createOrg, startService } from '../helpers/service.js';
+import { createSidecarToken } from '../helpers/sidecar.js';
+
+/** `n` linked entries of a sidecar log of `org`, after `prev` (seq and hash). */
+function entries(
+  org: string,
+  n: number,
+  prev: { seq: number; hash: string } = { seq: 0, hash: GENESIS },
+  over: Partial<ChainEvent> = {},
+): ChainEvent[] {
+  const out: ChainEvent[] = [];
+  let { seq, hash } = prev;
+  for (let i = 0; i < n; i++) {
+    seq++;
+    const e = linkEvent(hash, {
+      id: `ae_test${seq}`,
+      org_id: org,
+      seq,
+      ts: new Date().toISOString(),
+      event_type: 'llm_call',
+      agent_id: 'agent-x',
+      session_id: `ses_${seq}`,
+      task_id: null,
+      pipeline_id: `pl_sync_${seq}_${randomBytes(4).toString('hex')}`,
+      behavior_type: 'LLM_CALL',
+      outcome: 'allow',
+      reason: null,
+      rule_id: null,
+      provider: 'mock',
+      model: 'mock-echo',
+      usage: null,
+      cost: null,
+      detections: null,
+      details: { n: seq },
+      personal: buildPersonal({ end_user: `user-${seq}@example.com` }, () =>
+        randomBytes(16).toString('base64url'),
+      ),
+      origin: null,
+      ...over,
+    });
+    out.push(e);
+    hash = e.hash;
+  }
+  return out;
+}
+
+t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log witness', async (t) => {
+  const svc = await startService();
+  t.teardown(() => svc.close());
+  const other = await createOrg(svc, 'other', { mock: true });
+  const { sidecarId, token } = await createSidecarToken(svc, svc.pat, 'pod-1');
+  const sync = (
+    path: string,
+    init: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+  ) => svc.call(path, { token, ...init });
+  const epoch = 'epochAAAA1111';
+  const push = (list: unknown[], e = epoch, tok = token) =>
+    svc.call('/api/sync/events', { token: tok, body: { epoch: e, entries: list } });
+  const chainLength = async (): Promise<number> =>
+    (await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat })).body.chain_length;
+
+  t.test('who may create sidecars and call the sync API', async (t) => {
+    const dev = await svc.call('/api/users', {
+      token: svc.pat,
+      body: { email: 'dev@default.test', role: 'developer' },
+    });
+    const devPat = (
+      await svc.call('/api/tokens', { token: svc.pat, body: { name: 'dev', user_id: dev.body.user_id } })
+    ).body.token;
+    t.equal((await svc.call('/api/sidecars', { token: devPat, body: { name: 'x' } })).status, 403);
+    t.equal((await svc.call('/api/sidecars', { token: svc.agentKey, body: { name: 'x' } })).status, 403);
+    t.equal((await svc.call('/api/sidecars', { token: svc.pat, body: { name: 'x', extra: 1 } })).status, 400);
+    for (const tok of [undefined, svc.pat, svc.agentKey, `gk_sc_${'A'.repeat(40)}`]) {
+      const res = await svc.call('/api/sync/snapshot', tok === undefined ? {} : { token: tok });
+      t.equal(res.status, 401, `snapshot refused to ${tok?.slice(0, 9) ?? 'no token'}`);
+      t.equal(res.body.error.code, 'unauthenticated');
+    }
+    // An org admin creates sidecars of their own org only.
+    const mine = await svc.call('/api/sidecars', { token: other.adminPat, body: { name: 'b-pod' } });
+    t.equal(mine.status, 201);
+    t.equal(mine.body.org_id, other.orgId);
+    t.match(mine.body.token, /^gk_sc_[A-Za-z0-9]{40}$/);
+    const listed = await svc.call('/api/sidecars', { token: other.adminPat });
+    t.same(
+      listed.body.data.map((s: any) => s.sidecar_id),
+      [mine.body.sidecar_id],
+      "an org admin sees only their org's sidecars",
+    );
+    t.equal(
+      (await svc.call(`/api/sidecars/${sidecarId}`, { method: 'DELETE', token: other.adminPat })).status,
+      404,
+      "nor can they revoke another org's",
+    );
+  });
+
+  t.test('the snapshot holds the org and nothing else, keys as hashes only', async (t) => {
+    const res = await sync('/api/sync/snapshot');
+    t.equal(res.status, 200);
+    const doc = res.body;
+    t.equal(doc.org_id, 'default');
+    t.equal(doc.sidecar_id, sidecarId);
+    t.ok(doc.agents.length >= 1);
+    t.ok(
+      doc.agents.every((a: any) => a.org_id === 'default'),
+      "no other org's agent",
+    );
+    t.notOk(doc.agents.some((a: any) => a.agent_uuid === other.agentUuid));
+    const text = JSON.stringify(doc);
+    t.notOk(text.includes('gk_agent_'), 'no agent key in the clear');
+    t.notOk(text.includes(other.agentKey.slice(-12)));
+    t.ok(doc.credentials.every((c: any) => /^[0-9a-f]{64}$/.test(c.hash)));
+    const etag = res.headers.get('etag') as string;
+    t.match(etag, /^"[0-9a-f]{64}"$/);
+    const again = await sync('/api/sync/snapshot', { headers: { 'if-none-match': etag } });
+    t.equal(again.status, 304, 'unchanged: 304');
+    await svc.call('/api/agents/onboard', { token: svc.pat, body: { agent_id: 'new-one' } });
+    const changed = await sync('/api/sync/snapshot', { headers: { 'if-none-match': etag } });
+    t.equal(changed.status, 200, 'a new agent changes it');
+    t.ok(changed.body.agents.some((a: any) => a.agent_id === 'new-one'));
+  });
+
+  t.test('entries are taken in once, in order, each checked', async (t) => {
+    const base = await chainLength();
+    const first = entries('default', 3);
+    const ok = await push(first);
+    t.equal(ok.status, 200);
+    t.same(
+      { index: ok.body.index, hash: ok.body.hash, ingested: ok.body.ingested },
+      {
+        index: 3,
+        hash: first[2]?.hash,
+        ingested: 3,
+      },
+    );
+    t.equal(await chainLength(), base + 3);
+    const state = await sync(`/api/sync/state?epoch=${epoch}`);
+    t.same(state.body, { epoch, index: 3, hash: first[2]?.hash });
+    const found = await svc.call(`/api/audit/pipeline/${first[1]?.pipeline_id}`, { token: svc.pat });
+    const e = found.body.data[0];
+    t.same(e.origin, { sidecar_id: sidecarId, epoch, index: 2, hash: first[1]?.hash, ts: first[1]?.ts });
+    t.equal(e.details.n, 2);
+    t.same(Object.keys(e.personal), ['end_user'], 'personal data stays personal (erasable)');
+
+    const replay = await push(first);
+    t.equal(replay.status, 200);
+    t.equal(replay.body.ingested, 0, 'sent again: nothing new');
+    // Sent twice at once: still once.
+    const next = entries('default', 2, { seq: 3, hash: first[2]?.hash as string });
+    const [a, b] = await Promise.all([push(next), push(next)]);
+    t.equal(a.status, 200);
+    t.equal(b.status, 200);
+    t.equal(a.body.ingested + b.body.ingested, 2);
+    t.equal(await chainLength(), base + 5);
+    t.equal((await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat })).body.status, 'intact');
+  });
+
+  t.test('a tampered, forked, gapped or foreign batch is refused whole', async (t) => {
+    const state = (await sync(`/api/sync/state?epoch=${epoch}`)).body;
+    const base = await chainLength();
+    const prev = { seq: state.index, hash: state.hash };
+    const good = entries('default', 2, prev);
+
+    const edited = structuredClone(good);
+    (edited[1] as any).details.n = 999; // content changed after it was hashed
+    let res = await push(edited);
+    t.equal(res.status, 400);
+    t.match(res.body.error.message, /entries\[1\].*hash does not match/);
+
+    const personal = structuredClone(good);
+    (personal[0] as any).personal.end_user.value = 'someone-else@example.com';
+    res = await push(personal);
+    t.equal(res.status, 400);
+    t.match(res.body.error.message, /personal field end_user does not match/);
+
+    res = await push(entries('default', 2, { seq: prev.seq + 3, hash: prev.hash }));
+    t.equal(res.status, 409, 'a gap');
+    t.match(res.body.error.message, new RegExp(`expected index ${prev.seq + 1}`));
+
+    const fork = entries('default', 1, { seq: prev.seq - 1, hash: GENESIS });
+    res = await push(fork);
+    t.equal(res.status, 409, 'another entry at an index already taken in');
+    res = await push(entries('default', 1, { seq: prev.seq, hash: 'f'.repeat(64) }));
+    t.equal(res.status, 409, 'an entry that does not link to the last one taken in');
+
+    res = await push(entries(other.orgId, 1, prev));
+    t.equal(res.status, 403, "another org's entry");
+    res = await push(entries('default', 1, prev, { event_type: 'gdpr.erasure_executed' }));
+    t.equal(res.status, 403, 'an erasure event is the control plane’s own to write');
+    t.match(res.body.error.message, /does not record gdpr.erasure_executed/);
+    res = await push(entries('default', 1, prev, { event_type: 'admin.sidecar_created' }));
+    t.equal(res.status, 403);
+
+    res = await push(entries('default', 2, { seq: 3, hash: GENESIS }), 'epochBBBB2222');
+    t.equal(res.status, 409, 'a new log starts at index 1');
+    res = await push(good, 'bad epoch!');
+    t.equal(res.status, 400);
+    res = await push([]);
+    t.equal(res.status, 400);
+    t.equal(await chainLength(), base, 'nothing of any refused batch was written');
+
+    res = await push(good);
+    t.equal(res.status, 200, 'the honest batch still goes in');
+    t.equal(res.body.ingested, 2);
+  });
+
+  t.test('approvals asked by a sidecar: agents of its org only', async (t) => {
+    const body = {
+      agent_uuid: other.agentUuid,
+      fingerprint: 'a'.repeat(64),
+      tier: 'standard',
+      summary: 'x',
+    };
+    const foreign = await sync('/api/sync/approvals', { body });
+    t.equal(foreign.status, 404);
+    const me = await svc.call('/api/agents?limit=100', { token: svc.pat });
+    const agent = me.body.data.find((a: any) => a.agent_id === 'default-agent');
+    const created = await sync('/api/sync/approvals', { body: { ...body, agent_uuid: agent.agent_uuid } });
+    t.equal(created.status, 200);
+    t.match(created.body.request_id, /^apr_/);
+    t.equal(created.body.status, 'pending');
+  });
+
+  t.test('a revoked sidecar token is refused at once', async (t) => {
+    const del = await svc.call(`/api/sidecars/${sidecarId}`, { method: 'DELETE', token: svc.pat });
+    t.equal(del.status, 200);
+    t.ok(del.body.revoked_at);
+    t.equal((await sync('/api/sync/snapshot')).status, 401);
+    t.equal((await push(entries('default', 1))).status, 401);
+    const audit = await svc.call('/api/audit?event_type=admin.sidecar_revoked', { token: svc.pat });
+    t.equal(audit.body.data.length, 1, 'the revocation is in the org chain');
+    t.equal(audit.body.data[0].details.sidecar_id, sidecarId);
+  });
+});
