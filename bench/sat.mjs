@@ -1,8 +1,12 @@
 // Saturation only, CPU per request, for the passthrough and one or more govgate variants, taking
 // turns: a quick A/B of the request path's CPU (paced-ab.mjs adds latency; run.mjs is the full run).
 //
-//   node sat.mjs [--rounds=5] [--duration=5] [--scenario=chat|stream] [--passthrough]
+//   node sat.mjs [--rounds=5] [--duration=5] [--scenario=chat|stream] [--passthrough] [--sidecar]
 //                [--variants='NAME=CLI|NODE_FLAGS;…']
+//
+// `--sidecar` adds `govgate sidecar` (this checkout's build) in front of its own control plane:
+// its CPU per call is the sidecar's; the control plane's, which takes in the sidecar's log and
+// runs on the generator's CPU here, is printed beside it.
 //
 // Pinned and reniced like run.mjs: generator and mock on CPU 0, servers on CPU 1.
 import * as T from './targets.mjs';
@@ -16,17 +20,24 @@ function parseArgs(argv) {
     durationS: num('duration', 5),
     scenario,
     passthrough: flags.has('passthrough'),
+    sidecar: flags.has('sidecar'),
     variants,
     nice: process.getuid?.() === 0 ? -20 : null,
   };
 }
 
 async function main(cfg) {
-  const { targets, lg, spec } = await T.startVariants(cfg, { passthrough: cfg.passthrough });
+  const { targets, lg, spec } = await T.startVariants(cfg, {
+    passthrough: cfg.passthrough,
+    sidecar: cfg.sidecar,
+  });
+  const controlCpu = new Map();
   const cpu = new Map(targets.map((t) => [t.name, []]));
   for (let r = 0; r < cfg.rounds; r++) {
     const line = [];
     for (const t of targets.map((_, i) => targets[(i + r) % targets.length])) {
+      // The control plane's CPU over the whole phase (warm-up included), per call of the phase.
+      const c0 = t.controlPid ? T.procCpuUs(t.controlPid) : null;
       const s = await lg.call('saturate', {
         ...spec(t),
         connections: 50,
@@ -34,6 +45,11 @@ async function main(cfg) {
         durationS: cfg.durationS,
       });
       cpu.get(t.name).push(s.serverCpuUsPerReq);
+      if (c0 !== null) {
+        const per = Math.round(((T.procCpuUs(t.controlPid) - c0) / (s.rps * (cfg.durationS + 1))) * 10) / 10;
+        controlCpu.set(t.name, [...(controlCpu.get(t.name) ?? []), per]);
+        line.push(`${t.name}'s control plane ~${per} µs`);
+      }
       line.push(
         `${t.name} ${s.serverCpuUsPerReq} µs (${Math.round(s.rps)} rps${s.errors || s.non2xx ? ', errors!' : ''})`,
       );
@@ -42,6 +58,8 @@ async function main(cfg) {
   }
   for (const [name, xs] of cpu)
     T.log(`${name}: median ${T.median(xs)} µs CPU per ${cfg.scenario} call (${xs.join(' / ')})`);
+  for (const [name, xs] of controlCpu)
+    T.log(`${name}'s control plane: median ~${T.median(xs)} µs CPU per call (${xs.join(' / ')})`);
   await lg.call('exit').catch(() => {});
 }
 

@@ -340,6 +340,73 @@ export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govga
   }
 }
 
+/**
+ * A govgate sidecar in front of a govgate control plane (DESIGN A.1): the control plane on
+ * `controlCpu` (it takes in the sidecar's log; in a cluster it runs in its own pod), the sidecar
+ * on `cpu`. The target is the sidecar: its CPU is what an agent pod pays per call. `controlPid`
+ * lets a script read the control plane's share too.
+ */
+export async function startSidecarTarget(
+  mock,
+  cpu,
+  controlCpu,
+  { cli = GOVGATE_CLI, name = 'sidecar' } = {},
+) {
+  const control = await startGovgate(mock, controlCpu, { cli, name: `${name}-control` });
+  const made = await http('POST', `${control.origin}/api/sidecars`, {
+    headers: control.adminHeaders,
+    body: { name: 'bench' },
+  });
+  const token = parseJson(made.text)?.token;
+  if (made.status !== 201 || typeof token !== 'string') {
+    await stopChild(control.child);
+    throw new Error(`sidecar token: HTTP ${made.status} ${made.text.slice(0, 300)}`);
+  }
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), 'govgate-bench-sidecar-'));
+  const env = {
+    ...process.env,
+    SERVICE_HOST: LOOPBACK,
+    SERVICE_PORT: String(port),
+    SERVICE_DATA_DIR: dataDir,
+    SERVICE_KEYS_DIR: join(dataDir, 'keys'),
+    SERVICE_CONTROL_URL: control.origin,
+    SERVICE_SIDECAR_TOKEN: token,
+    SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
+    SERVICE_LOG_LEVEL: 'warn',
+  };
+  const child = spawnNode(name, [cli, 'sidecar'], { cpu, env });
+  child.cleanup = () => rmSync(dataDir, { recursive: true, force: true });
+  child.proc.once('exit', () => child.cleanup());
+  const origin = `http://${LOOPBACK}:${port}`;
+  try {
+    await waitFor(
+      async () => {
+        if (child.exited) throw new Error(`exited (${child.exitCode}): ${child.tail.join(' | ')}`);
+        return (await http('GET', `${origin}/api/health/ready`, { timeoutMs: 1000 })).status === 200;
+      },
+      30_000,
+      'sidecar /api/health/ready',
+    );
+    return { ...control, name, origin, pid: child.pid, child, controlPid: control.pid, control };
+  } catch (err) {
+    await stopChild(child);
+    await stopChild(control.child);
+    throw err;
+  }
+}
+
+/** utime + stime of a process in µs, from /proc/<pid>/stat (null when it cannot be read). */
+export function procCpuUs(pid) {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1e6) / clkTck();
+  } catch {
+    return null;
+  }
+}
+
 // The load generator: a child process on the generator CPU, driven over IPC.
 export function startLoadgen(cpu) {
   const child = spawnNode('loadgen', ['loadgen.mjs'], { cpu, ipc: true });
@@ -463,7 +530,7 @@ export function median(xs) {
  * variant, the load generator, each target warmed up (3 s of saturation), and `spec(target)`,
  * what the load generator is told of a target for `cfg.scenario`.
  */
-export async function startVariants(cfg, { passthrough = false } = {}) {
+export async function startVariants(cfg, { passthrough = false, sidecar = false } = {}) {
   const pin = hasTaskset();
   const gen = pin ? 0 : undefined;
   const server = pin ? 1 : undefined;
@@ -475,6 +542,7 @@ export async function startVariants(cfg, { passthrough = false } = {}) {
   if (passthrough) targets.push(await startPassthrough(mock, server));
   for (const v of cfg.variants)
     targets.push(await startGovgate(mock, server, { cli: v.cli, name: v.name, nodeArgs: v.nodeArgs }));
+  if (sidecar) targets.push(await startSidecarTarget(mock, server, gen));
   const lg = startLoadgen(gen);
   await lg.call('config', { clkTck: clkTck() });
   const spec = (t) => ({

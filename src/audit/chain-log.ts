@@ -849,6 +849,24 @@ export class ChainLog implements AuditLog {
   }
 
   /**
+   * The newest seal boundary at or before `seq` and before the org's last event, after what is
+   * pruned already: where a sidecar may cut what the control plane acknowledged.
+   */
+  pruneCutAt(orgId: string, seq: number): number | undefined {
+    const r = this.#reader;
+    const first = r.firstSeq(orgId);
+    const last = r.lastSeq(orgId);
+    if (first === 0 || last <= first) return undefined;
+    const seal = r.sealAtOrBefore(orgId, Math.min(seq, last - 1));
+    return seal === undefined || seal.size < first ? undefined : seal.size;
+  }
+
+  /** The seq through which the org chain was pruned (0: never). */
+  prunedThrough(orgId: string): number {
+    return this.#reader.prunedThrough(orgId);
+  }
+
+  /**
    * Prunes the org chain through seq `toSeq`, a seal boundary before its last event (retention,
    * DESIGN B). `archive`, when given, gets the lines pruned (the earlier bridge, events and seals,
    * as in the export) and answers where they went. Then one commit stores the `_chain_bridge`

@@ -34,6 +34,8 @@ export interface RunningSidecar {
   readonly epoch: string;
   readonly snapshot: RemoteSnapshot;
   readonly shipper: Shipper;
+  /** The sidecar's own log (what it has not shipped, and what it keeps until it cuts it). */
+  readonly log: ChainLog;
   close(graceMs?: number): Promise<void>;
 }
 
@@ -53,7 +55,11 @@ const EPOCH_KEY = 'sidecar_epoch';
  * LMDB before it answers, ships that log to the control plane, and forwards every other path to
  * the control plane. Its own probes and metrics are local.
  */
-export async function startSidecar(config: Config, logger: Logger): Promise<RunningSidecar> {
+export async function startSidecar(
+  config: Config,
+  logger: Logger,
+  seams: { readonly pruneAfter?: number } = {},
+): Promise<RunningSidecar> {
   if (config.controlUrl === undefined || config.sidecarToken === undefined)
     throw Object.assign(
       new Error('govgate sidecar needs SERVICE_CONTROL_URL and SERVICE_SIDECAR_TOKEN (POST /api/sidecars)'),
@@ -101,7 +107,13 @@ export async function startSidecar(config: Config, logger: Logger): Promise<Runn
     const snapshot = new RemoteSnapshot(pools);
     const poller = new SnapshotPoller(control, snapshot, store, vault, logger, config.snapshotPollMs);
     closers.push(() => poller.close());
-    const shipper = new Shipper(control, log, epoch, logger);
+    const shipper = new Shipper(
+      control,
+      log,
+      epoch,
+      logger,
+      seams.pruneAfter === undefined ? {} : { pruneAfter: seams.pruneAfter },
+    );
     const metrics = new Metrics();
     metrics.watchStore(() => store.health.writable);
     metrics.watchSidecar(() => ({
@@ -204,6 +216,7 @@ export async function startSidecar(config: Config, logger: Logger): Promise<Runn
       epoch,
       snapshot,
       shipper,
+      log,
       async close(graceMs = 10_000) {
         if (closing) return;
         closing = true;

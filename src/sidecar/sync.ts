@@ -115,6 +115,8 @@ export class SnapshotPoller {
 const BATCH_ENTRIES = 500;
 const BATCH_BYTES = 2 * 1024 * 1024;
 const RETRY_MIN_MS = 250;
+/** The local log is cut once this many acknowledged entries are past its last cut. */
+const PRUNE_AFTER = 10_000;
 const RETRY_MAX_MS = 30_000;
 
 /**
@@ -135,12 +137,19 @@ export class Shipper {
   #delay = RETRY_MIN_MS;
   #closed = false;
 
+  /** Acknowledged entries past the last cut before the log is cut again. */
+  readonly #pruneAfter: number;
+  #pruning: Promise<void> | undefined;
+
   constructor(
     private readonly client: ControlClient,
     private readonly log: ChainLog,
     private readonly epoch: string,
     private readonly logger: Logger,
-  ) {}
+    opts: { pruneAfter?: number } = {},
+  ) {
+    this.#pruneAfter = opts.pruneAfter ?? PRUNE_AFTER;
+  }
 
   /** The org whose chain this sidecar writes (known from the snapshot). */
   set org(org: string | undefined) {
@@ -207,6 +216,7 @@ export class Shipper {
       }
       this.failures = 0;
       this.#delay = RETRY_MIN_MS;
+      this.#maybePrune(org);
     } catch (err) {
       this.failures++;
       if (this.failures === 1 || this.failures % 20 === 0)
@@ -226,6 +236,34 @@ export class Shipper {
     }
   }
 
+  /**
+   * Cuts the local log at the newest seal boundary the control plane has acknowledged, once
+   * enough is acknowledged past the last cut: what the org chain holds is not kept twice (an
+   * erasure at the control plane then has no copy here to miss). The cut is a retention cut
+   * without an archive: a `_chain_bridge` keeps what is left verifiable.
+   */
+  #maybePrune(org: string): void {
+    if (this.#pruning !== undefined || this.#closed) return;
+    if (this.acked - this.log.prunedThrough(org) < this.#pruneAfter) return;
+    const toSeq = this.log.pruneCutAt(org, this.acked);
+    if (toSeq === undefined || toSeq <= this.log.prunedThrough(org)) return;
+    this.#pruning = this.log
+      .prune(org, toSeq)
+      .then(
+        () => {},
+        (err: unknown) =>
+          this.logger.warn(
+            'the acknowledged part of the sidecar log could not be cut; kept, and tried later',
+            {
+              error: String(err),
+            },
+          ),
+      )
+      .finally(() => {
+        this.#pruning = undefined;
+      });
+  }
+
   /** Ships what it can within `graceMs`, then stops; what is left stays in the local log for the next start. */
   async close(graceMs: number): Promise<void> {
     if (this.#timer) {
@@ -238,6 +276,7 @@ export class Shipper {
     })();
     await Promise.race([done, new Promise((r) => setTimeout(r, graceMs).unref())]);
     this.#closed = true;
+    await this.#pruning;
     if (this.#timer) clearTimeout(this.#timer);
   }
 }

@@ -37,6 +37,8 @@ export async function startTestSidecar(opts: {
   dir?: string;
   engine?: Engine;
   env?: Record<string, string>;
+  /** Cut the local log once this many acknowledged entries are past its last cut. */
+  pruneAfter?: number;
 }): Promise<TestSidecar> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'govgate-sidecar-'));
   const config = loadConfig({
@@ -51,7 +53,11 @@ export async function startTestSidecar(opts: {
     SERVICE_SNAPSHOT_POLL_MS: '100',
     ...opts.env,
   });
-  const sidecar = await startSidecar(config, createLogger('error'));
+  const sidecar = await startSidecar(
+    config,
+    createLogger('error'),
+    opts.pruneAfter === undefined ? {} : { pruneAfter: opts.pruneAfter },
+  );
   const url = sidecar.listenUrl;
   return {
     sidecar,

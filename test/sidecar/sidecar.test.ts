@@ -183,6 +183,35 @@ for (const engine of ['uws', 'node'] as const) {
           },
         ],
       });
+      // The agent's decision stream, through the sidecar: frames arrive as they are written.
+      const ac = new AbortController();
+      t.teardown(() => ac.abort());
+      const stream = await fetch(`${sc.url}/v1/me/approvals/stream`, {
+        headers: { authorization: `Bearer ${svc.agentKey}`, accept: 'text/event-stream' },
+        signal: ac.signal,
+      });
+      t.equal(stream.status, 200);
+      t.match(stream.headers.get('content-type'), /^text\/event-stream/);
+      const reader = (stream.body as ReadableStream<Uint8Array>).getReader();
+      let received = '';
+      let pending: ReturnType<typeof reader.read> | undefined;
+      const readUntil = async (what: string): Promise<boolean> => {
+        const end = Date.now() + 5_000;
+        while (!received.includes(what) && Date.now() < end) {
+          // One read in flight at a time: a read the timer beat is awaited on the next turn.
+          pending ??= reader.read();
+          const next = await Promise.race([
+            pending,
+            new Promise<undefined>((r) => setTimeout(() => r(undefined), 200)),
+          ]);
+          if (next === undefined) continue;
+          pending = undefined;
+          if (next.value) received += Buffer.from(next.value).toString('utf8');
+          if (next.done) break;
+        }
+        return received.includes(what);
+      };
+      t.ok(await readUntil('retry:'), 'the stream opened through the sidecar');
       let approval: { request_id: string } | undefined;
       const end = Date.now() + 3_000;
       while (approval === undefined && Date.now() < end) {
@@ -194,6 +223,8 @@ for (const engine of ['uws', 'node'] as const) {
         if (approval === undefined) await new Promise((r) => setTimeout(r, 50));
       }
       t.ok(approval, 'the blocked answer names the approval');
+      t.ok(await readUntil('approval.created'), 'the forwarded stream carries the approval as it is created');
+      t.ok(received.includes(approval?.request_id as string));
       const rec = await svc.call(`/api/approvals/${approval?.request_id}`, { token: svc.pat });
       t.equal(rec.status, 200);
       t.equal(rec.body.status, 'pending');

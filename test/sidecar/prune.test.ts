@@ -1,0 +1,50 @@
+import { readFileSync } from 'node:fs';
+import OpenAI from 'openai';
+import t from 'tap';
+import { startService } from '../helpers/service.js';
+import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
+import { waitFor } from '../helpers/wait.js';
+
+t.test('the sidecar cuts what the control plane acknowledged, and its log stays verifiable', async (t) => {
+  const control = await startService();
+  const { token } = await createSidecarToken(control, control.pat);
+  let sc = await startTestSidecar({ controlUrl: control.url, token, pruneAfter: 5 });
+  t.teardown(async () => {
+    await sc.close();
+    await control.close();
+  });
+  const client = () => new OpenAI({ apiKey: control.agentKey, baseURL: `${sc.url}/v1`, maxRetries: 0 });
+  const pipelines: string[] = [];
+  const call = async (text: string) => {
+    const res = await client().chat.completions.create({
+      model: 'mock-echo',
+      messages: [{ role: 'user', content: text }],
+    });
+    pipelines.push((res as any).service.audit_url.split('/').at(-1));
+  };
+  const end = Date.now() + 15_000;
+  for (let i = 0; sc.sidecar.log.prunedThrough('default') === 0 && Date.now() < end; i++) {
+    await call(`call ${i}`);
+    await new Promise((r) => setTimeout(r, 40));
+  }
+  const cut = sc.sidecar.log.prunedThrough('default');
+  t.ok(cut > 0, `the local log was cut (through ${cut})`);
+  t.ok(cut <= sc.sidecar.shipper.acked, 'only what the control plane acknowledged');
+  t.equal(sc.sidecar.log.integrity('default').status, 'intact', 'what is left verifies from the bridge');
+  const first = readFileSync(sc.sidecar.log.jsonlPath('default'), 'utf8').split('\n', 1)[0] as string;
+  t.match(first, /^\{"_chain_bridge"/, 'the JSONL log starts with the bridge');
+
+  // After a restart it goes on from the control plane's state, past the cut.
+  await sc.close(true);
+  sc = await startTestSidecar({ controlUrl: control.url, token, dir: sc.dir, pruneAfter: 5 });
+  for (let i = 0; i < 3; i++) await call(`after ${i}`);
+  await waitFor(() => sc.sidecar.shipper.unshipped === 0, 'shipped after the restart');
+  for (const p of pipelines) {
+    const res = await control.call(`/api/audit/pipeline/${p}`, { token: control.pat });
+    t.equal(res.body.data?.length, 1, `${p} at the control plane once`);
+  }
+  t.equal(
+    (await control.call('/api/audit/integrity?refresh=true', { token: control.pat })).body.status,
+    'intact',
+  );
+});
