@@ -704,6 +704,11 @@ export class ChainLog implements AuditLog {
     return this.#reader.get(orgId, eventId);
   }
 
+  /** The org's seals with `from ≤ size ≤ to`, in order (a sidecar ships them with its entries). */
+  sealsBetween(orgId: string, from: number, to: number): Iterable<StoredSeal> {
+    return this.#reader.sealsBetween(orgId, from, to);
+  }
+
   /** The stored text of the org's committed events `lo..hi` (by seq), in order (a sidecar ships these). */
   eventTexts(orgId: string, lo: number, hi: number): Iterable<{ seq: number; json: string }> {
     return this.#reader.eventTexts(orgId, lo, hi);

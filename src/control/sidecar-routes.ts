@@ -101,6 +101,13 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
     ctx.json(200, { epoch: s.epoch, index: s.index, hash: s.hash });
   });
 
+  router.add('POST', '/api/sync/log', async (ctx) => {
+    const sc = sidecarOf(ctx);
+    const body = ctx.jsonObject();
+    const epoch = epochOf(body.epoch, 'epoch');
+    ctx.json(200, await sidecars.registerLog(sc, epoch, body.keys));
+  });
+
   router.add('POST', '/api/sync/events', async (ctx) => {
     const sc = sidecarOf(ctx);
     const body = ctx.jsonObject();
@@ -114,7 +121,16 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
           param: 'entries',
         },
       );
-    const s = await sidecars.ingest(sc, epoch, entries);
+    const seals = body.seals ?? [];
+    if (!Array.isArray(seals) || seals.length > MAX_SYNC_ENTRIES)
+      throw new ServiceError(
+        'invalid_request',
+        `seals must be an array of at most ${MAX_SYNC_ENTRIES} seals`,
+        {
+          param: 'seals',
+        },
+      );
+    const s = await sidecars.ingest(sc, epoch, entries, seals);
     ctx.json(200, { epoch: s.epoch, index: s.index, hash: s.hash, ingested: s.ingested });
   });
 

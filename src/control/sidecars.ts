@@ -1,6 +1,11 @@
-import type { AuditEvent, AuditInput, AuditRef, AuditSink } from '../audit/types.js';
+import type { AuditEvent, AuditInput, AuditRef, AuditSink, SigningKeyDocument } from '../audit/types.js';
+import { VerifyInputError, verifiersFromKeys } from '../audit/verify-file.js';
+import { bytesEqual, fromHex, toHex } from '../core/chain/bytes.js';
+import { checkpointOrigin, parseCheckpoint } from '../core/chain/checkpoint.js';
 import { checkPersonalField } from '../core/chain/commitment.js';
 import { GENESIS, hashEventUnchecked } from '../core/chain/event.js';
+import { leafHashUnchecked, MerkleBuilder } from '../core/chain/merkle.js';
+import { type NoteVerifier, verifyNote } from '../core/chain/note.js';
 import { ServiceError } from '../core/errors.js';
 import { lastFour } from '../crypto/vault.js';
 import type { IdentityRepo } from '../identity/repo.js';
@@ -36,7 +41,25 @@ interface BuiltSnapshot {
 /** What the ingest of one batch checked and will append, before anything is written. */
 interface Checked {
   readonly inputs: AuditInput[];
-  readonly state: SyncState;
+  readonly state: LogState;
+}
+
+/** A sidecar log's state as kept: the public part, and the compact range of its Merkle tree. */
+interface LogState extends SyncState {
+  /** The perfect subtree roots over entries 1..index (hex, largest first): roots at later sizes. */
+  readonly subtrees: readonly string[];
+}
+
+/** A sidecar log's public keys, registered once (`POST /api/sync/log`). */
+interface LogRecord {
+  readonly keys: ReadonlyArray<{ name: string; alg: string; key_id: string; public_key: string }>;
+  readonly registered_at: string;
+}
+
+/** A seal of the sidecar log as shipped with its entries (`StoredSeal`'s `size` and `note`). */
+interface ShippedSeal {
+  readonly size: number;
+  readonly note: string;
 }
 
 /**
@@ -52,6 +75,7 @@ export const SIDECAR_EVENT_TYPES: ReadonlySet<string> = new Set([
 ]);
 
 const SIDECAR_KEY = 'sc';
+const LOG_KEY = 'log';
 const TOKEN_KEY = 'tok';
 const STATE_KEY = 'st';
 
@@ -76,7 +100,9 @@ export class SidecarDesk {
    * Per (sidecar, epoch): the state including batches still committing, so a second batch that
    * arrives meanwhile is checked against the first. Dropped when a commit fails.
    */
-  readonly #states = new Map<string, SyncState>();
+  readonly #states = new Map<string, LogState>();
+  /** Per (sidecar, epoch): the registered keys as verifiers. */
+  readonly #verifiers = new Map<string, NoteVerifier[]>();
 
   constructor(deps: {
     store: Store;
@@ -223,10 +249,90 @@ export class SidecarDesk {
   // ---- ingest
 
   state(sidecar: SidecarRecord, epoch: string): SyncState {
+    const { index, hash } = this.#state(sidecar, epoch);
+    return { epoch, index, hash };
+  }
+
+  #state(sidecar: SidecarRecord, epoch: string): LogState {
     const pending = this.#states.get(`${sidecar.sidecar_id}\0${epoch}`);
     if (pending !== undefined) return pending;
-    const stored = this.#store.sidecars.get([STATE_KEY, sidecar.sidecar_id, epoch]) as SyncState | undefined;
-    return { epoch, index: stored?.index ?? 0, hash: stored?.hash ?? null };
+    const stored = this.#store.sidecars.get([STATE_KEY, sidecar.sidecar_id, epoch]) as LogState | undefined;
+    return { epoch, index: stored?.index ?? 0, hash: stored?.hash ?? null, subtrees: stored?.subtrees ?? [] };
+  }
+
+  /**
+   * Registers the public keys of the sidecar log `(sidecar, epoch)`: its seals must verify with
+   * them. Once only: a sidecar with other keys starts another log (a new data dir is a new
+   * epoch). The registration is a `sidecar.log_registered` event of the org chain, in the same
+   * commit as the record, so the keys every ingested seal was checked with are in the trail.
+   */
+  async registerLog(
+    sidecar: SidecarRecord,
+    epoch: string,
+    doc: unknown,
+  ): Promise<{ epoch: string; key_ids: string[]; registered: boolean }> {
+    try {
+      verifiersFromKeys(doc);
+    } catch (err) {
+      if (err instanceof VerifyInputError)
+        throw new ServiceError('invalid_request', `keys: ${err.message}`, { param: 'keys' });
+      throw err;
+    }
+    const keys = (doc as SigningKeyDocument).keys.map((k) => ({
+      name: k.name,
+      alg: k.alg,
+      key_id: k.key_id,
+      public_key: k.public_key,
+    }));
+    const ids = keys.map((k) => k.key_id).sort();
+    const existing = this.#logRecord(sidecar, epoch);
+    if (existing !== undefined) {
+      const had = existing.keys.map((k) => k.key_id).sort();
+      const same =
+        had.length === ids.length &&
+        had.every((id, i) => id === ids[i]) &&
+        existing.keys.every((k) => keys.some((n) => n.key_id === k.key_id && n.public_key === k.public_key));
+      if (!same)
+        throw new ServiceError(
+          'conflict',
+          `sidecar log ${epoch} is registered with other keys; a sidecar with new keys starts a new log (a new data dir)`,
+          { param: 'keys' },
+        );
+      return { epoch, key_ids: ids, registered: false };
+    }
+    const record: LogRecord = { keys, registered_at: new Date().toISOString() };
+    const event = this.#audit.append({
+      org_id: sidecar.org_id,
+      event_type: 'sidecar.log_registered',
+      outcome: 'allow',
+      details: { sidecar_id: sidecar.sidecar_id, epoch, keys },
+    });
+    const written = this.#store.writer.enqueue(() =>
+      this.#store.sidecars.putSync([LOG_KEY, sidecar.sidecar_id, epoch], record),
+    );
+    await Promise.all([event, written]);
+    return { epoch, key_ids: ids, registered: true };
+  }
+
+  #logRecord(sidecar: SidecarRecord, epoch: string): LogRecord | undefined {
+    return this.#store.sidecars.get([LOG_KEY, sidecar.sidecar_id, epoch]) as LogRecord | undefined;
+  }
+
+  #verifiersOf(sidecar: SidecarRecord, epoch: string): NoteVerifier[] {
+    const key = `${sidecar.sidecar_id}\0${epoch}`;
+    let v = this.#verifiers.get(key);
+    if (v === undefined) {
+      const record = this.#logRecord(sidecar, epoch);
+      if (record === undefined)
+        throw new ServiceError(
+          'conflict',
+          `sidecar log ${epoch} is not registered: register its keys first (POST /api/sync/log)`,
+          { param: 'epoch' },
+        );
+      v = verifiersFromKeys({ keys: record.keys });
+      this.#verifiers.set(key, v);
+    }
+    return v;
   }
 
   #newestState(sidecarId: string): SyncState | null {
@@ -249,10 +355,12 @@ export class SidecarDesk {
     sidecar: SidecarRecord,
     epoch: string,
     entries: readonly unknown[],
+    seals: readonly unknown[] = [],
   ): Promise<SyncState & { ingested: number }> {
     const stateKey = `${sidecar.sidecar_id}\0${epoch}`;
-    const checked = this.#check(sidecar, epoch, entries);
-    if (checked.inputs.length === 0) return { ...checked.state, ingested: 0 };
+    const checked = this.#check(sidecar, epoch, entries, seals);
+    const out = { epoch, index: checked.state.index, hash: checked.state.hash };
+    if (checked.inputs.length === 0) return { ...out, ingested: 0 };
     // Synchronous from here to the state's write: the events and the state share one commit.
     const appends: Promise<AuditRef>[] = [];
     for (const input of checked.inputs) appends.push(this.#audit.append(input));
@@ -269,14 +377,39 @@ export class SidecarDesk {
       throw err;
     }
     if (this.#states.get(stateKey) === state) this.#states.delete(stateKey);
-    return { ...state, ingested: checked.inputs.length };
+    return { ...out, ingested: checked.inputs.length };
   }
 
-  #check(sidecar: SidecarRecord, epoch: string, entries: readonly unknown[]): Checked {
-    const before = this.state(sidecar, epoch);
+  #check(
+    sidecar: SidecarRecord,
+    epoch: string,
+    entries: readonly unknown[],
+    seals: readonly unknown[],
+  ): Checked {
+    const verifiers = this.#verifiersOf(sidecar, epoch);
+    const before = this.#state(sidecar, epoch);
     let index = before.index;
     let hash = before.hash ?? GENESIS;
     const inputs: AuditInput[] = [];
+    const sealAt = new Map<number, ShippedSeal>();
+    for (let i = 0; i < seals.length; i++) {
+      const seal = seals[i] as ShippedSeal;
+      if (
+        typeof seal !== 'object' ||
+        seal === null ||
+        !Number.isSafeInteger(seal.size) ||
+        seal.size < 1 ||
+        typeof seal.note !== 'string'
+      )
+        throw new ServiceError('invalid_request', `seals[${i}] must be a seal {size, note}`, {
+          param: `seals[${i}]`,
+        });
+      sealAt.set(seal.size, seal);
+    }
+    const tree = MerkleBuilder.fromSubtrees(
+      before.index,
+      before.subtrees.map((h) => fromHex(h) as Uint8Array),
+    );
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i] as AuditEvent;
       const at = `entries[${i}]`;
@@ -365,7 +498,65 @@ export class SidecarDesk {
       });
       index = e.seq;
       hash = e.hash;
+      tree.push(leafHashUnchecked(e.hash));
+      const seal = sealAt.get(e.seq);
+      if (seal !== undefined) this.#checkSeal(sidecar, verifiers, seal, tree.root(), e.hash, at);
     }
-    return { inputs, state: { epoch, index, hash: index === 0 ? null : hash } };
+    if (inputs.length > 0 && !sealAt.has(index))
+      throw new ServiceError(
+        'invalid_request',
+        `a batch ends on a seal: the seal of index ${index} of this sidecar log is missing`,
+        { param: 'seals' },
+      );
+    return {
+      inputs,
+      state: { epoch, index, hash: index === 0 ? null : hash, subtrees: tree.subtrees().map(toHex) },
+    };
+  }
+
+  /**
+   * A seal of the sidecar log: signed by the log's registered keys (Ed25519 and ML-DSA-65 both),
+   * for the org's origin, and naming the root and the head this control plane computed from the
+   * entries it took in. A seal that is signed but names another root is a fork: 409.
+   */
+  #checkSeal(
+    sidecar: SidecarRecord,
+    verifiers: readonly NoteVerifier[],
+    seal: ShippedSeal,
+    root: Uint8Array,
+    head: string,
+    at: string,
+  ): void {
+    const v = verifyNote(seal.note, verifiers);
+    if (!v.ok)
+      throw new ServiceError(
+        'invalid_request',
+        `${at}: its seal does not verify with the log's keys: ${v.message}`,
+        {
+          param: 'seals',
+        },
+      );
+    let cp: ReturnType<typeof parseCheckpoint>;
+    try {
+      cp = parseCheckpoint(v.body);
+    } catch (err) {
+      throw new ServiceError(
+        'invalid_request',
+        `${at}: its seal is not a checkpoint: ${(err as Error).message}`,
+        {
+          param: 'seals',
+        },
+      );
+    }
+    if (cp.origin !== checkpointOrigin(sidecar.org_id) || cp.size !== seal.size)
+      throw new ServiceError('invalid_request', `${at}: its seal names another log or size`, {
+        param: 'seals',
+      });
+    if (!bytesEqual(cp.rootHash, root) || cp.head !== head)
+      throw new ServiceError(
+        'conflict',
+        `${at}: its signed seal names another tree than the entries sent (a fork of this sidecar log)`,
+        { param: 'seals' },
+      );
   }
 }

@@ -1,4 +1,5 @@
 import { Pool } from 'undici';
+import type { SigningKeyDocument, StoredSeal } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
 import type { ApprovalRequest } from '../govern/types.js';
@@ -91,9 +92,19 @@ export class ControlClient {
     return (await this.#call('GET', `/api/sync/state?epoch=${encodeURIComponent(epoch)}`)).json as SyncState;
   }
 
-  /** Sends entries (their stored JSON texts, in order); returns the state after them. */
-  async push(epoch: string, texts: readonly string[]): Promise<SyncState> {
-    const body = `{"epoch":${JSON.stringify(epoch)},"entries":[${texts.join(',')}]}`;
+  /** Registers this log's public keys (once per epoch; again is a no-op). */
+  async registerLog(epoch: string, keys: SigningKeyDocument): Promise<void> {
+    await this.#call('POST', '/api/sync/log', JSON.stringify({ epoch, keys }));
+  }
+
+  /**
+   * Sends entries (their stored JSON texts, in order) and the seals among them, the last entry's
+   * included; returns the state after them.
+   */
+  async push(epoch: string, texts: readonly string[], seals: readonly StoredSeal[]): Promise<SyncState> {
+    const body = `{"epoch":${JSON.stringify(epoch)},"entries":[${texts.join(',')}],"seals":${JSON.stringify(
+      seals.map((s) => ({ size: s.size, note: s.note })),
+    )}}`;
     return (await this.#call('POST', '/api/sync/events', body)).json as SyncState;
   }
 

@@ -1,4 +1,5 @@
 import type { ChainLog } from '../audit/chain-log.js';
+import type { StoredSeal } from '../audit/types.js';
 import type { SealedSecret, Vault } from '../crypto/vault.js';
 import type { SnapshotDoc } from '../snapshot/wire.js';
 import type { Store } from '../store/db.js';
@@ -115,6 +116,8 @@ export class SnapshotPoller {
 const BATCH_ENTRIES = 500;
 const BATCH_BYTES = 2 * 1024 * 1024;
 const RETRY_MIN_MS = 250;
+/** How long a push waits for the seal of entries not sealed yet. */
+const SEAL_WAIT_MS = 100;
 /** The local log is cut once this many acknowledged entries are past its last cut. */
 const PRUNE_AFTER = 10_000;
 const RETRY_MAX_MS = 30_000;
@@ -134,6 +137,7 @@ export class Shipper {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #again = false;
+  #registered = false;
   #delay = RETRY_MIN_MS;
   #closed = false;
 
@@ -187,20 +191,23 @@ export class Shipper {
     const org = this.#org;
     if (org === undefined) return;
     try {
+      if (!this.#registered) {
+        await this.client.registerLog(this.epoch, this.log.publicDocument());
+        this.#registered = true;
+      }
       if (this.acked < 0) this.acked = (await this.client.state(this.epoch)).index;
       for (;;) {
         const last = this.log.lastSeq(org);
         if (this.acked >= last) break;
-        const texts: string[] = [];
-        let bytes = 0;
-        for (const { json } of this.log.eventTexts(org, this.acked + 1, last)) {
-          texts.push(json);
-          bytes += json.length;
-          if (texts.length >= BATCH_ENTRIES || bytes >= BATCH_BYTES) break;
+        const batch = this.#batch(org, last);
+        if (batch === undefined) {
+          // Entries wait for their seal (cut within 250 ms): the control plane takes a batch that
+          // ends on one, whose signatures it checks.
+          this.#later(SEAL_WAIT_MS);
+          break;
         }
-        if (texts.length === 0) break;
         try {
-          this.acked = (await this.client.push(this.epoch, texts)).index;
+          this.acked = (await this.client.push(this.epoch, batch.texts, batch.seals)).index;
         } catch (err) {
           if (err instanceof ControlError && err.status === 409) {
             this.logger.warn('the control plane holds another point of this sidecar log; reading it again', {
@@ -234,6 +241,47 @@ export class Shipper {
         this.#delay = Math.min(RETRY_MAX_MS, this.#delay * 2);
       }
     }
+  }
+
+  /**
+   * The next batch: the entries after `acked` through the furthest seal within the bounds (at
+   * least the first seal, whatever its size), with the seals among them; undefined while no
+   * entry after `acked` is sealed yet.
+   */
+  #batch(org: string, last: number): { texts: string[]; seals: StoredSeal[] } | undefined {
+    const seals: StoredSeal[] = [];
+    let bytes = 0;
+    let end = 0;
+    for (const seal of this.log.sealsBetween(org, this.acked + 1, last)) {
+      if (seals.length > 0 && seal.size - this.acked > BATCH_ENTRIES) break;
+      seals.push(seal);
+      end = seal.size;
+      bytes += seal.note.length;
+      if (bytes >= BATCH_BYTES) break;
+    }
+    if (end === 0) return undefined;
+    const texts: string[] = [];
+    for (const { json } of this.log.eventTexts(org, this.acked + 1, end)) {
+      texts.push(json);
+      bytes += json.length;
+    }
+    // A batch over the byte bound is cut back to the last seal within it (never below the first).
+    while (bytes > BATCH_BYTES && seals.length > 1) {
+      seals.pop();
+      const cut = (seals[seals.length - 1] as StoredSeal).size - this.acked;
+      for (const t of texts.splice(cut)) bytes -= t.length;
+    }
+    return { texts, seals };
+  }
+
+  /** Kicks again after `ms` (unless one is already due). */
+  #later(ms: number): void {
+    if (this.#timer || this.#closed) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.kick();
+    }, ms);
+    this.#timer.unref();
   }
 
   /**

@@ -1,11 +1,29 @@
 import t from 'tap';
 import { SidecarDesk } from '../../src/control/sidecars.js';
+import { formatCheckpoint } from '../../src/core/chain/checkpoint.js';
 import { GENESIS, linkEvent } from '../../src/core/chain/event.js';
+import { leafHash, MerkleBuilder } from '../../src/core/chain/merkle.js';
+import { signNote } from '../../src/core/chain/note.js';
 import { createVault } from '../../src/crypto/vault.js';
 import { IdentityRepo } from '../../src/identity/repo.js';
 import { PolicyRepo } from '../../src/store/policies.js';
 import { SettingsRepo } from '../../src/store/settings.js';
-import { tempLog } from '../audit/helpers.js';
+import { TestSigner, tempLog } from '../audit/helpers.js';
+
+const signer = new TestSigner('govgate-sidecar-ingest');
+
+/** The seal of the log whose entry hashes are `hashes`, at its last entry. */
+function sealOf(hashes: string[]) {
+  const tree = new MerkleBuilder();
+  for (const h of hashes) tree.push(leafHash(h));
+  const body = formatCheckpoint({
+    origin: 'govgate/org1',
+    size: hashes.length,
+    rootHash: tree.root(),
+    head: hashes[hashes.length - 1] as string,
+  });
+  return { size: hashes.length, note: signNote(body, signer.signers) };
+}
 
 function batch(org: string, from: number, n: number, prevHash: string) {
   const out = [];
@@ -56,32 +74,37 @@ t.test('ingest: batches in flight together, and a restart, take each entry in on
   new IdentityRepo(h.store).createOrg('org one', 'org1');
   let d = desk();
   const { record } = await d.create('org1', 'pod', 'usr_test');
+  await d.registerLog(record, 'epoch0001', signer.publicDocument());
+  const base = h.log.lastSeq('org1'); // the registration is an event of the org chain
+  t.equal(base, 1);
   const first = batch('org1', 1, 50, GENESIS);
+  const seal50 = [sealOf(first.map((e) => e.hash))];
   // Both checked before either commits: the second must see the first's entries as taken.
   const [a, b] = await Promise.all([
-    d.ingest(record, 'epoch0001', first),
-    d.ingest(record, 'epoch0001', first),
+    d.ingest(record, 'epoch0001', first, seal50),
+    d.ingest(record, 'epoch0001', first, seal50),
   ]);
   t.equal(a.ingested + b.ingested, 50);
-  t.equal(h.log.lastSeq('org1'), 50);
+  t.equal(h.log.lastSeq('org1'), base + 50);
 
   // A batch overlapping what was taken in, sent while the next one is in flight.
   const second = batch('org1', 51, 10, first[49]?.hash as string);
+  const seal60 = [sealOf([...first, ...second].map((e) => e.hash))];
   const [c, e] = await Promise.all([
-    d.ingest(record, 'epoch0001', [...first.slice(45), ...second]),
-    d.ingest(record, 'epoch0001', second),
+    d.ingest(record, 'epoch0001', [...first.slice(45), ...second], seal60),
+    d.ingest(record, 'epoch0001', second, seal60),
   ]);
   t.equal(c.ingested + e.ingested, 10);
-  t.equal(h.log.lastSeq('org1'), 60);
+  t.equal(h.log.lastSeq('org1'), base + 60);
 
   await h.reopen();
   d = desk();
   t.same(d.state(record, 'epoch0001'), { epoch: 'epoch0001', index: 60, hash: second[9]?.hash });
-  const again = await d.ingest(record, 'epoch0001', second);
+  const again = await d.ingest(record, 'epoch0001', second, seal60);
   t.equal(again.ingested, 0, 'after a restart, the state read from the store');
-  t.equal(h.log.lastSeq('org1'), 60);
+  t.equal(h.log.lastSeq('org1'), base + 60);
   const origins = new Set<number>();
-  for (let seq = 1; seq <= 60; seq++) {
+  for (let seq = base + 1; seq <= base + 60; seq++) {
     const ev = h.log.eventTexts('org1', seq, seq);
     for (const { json } of ev) origins.add(JSON.parse(json).origin.index);
   }

@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
+import { formatCheckpoint } from '../../src/core/chain/checkpoint.js';
 import { buildPersonal } from '../../src/core/chain/commitment.js';
 import { type ChainEvent, GENESIS, linkEvent } from '../../src/core/chain/event.js';
+import { leafHash, MerkleBuilder } from '../../src/core/chain/merkle.js';
+import { signNote } from '../../src/core/chain/note.js';
+import { TestSigner } from '../audit/helpers.js';
 import { createOrg, startService } from '../helpers/service.js';
 import { createSidecarToken } from '../helpers/sidecar.js';
 
@@ -58,8 +62,34 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
     init: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
   ) => svc.call(path, { token, ...init });
   const epoch = 'epochAAAA1111';
-  const push = (list: unknown[], e = epoch, tok = token) =>
-    svc.call('/api/sync/events', { token: tok, body: { epoch: e, entries: list } });
+  // The sidecar log's own keys, and the hashes of the entries the control plane took in (the
+  // honest chain): a batch's seal is cut over those and the batch, as the sidecar would.
+  const signer = new TestSigner('govgate-sidecar-test');
+  const honest: string[] = [];
+  const sealOver = (list: ChainEvent[], by: TestSigner = signer, leaves?: string[]) => {
+    const lastEntry = list[list.length - 1] as ChainEvent;
+    const tree = new MerkleBuilder();
+    for (const h of leaves ?? [
+      ...honest.slice(0, (list[0] as ChainEvent).seq - 1),
+      ...list.map((e) => e.hash),
+    ])
+      tree.push(leafHash(h));
+    const body = formatCheckpoint({
+      origin: `govgate/${lastEntry.org_id}`,
+      size: lastEntry.seq,
+      rootHash: tree.root(),
+      head: lastEntry.hash,
+    });
+    return { size: lastEntry.seq, note: signNote(body, by.signers) };
+  };
+  const push = async (list: ChainEvent[], e = epoch, tok = token, seals?: unknown[]) => {
+    const res = await svc.call('/api/sync/events', {
+      token: tok,
+      body: { epoch: e, entries: list, seals: seals ?? (list.length > 0 ? [sealOver(list)] : []) },
+    });
+    if (res.status === 200 && e === epoch) for (const x of list) honest[x.seq - 1] = x.hash;
+    return res;
+  };
   const chainLength = async (): Promise<number> =>
     (await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat })).body.chain_length;
 
@@ -123,6 +153,28 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
     t.ok(changed.body.agents.some((a: any) => a.agent_id === 'new-one'));
   });
 
+  t.test("a log's keys are registered once, in the org chain", async (t) => {
+    const unregistered = await push(entries('default', 1));
+    t.equal(unregistered.status, 409, 'no entry before its log is registered');
+    t.match(unregistered.body.error.message, /not registered/);
+    const bad = await sync('/api/sync/log', { body: { epoch, keys: { keys: [] } } });
+    t.equal(bad.status, 400);
+    const reg = await sync('/api/sync/log', { body: { epoch, keys: signer.publicDocument() } });
+    t.equal(reg.status, 200);
+    t.equal(reg.body.registered, true);
+    t.equal(reg.body.key_ids.length, 2);
+    const again = await sync('/api/sync/log', { body: { epoch, keys: signer.publicDocument() } });
+    t.equal(again.body.registered, false, 'the same keys again: nothing new');
+    const other = await sync('/api/sync/log', {
+      body: { epoch, keys: new TestSigner('x').publicDocument() },
+    });
+    t.equal(other.status, 409, 'other keys for a registered log are refused');
+    const events = await svc.call('/api/audit?event_type=sidecar.log_registered', { token: svc.pat });
+    t.equal(events.body.data.length, 1);
+    t.same(events.body.data[0].details.keys.map((k: any) => k.key_id).sort(), reg.body.key_ids);
+    t.equal(events.body.data[0].details.sidecar_id, sidecarId);
+  });
+
   t.test('entries are taken in once, in order, each checked', async (t) => {
     const base = await chainLength();
     const first = entries('default', 3);
@@ -160,6 +212,12 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
 
   t.test('a tampered, forked, gapped or foreign batch is refused whole', async (t) => {
     const state = (await sync(`/api/sync/state?epoch=${epoch}`)).body;
+    // (a second log of this sidecar, registered before the count: its registration is an event)
+    t.equal(
+      (await sync('/api/sync/log', { body: { epoch: 'epochBBBB2222', keys: signer.publicDocument() } }))
+        .status,
+      200,
+    );
     const base = await chainLength();
     const prev = { seq: state.index, hash: state.hash };
     const good = entries('default', 2, prev);
@@ -196,6 +254,15 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
 
     res = await push(entries('default', 2, { seq: 3, hash: GENESIS }), 'epochBBBB2222');
     t.equal(res.status, 409, 'a new log starts at index 1');
+    res = await push(good, epoch, token, []);
+    t.equal(res.status, 400, 'a batch that does not end on a seal');
+    t.match(res.body.error.message, /seal of index/);
+    res = await push(good, epoch, token, [sealOver(good, new TestSigner('forger'))]);
+    t.equal(res.status, 400, 'a seal signed by other keys than the log registered');
+    t.match(res.body.error.message, /does not verify/);
+    res = await push(good, epoch, token, [sealOver(good, signer, [...good.map((e) => e.hash)])]);
+    t.equal(res.status, 409, 'a signed seal over another tree: a fork');
+    t.match(res.body.error.message, /another tree/);
     res = await push(good, 'bad epoch!');
     t.equal(res.status, 400);
     res = await push([]);
