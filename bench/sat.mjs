@@ -59,7 +59,9 @@ async function main(cfg) {
   for (const [name, xs] of cpu)
     T.log(`${name}: median ${T.median(xs)} µs CPU per ${cfg.scenario} call (${xs.join(' / ')})`);
   for (const [name, xs] of controlCpu)
-    T.log(`${name}'s control plane: median ~${T.median(xs)} µs CPU per call (${xs.join(' / ')})`);
+    T.log(
+      `${name}'s control plane: median ~${Math.round(T.median(xs) * 10) / 10} µs CPU per call (${xs.join(' / ')})`,
+    );
   await lg.call('exit').catch(() => {});
 }
 

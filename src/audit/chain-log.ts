@@ -22,7 +22,7 @@ import { eventId, eventIdSeq } from '../util/ids.js';
 import { ChainReader, type ConsistencyResult } from './chain-reader.js';
 import { IntegrityScan, VerifiedSignatures, verifiersFor } from './integrity.js';
 import { IntegrityPool } from './integrity-pool.js';
-import { JsonlLog } from './jsonl-log.js';
+import { JsonlLog, NoJsonlLog } from './jsonl-log.js';
 import {
   BRIDGE_KIND,
   boundMs,
@@ -70,6 +70,8 @@ import type {
 export interface ChainLogOptions {
   /** The JSONL log goes to `<dataDir>/audit/<org>.jsonl`. */
   readonly dataDir: string;
+  /** False: no JSONL log (a sidecar, whose log the control plane's JSONL file holds). */
+  readonly jsonl?: boolean;
   /** SERVICE_AUDIT_ROTATION_MAX_MB. */
   readonly rotationMaxMb: number;
   /** Org JSONL files kept open at most, a soft cap (default 256; see `JsonlLog`). */
@@ -268,7 +270,7 @@ export class ChainLog implements AuditLog {
         : undefined;
     this.#parallelMin = opts.integrityParallelMin ?? 20_000;
     const reader = this.#reader;
-    this.#jsonl = new JsonlLog(
+    this.#jsonl = new (opts.jsonl === false ? NoJsonlLog : JsonlLog)(
       opts.dataDir,
       opts.rotationMaxMb,
       {

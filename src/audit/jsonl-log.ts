@@ -1112,3 +1112,29 @@ function lastNewline(fd: number, before: number, size: number): number {
   }
   return -1;
 }
+
+/**
+ * No JSONL file at all: a sidecar's log lives in its store and is shipped to the control plane,
+ * whose org chain writes the JSONL file an auditor reads; a second file per sidecar would only be
+ * written, then cut again as what it holds is acknowledged.
+ */
+export class NoJsonlLog extends JsonlLog {
+  override checkAll(): void {}
+  override divergedFiles(): string[] {
+    return [];
+  }
+  override events(): void {}
+  override hold(): number {
+    return 0;
+  }
+  override seal(): void {}
+  override release(): void {}
+  override async drain(): Promise<void> {}
+  override async rewrite(): Promise<number> {
+    return 0;
+  }
+  override async prune(): Promise<number> {
+    return 0;
+  }
+  override async close(): Promise<void> {}
+}

@@ -92,6 +92,7 @@ export async function startSidecar(
     const log = new ChainLog(store, signer, {
       dataDir: config.dataDir,
       rotationMaxMb: config.audit.rotationMaxMb,
+      jsonl: false,
       warn: (msg, fields) => logger.warn(msg, fields),
     });
     closers.push(() => log.close());
