@@ -274,27 +274,28 @@ function base62(n) {
   return s;
 }
 
-/** `cli`: another build's dist/src/cli.js (an A/B baseline in the same run); `name`: its label. */
-export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govgate', nodeArgs = [] } = {}) {
-  if (!existsSync(cli)) throw new Error(`govgate is not built (${cli} missing; run npm ci at the root)`);
+/**
+ * Runs `govgate <command>` on 127.0.0.1 with a fresh data dir (removed when it exits) and
+ * `env` on top, and waits for its readiness probe. Returns the child and its origin.
+ */
+async function spawnGovgate(name, cli, command, { cpu, env, nodeArgs = [] }) {
   const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'govgate-bench-'));
-  const token = `gk_pat_${base62(40)}`;
-  const env = {
-    ...process.env,
-    SERVICE_HOST: LOOPBACK,
-    SERVICE_PORT: String(port),
-    SERVICE_DATA_DIR: dataDir,
-    SERVICE_KEYS_DIR: join(dataDir, 'keys'),
-    SERVICE_BOOTSTRAP_TOKEN: token,
-    SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
-    SERVICE_LOG_LEVEL: 'warn',
-  };
-  const child = spawnNode(name, [...nodeArgs, cli, 'start'], { cpu, env });
+  const dataDir = mkdtempSync(join(tmpdir(), `govgate-bench-${command}-`));
+  const child = spawnNode(name, [...nodeArgs, cli, command], {
+    cpu,
+    env: {
+      ...process.env,
+      SERVICE_HOST: LOOPBACK,
+      SERVICE_PORT: String(port),
+      SERVICE_DATA_DIR: dataDir,
+      SERVICE_KEYS_DIR: join(dataDir, 'keys'),
+      SERVICE_LOG_LEVEL: 'warn',
+      ...env,
+    },
+  });
   child.cleanup = () => rmSync(dataDir, { recursive: true, force: true });
   child.proc.once('exit', () => child.cleanup());
   const origin = `http://${LOOPBACK}:${port}`;
-  const admin = { authorization: `Bearer ${token}` };
   try {
     await waitFor(
       async () => {
@@ -302,8 +303,26 @@ export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govga
         return (await http('GET', `${origin}/api/health/ready`, { timeoutMs: 1000 })).status === 200;
       },
       30_000,
-      'govgate /api/health/ready',
+      `${name} /api/health/ready`,
     );
+  } catch (err) {
+    await stopChild(child);
+    throw err;
+  }
+  return { child, origin };
+}
+
+/** `cli`: another build's dist/src/cli.js (an A/B baseline in the same run); `name`: its label. */
+export async function startGovgate(mock, cpu, { cli = GOVGATE_CLI, name = 'govgate', nodeArgs = [] } = {}) {
+  if (!existsSync(cli)) throw new Error(`govgate is not built (${cli} missing; run npm ci at the root)`);
+  const token = `gk_pat_${base62(40)}`;
+  const { child, origin } = await spawnGovgate(name, cli, 'start', {
+    cpu,
+    nodeArgs,
+    env: { SERVICE_BOOTSTRAP_TOKEN: token, SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}` },
+  });
+  const admin = { authorization: `Bearer ${token}` };
+  try {
     const onboard = await http('POST', `${origin}/api/agents/onboard`, {
       headers: admin,
       body: { agent_id: 'bench' },
@@ -362,35 +381,17 @@ export async function startSidecarTarget(
     await stopChild(control.child);
     throw new Error(`sidecar token: HTTP ${made.status} ${made.text.slice(0, 300)}`);
   }
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'govgate-bench-sidecar-'));
-  const env = {
-    ...process.env,
-    SERVICE_HOST: LOOPBACK,
-    SERVICE_PORT: String(port),
-    SERVICE_DATA_DIR: dataDir,
-    SERVICE_KEYS_DIR: join(dataDir, 'keys'),
-    SERVICE_CONTROL_URL: control.origin,
-    SERVICE_SIDECAR_TOKEN: token,
-    SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
-    SERVICE_LOG_LEVEL: 'warn',
-  };
-  const child = spawnNode(name, [cli, 'sidecar'], { cpu, env });
-  child.cleanup = () => rmSync(dataDir, { recursive: true, force: true });
-  child.proc.once('exit', () => child.cleanup());
-  const origin = `http://${LOOPBACK}:${port}`;
   try {
-    await waitFor(
-      async () => {
-        if (child.exited) throw new Error(`exited (${child.exitCode}): ${child.tail.join(' | ')}`);
-        return (await http('GET', `${origin}/api/health/ready`, { timeoutMs: 1000 })).status === 200;
+    const { child, origin } = await spawnGovgate(name, cli, 'sidecar', {
+      cpu,
+      env: {
+        SERVICE_CONTROL_URL: control.origin,
+        SERVICE_SIDECAR_TOKEN: token,
+        SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
       },
-      30_000,
-      'sidecar /api/health/ready',
-    );
+    });
     return { ...control, name, origin, pid: child.pid, child, controlPid: control.pid, control };
   } catch (err) {
-    await stopChild(child);
     await stopChild(control.child);
     throw err;
   }

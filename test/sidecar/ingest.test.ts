@@ -1,62 +1,17 @@
 import t from 'tap';
 import { SidecarDesk } from '../../src/control/sidecars.js';
-import { formatCheckpoint } from '../../src/core/chain/checkpoint.js';
-import { GENESIS, linkEvent } from '../../src/core/chain/event.js';
-import { leafHash, MerkleBuilder } from '../../src/core/chain/merkle.js';
-import { signNote } from '../../src/core/chain/note.js';
+import { GENESIS } from '../../src/core/chain/event.js';
 import { createVault } from '../../src/crypto/vault.js';
 import { IdentityRepo } from '../../src/identity/repo.js';
 import { PolicyRepo } from '../../src/store/policies.js';
 import { SettingsRepo } from '../../src/store/settings.js';
 import { TestSigner, tempLog } from '../audit/helpers.js';
+import { sealOf as sealOfOrg, sidecarEntries } from './log.js';
 
 const signer = new TestSigner('govgate-sidecar-ingest');
-
-/** The seal of the log whose entry hashes are `hashes`, at its last entry. */
-function sealOf(hashes: string[]) {
-  const tree = new MerkleBuilder();
-  for (const h of hashes) tree.push(leafHash(h));
-  const body = formatCheckpoint({
-    origin: 'govgate/org1',
-    size: hashes.length,
-    rootHash: tree.root(),
-    head: hashes[hashes.length - 1] as string,
-  });
-  return { size: hashes.length, note: signNote(body, signer.signers) };
-}
-
-function batch(org: string, from: number, n: number, prevHash: string) {
-  const out = [];
-  let prev = prevHash;
-  for (let seq = from; seq < from + n; seq++) {
-    const e = linkEvent(prev, {
-      id: `ae_x${seq}`,
-      org_id: org,
-      seq,
-      ts: new Date().toISOString(),
-      event_type: 'llm_call',
-      agent_id: 'a',
-      session_id: null,
-      task_id: null,
-      pipeline_id: `pl_${seq}`,
-      behavior_type: 'LLM_CALL',
-      outcome: 'allow',
-      reason: null,
-      rule_id: null,
-      provider: 'mock',
-      model: 'mock-echo',
-      usage: null,
-      cost: null,
-      detections: null,
-      details: {},
-      personal: null,
-      origin: null,
-    });
-    out.push(e);
-    prev = e.hash;
-  }
-  return out;
-}
+const sealOf = (hashes: string[]) => sealOfOrg('org1', hashes, signer);
+const batch = (org: string, from: number, n: number, prevHash: string) =>
+  sidecarEntries(org, n, { seq: from - 1, hash: prevHash });
 
 t.test('ingest: batches in flight together, and a restart, take each entry in once', async (t) => {
   const h = tempLog();

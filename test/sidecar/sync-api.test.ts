@@ -1,56 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { formatCheckpoint } from '../../src/core/chain/checkpoint.js';
-import { buildPersonal } from '../../src/core/chain/commitment.js';
-import { type ChainEvent, GENESIS, linkEvent } from '../../src/core/chain/event.js';
-import { leafHash, MerkleBuilder } from '../../src/core/chain/merkle.js';
-import { signNote } from '../../src/core/chain/note.js';
+import { type ChainEvent, GENESIS } from '../../src/core/chain/event.js';
 import { TestSigner } from '../audit/helpers.js';
 import { createOrg, startService } from '../helpers/service.js';
 import { createSidecarToken } from '../helpers/sidecar.js';
-
-/** `n` linked entries of a sidecar log of `org`, after `prev` (seq and hash). */
-function entries(
-  org: string,
-  n: number,
-  prev: { seq: number; hash: string } = { seq: 0, hash: GENESIS },
-  over: Partial<ChainEvent> = {},
-): ChainEvent[] {
-  const out: ChainEvent[] = [];
-  let { seq, hash } = prev;
-  for (let i = 0; i < n; i++) {
-    seq++;
-    const e = linkEvent(hash, {
-      id: `ae_test${seq}`,
-      org_id: org,
-      seq,
-      ts: new Date().toISOString(),
-      event_type: 'llm_call',
-      agent_id: 'agent-x',
-      session_id: `ses_${seq}`,
-      task_id: null,
-      pipeline_id: `pl_sync_${seq}_${randomBytes(4).toString('hex')}`,
-      behavior_type: 'LLM_CALL',
-      outcome: 'allow',
-      reason: null,
-      rule_id: null,
-      provider: 'mock',
-      model: 'mock-echo',
-      usage: null,
-      cost: null,
-      detections: null,
-      details: { n: seq },
-      personal: buildPersonal({ end_user: `user-${seq}@example.com` }, () =>
-        randomBytes(16).toString('base64url'),
-      ),
-      origin: null,
-      ...over,
-    });
-    out.push(e);
-    hash = e.hash;
-  }
-  return out;
-}
+import { sidecarEntries as entries, sealOf } from './log.js';
 
 t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log witness', async (t) => {
   const svc = await startService();
@@ -66,22 +19,12 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
   // honest chain): a batch's seal is cut over those and the batch, as the sidecar would.
   const signer = new TestSigner('govgate-sidecar-test');
   const honest: string[] = [];
-  const sealOver = (list: ChainEvent[], by: TestSigner = signer, leaves?: string[]) => {
-    const lastEntry = list[list.length - 1] as ChainEvent;
-    const tree = new MerkleBuilder();
-    for (const h of leaves ?? [
-      ...honest.slice(0, (list[0] as ChainEvent).seq - 1),
-      ...list.map((e) => e.hash),
-    ])
-      tree.push(leafHash(h));
-    const body = formatCheckpoint({
-      origin: `govgate/${lastEntry.org_id}`,
-      size: lastEntry.seq,
-      rootHash: tree.root(),
-      head: lastEntry.hash,
-    });
-    return { size: lastEntry.seq, note: signNote(body, by.signers) };
-  };
+  const sealOver = (list: ChainEvent[], by: TestSigner = signer, leaves?: string[]) =>
+    sealOf(
+      (list[0] as ChainEvent).org_id,
+      leaves ?? [...honest.slice(0, (list[0] as ChainEvent).seq - 1), ...list.map((e) => e.hash)],
+      by,
+    );
   const push = async (list: ChainEvent[], e = epoch, tok = token, seals?: unknown[]) => {
     const res = await svc.call('/api/sync/events', {
       token: tok,
@@ -260,7 +203,9 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
     res = await push(good, epoch, token, [sealOver(good, new TestSigner('forger'))]);
     t.equal(res.status, 400, 'a seal signed by other keys than the log registered');
     t.match(res.body.error.message, /does not verify/);
-    res = await push(good, epoch, token, [sealOver(good, signer, [...good.map((e) => e.hash)])]);
+    // Signed by the log's keys, at the right size, over a history with one earlier entry changed.
+    const forked = [...honest.slice(0, prev.seq - 1), 'f'.repeat(64), ...good.map((e) => e.hash)];
+    res = await push(good, epoch, token, [sealOver(good, signer, forked)]);
     t.equal(res.status, 409, 'a signed seal over another tree: a fork');
     t.match(res.body.error.message, /another tree/);
     res = await push(good, 'bad epoch!');
