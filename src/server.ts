@@ -175,7 +175,15 @@ async function startLocked(
 
   const router = new Router<RouteHandler>();
   const mandateKeys = MandateKeys.load(config.keysDir, config.audit.keyPassword);
-  const mandates = new MandateService(mandateKeys, store, () => base.value);
+  const sidecars = new SidecarDesk({
+    store,
+    identity,
+    settings,
+    policies,
+    audit: events,
+    issuer: () => base.value,
+  });
+  const mandates = new MandateService(mandateKeys, store, () => base.value, { delegated: sidecars });
   const tools = new ToolRegistry(store, settings, egress);
   const approvals = new ApprovalStore(store, events);
   const feed = new ApprovalFeed(approvals, events);
@@ -239,7 +247,13 @@ async function startLocked(
     tools,
     orgExists,
   });
-  registerMandateRoutes(router, { snapshot, mandates, keys: mandateKeys, audit: events });
+  registerMandateRoutes(router, {
+    snapshot,
+    mandates,
+    keys: mandateKeys,
+    audit: events,
+    extraJwks: () => sidecars.mandateJwks(),
+  });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
   registerDsarRoutes(router, { snapshot, identity, log: events, audit: events, orgExists });
   const webauthn = new WebauthnDesk(store, {
@@ -300,8 +314,15 @@ async function startLocked(
       return base.value;
     },
   });
-  const sidecars = new SidecarDesk({ store, identity, settings, policies, audit: events });
-  registerSidecarRoutes(router, { snapshot, sidecars, identity, approvals, audit: events, orgExists });
+  registerSidecarRoutes(router, {
+    snapshot,
+    sidecars,
+    identity,
+    approvals,
+    audit: events,
+    orgExists,
+    mandateKidTaken: (kid) => mandateKeys.entries().some((e) => e.kid === kid),
+  });
   registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });
   registerPolicies(router, { snapshot, identity, policies, audit: events });

@@ -18,6 +18,8 @@ export interface SidecarRouteDeps {
   readonly approvals: ApprovalStore;
   readonly audit: AuditSink;
   readonly orgExists: (id: string) => boolean;
+  /** Whether the control plane's own mandate keys use this key id. */
+  readonly mandateKidTaken: (kid: string) => boolean;
 }
 
 const MAX_NAME = 100;
@@ -106,6 +108,12 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
     const body = ctx.jsonObject();
     const epoch = epochOf(body.epoch, 'epoch');
     ctx.json(200, await sidecars.registerLog(sc, epoch, body.keys));
+  });
+
+  router.add('POST', '/api/sync/mandate-keys', async (ctx) => {
+    const sc = sidecarOf(ctx);
+    const body = ctx.jsonObject();
+    ctx.json(200, await sidecars.registerMandateKeys(sc, body.keys, deps.mandateKidTaken));
   });
 
   router.add('POST', '/api/sync/events', async (ctx) => {

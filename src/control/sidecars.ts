@@ -35,7 +35,7 @@ export interface SidecarRecord {
 interface BuiltSnapshot {
   readonly key: string;
   readonly etag: string;
-  readonly content: Omit<SnapshotDoc, 'sidecar_id' | 'generated_at'>;
+  readonly content: Omit<SnapshotDoc, 'sidecar_id' | 'generated_at' | 'issuer'>;
 }
 
 /** What the ingest of one batch checked and will append, before anything is written. */
@@ -72,10 +72,28 @@ export const SIDECAR_EVENT_TYPES: ReadonlySet<string> = new Set([
   'embedding_call',
   'pii_detected',
   'idempotent_replay',
+  'govern.decision',
+  'govern.execution',
+  'govern.execution_refused',
 ]);
 
 const SIDECAR_KEY = 'sc';
 const LOG_KEY = 'log';
+const MANDATE_KEY = 'mk';
+/** Mandate keys one sidecar may register (its active key and the next one, with room to spare). */
+const MAX_MANDATE_KEYS = 8;
+const KID = /^[A-Za-z0-9_-]{1,100}$/;
+const ED25519_X = /^[A-Za-z0-9_-]{43}$/;
+
+/** A sidecar's mandate public key as registered and published (an Ed25519 JWK). */
+export interface SidecarMandateJwk {
+  readonly kty: 'OKP';
+  readonly crv: 'Ed25519';
+  readonly x: string;
+  readonly kid: string;
+  readonly alg: 'EdDSA';
+  readonly use: 'sig';
+}
 const TOKEN_KEY = 'tok';
 const STATE_KEY = 'st';
 
@@ -104,13 +122,21 @@ export class SidecarDesk {
   /** Per (sidecar, epoch): the registered keys as verifiers. */
   readonly #verifiers = new Map<string, NoteVerifier[]>();
 
+  readonly #issuer: () => string;
+  /** Grows when the published sidecar mandate keys change (MandateService rebuilds its key set). */
+  generation = 0;
+  #mandateJwks: SidecarMandateJwk[] | undefined;
+
   constructor(deps: {
     store: Store;
     identity: IdentityRepo;
     settings: SettingsRepo;
     policies: PolicyRepo;
     audit: AuditSink;
+    /** The control plane's base URL: the `iss` of every mandate, a sidecar's included. */
+    issuer: () => string;
   }) {
+    this.#issuer = deps.issuer;
     this.#store = deps.store;
     this.#identity = deps.identity;
     this.#settings = deps.settings;
@@ -167,6 +193,9 @@ export class SidecarDesk {
     if (r.revoked_at !== null) return r;
     const revoked = { ...r, revoked_at: new Date().toISOString() };
     await this.#store.writer.enqueue(() => this.#store.sidecars.putSync([SIDECAR_KEY, sidecarId], revoked));
+    // Its mandate keys leave the published set at once: what it signed no longer verifies.
+    this.#mandateJwks = undefined;
+    this.generation++;
     return revoked;
   }
 
@@ -202,7 +231,12 @@ export class SidecarDesk {
     }
     return {
       etag: built.etag,
-      doc: { ...built.content, sidecar_id: sidecar.sidecar_id, generated_at: new Date().toISOString() },
+      doc: {
+        ...built.content,
+        sidecar_id: sidecar.sidecar_id,
+        issuer: this.#issuer(),
+        generated_at: new Date().toISOString(),
+      },
     };
   }
 
@@ -244,6 +278,103 @@ export class SidecarDesk {
     }
     const content = { v: 1 as const, org_id: org, agents, credentials, providers, policies };
     return { key, etag: `"${sha256Hex(JSON.stringify(content))}"`, content };
+  }
+
+  // ---- mandate keys
+
+  /**
+   * Registers the sidecar's mandate public keys (Ed25519 JWKs): from then on the control plane
+   * publishes them in `/.well-known/jwks.json` and verifies the mandates they sign, whose `iss` is
+   * the control plane's. A changed set replaces the last one and is a
+   * `sidecar.mandate_keys_registered` event of the org chain; a key id another sidecar or the
+   * control plane uses is refused (409). A revoked sidecar's keys are not published.
+   */
+  async registerMandateKeys(
+    sidecar: SidecarRecord,
+    keys: unknown,
+    taken: (kid: string) => boolean,
+  ): Promise<{ kids: string[]; registered: boolean }> {
+    if (!Array.isArray(keys) || keys.length === 0 || keys.length > MAX_MANDATE_KEYS)
+      throw new ServiceError('invalid_request', `keys must be an array of 1 to ${MAX_MANDATE_KEYS} JWKs`, {
+        param: 'keys',
+      });
+    const jwks: SidecarMandateJwk[] = keys.map((k: unknown, i) => {
+      const j = k as Record<string, unknown> | null;
+      if (
+        j === null ||
+        typeof j !== 'object' ||
+        j.kty !== 'OKP' ||
+        j.crv !== 'Ed25519' ||
+        typeof j.x !== 'string' ||
+        !ED25519_X.test(j.x) ||
+        typeof j.kid !== 'string' ||
+        !KID.test(j.kid) ||
+        'd' in j
+      )
+        throw new ServiceError('invalid_request', `keys[${i}] must be a public Ed25519 JWK with a kid`, {
+          param: `keys[${i}]`,
+        });
+      return { kty: 'OKP', crv: 'Ed25519', x: j.x, kid: j.kid, alg: 'EdDSA', use: 'sig' };
+    });
+    for (const k of jwks) {
+      const owner = this.#mandateKeyOwner(k.kid);
+      if (taken(k.kid) || (owner !== undefined && owner !== sidecar.sidecar_id))
+        throw new ServiceError('conflict', `mandate key id ${k.kid} is in use by another key`, {
+          param: 'keys',
+        });
+    }
+    const kids = jwks.map((k) => k.kid).sort();
+    const before = this.#store.sidecars.get([MANDATE_KEY, sidecar.sidecar_id]) as
+      | { keys: SidecarMandateJwk[] }
+      | undefined;
+    if (before !== undefined && JSON.stringify(before.keys) === JSON.stringify(jwks))
+      return { kids, registered: false };
+    const event = this.#audit.append({
+      org_id: sidecar.org_id,
+      event_type: 'sidecar.mandate_keys_registered',
+      outcome: 'allow',
+      details: { sidecar_id: sidecar.sidecar_id, keys: jwks.map((k) => ({ kid: k.kid, x: k.x })) },
+    });
+    const written = this.#store.writer.enqueue(() =>
+      this.#store.sidecars.putSync([MANDATE_KEY, sidecar.sidecar_id], {
+        keys: jwks,
+        registered_at: new Date().toISOString(),
+      }),
+    );
+    await Promise.all([event, written]);
+    this.#mandateJwks = undefined;
+    this.generation++;
+    return { kids, registered: true };
+  }
+
+  #mandateKeyOwner(kid: string): string | undefined {
+    for (const { key, value } of this.#store.sidecars.getRange({
+      start: [MANDATE_KEY],
+      end: [MANDATE_KEY, '\uffff'],
+    })) {
+      if ((value as { keys: SidecarMandateJwk[] }).keys.some((k) => k.kid === kid))
+        return (key as [string, string])[1];
+    }
+    return undefined;
+  }
+
+  /** The mandate keys of every sidecar that is not revoked (published in the JWKS). */
+  mandateJwks(): SidecarMandateJwk[] {
+    if (this.#mandateJwks === undefined) {
+      const out: SidecarMandateJwk[] = [];
+      for (const { key, value } of this.#store.sidecars.getRange({
+        start: [MANDATE_KEY],
+        end: [MANDATE_KEY, '\uffff'],
+      })) {
+        const r = this.#store.sidecars.get([SIDECAR_KEY, (key as [string, string])[1]]) as
+          | SidecarRecord
+          | undefined;
+        if (r === undefined || r.revoked_at !== null) continue;
+        out.push(...(value as { keys: SidecarMandateJwk[] }).keys);
+      }
+      this.#mandateJwks = out;
+    }
+    return this.#mandateJwks.slice();
   }
 
   // ---- ingest

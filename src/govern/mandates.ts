@@ -1,5 +1,5 @@
 import { sign } from 'node:crypto';
-import { compactVerify, createLocalJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import { compactVerify, createLocalJWKSet, type JWK, type JWTPayload, jwtVerify } from 'jose';
 import { ServiceError } from '../core/errors.js';
 import type { MandateKeys } from '../crypto/mandate-keys.js';
 import type { Store } from '../store/db.js';
@@ -91,7 +91,18 @@ export interface RevokedMandate {
   readonly unproven?: true;
 }
 
+/**
+ * Public keys besides the service's own that sign mandates for it: the sidecars' (each registered
+ * by the control plane, docs/sidecar.md). `generation` grows whenever the set changes.
+ */
+export interface DelegatedMandateKeys {
+  readonly generation: number;
+  mandateJwks(): JWK[];
+}
+
 export interface MandateServiceOptions {
+  /** Keys of sidecars that issue mandates in this service's name (verified like its own). */
+  readonly delegated?: DelegatedMandateKeys;
   /** The clock (ms) of every method whose `now` is left out; Date.now by default. */
   readonly now?: () => number;
   /** Overrides MAX_UNPROVEN_REVOCATIONS_PER_ORG (tests). */
@@ -167,7 +178,8 @@ export class MandateService {
   private readonly issuerOf: () => string;
   private headerKid = '';
   private headerB64 = '';
-  private jwkSetGen = -1;
+  private jwkSetGen = '';
+  private readonly delegated: DelegatedMandateKeys | undefined;
   private jwkSet: ReturnType<typeof createLocalJWKSet> | undefined;
   private readonly clock: () => number;
   private readonly unprovenCap: number;
@@ -185,6 +197,7 @@ export class MandateService {
     this.issuerOf = typeof issuer === 'string' ? () => issuer : issuer;
     this.clock = opts.now ?? Date.now;
     this.unprovenCap = opts.unprovenCap ?? MAX_UNPROVEN_REVOCATIONS_PER_ORG;
+    this.delegated = opts.delegated;
     // The one scan of the table: this process is its only writer (the data dir is locked), so
     // from here on the list follows it through revoke() and sweep().
     const rows: { jti: string; revoked_at: string; unprovenOrg?: string }[] = [];
@@ -234,9 +247,11 @@ export class MandateService {
   }
 
   private keySet(): ReturnType<typeof createLocalJWKSet> {
-    const gen = this.keys.generation;
+    const gen = `${this.keys.generation}:${this.delegated?.generation ?? 0}`;
     if (this.jwkSet === undefined || this.jwkSetGen !== gen) {
-      this.jwkSet = createLocalJWKSet(this.keys.jwks());
+      const set = this.keys.jwks();
+      if (this.delegated !== undefined) set.keys.push(...this.delegated.mandateJwks());
+      this.jwkSet = createLocalJWKSet(set);
       this.jwkSetGen = gen;
     }
     return this.jwkSet;

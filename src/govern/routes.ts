@@ -79,8 +79,14 @@ function optionalString(body: Record<string, unknown>, field: string): string | 
   return v;
 }
 
-export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernDeps): void {
-  const { snapshot, governor, audit, mandates, approvals, tools } = deps;
+/** What the decision routes need: a sidecar serves them from its snapshot, its log and its own mandate key. */
+export type DecisionDeps = Pick<GovernDeps, 'snapshot' | 'governor' | 'audit' | 'mandates'> & {
+  readonly approvals: Pick<ApprovalDesk, 'request'>;
+};
+
+/** `POST /v1/govern` and `POST /v1/tools/govern`: decide an action, with its approval or mandate. */
+export function registerDecisionRoutes(router: Router<RouteHandler>, deps: DecisionDeps): void {
+  const { snapshot, governor, audit, mandates, approvals } = deps;
 
   /** One governed action end to end: decide, approval or mandate, audit, answer. */
   const govern = async (
@@ -242,7 +248,11 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       { tool_call_id: recordableName(toolCallId) },
     );
   });
+}
 
+export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernDeps): void {
+  const { snapshot, audit, mandates, approvals, tools } = deps;
+  registerDecisionRoutes(router, deps);
   registerExecutionRoute(router, { snapshot, audit, auditReader: deps.auditReader });
 
   router.add('POST', '/v1/govern/approve', async (ctx) => {

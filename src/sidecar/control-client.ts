@@ -92,6 +92,11 @@ export class ControlClient {
     return (await this.#call('GET', `/api/sync/state?epoch=${encodeURIComponent(epoch)}`)).json as SyncState;
   }
 
+  /** Registers the public keys this sidecar signs mandates with (published in the control plane's JWKS). */
+  async registerMandateKeys(keys: readonly unknown[]): Promise<void> {
+    await this.#call('POST', '/api/sync/mandate-keys', JSON.stringify({ keys }));
+  }
+
   /** Registers this log's public keys (once per epoch; again is a no-op). */
   async registerLog(epoch: string, keys: SigningKeyDocument): Promise<void> {
     await this.#call('POST', '/api/sync/log', JSON.stringify({ epoch, keys }));

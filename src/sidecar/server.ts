@@ -1,13 +1,17 @@
 import { ChainLog } from '../audit/index.js';
 import type { Config } from '../config/index.js';
 import { PROBE_ROUTES, registerPlatform } from '../control/platform.js';
-import { AUDIT_KEYS_FOLDER, AuditKeys } from '../crypto/audit-keys.js';
+import { AuditKeys } from '../crypto/audit-keys.js';
 import { bindKeysDir, checkKeysDir } from '../crypto/keys-binding.js';
+import { MandateKeys } from '../crypto/mandate-keys.js';
 import { WorkerSealSigner } from '../crypto/seal-signer.js';
 import { createVault, loadVaultKey } from '../crypto/vault.js';
 import { EgressPolicy } from '../export/ssrf.js';
 import { GatewayService } from '../gateway/service.js';
+import { registerExecutionRoute } from '../govern/execution.js';
 import { type ApprovalGate, Governor } from '../govern/governor.js';
+import { MandateService } from '../govern/mandates.js';
+import { registerDecisionRoutes } from '../govern/routes.js';
 import { ScanPool } from '../govern/scan-pool.js';
 import { createHttpHandler, type RouteHandler } from '../http/app.js';
 import { InFlight } from '../http/in-flight.js';
@@ -73,7 +77,7 @@ export async function startSidecar(
   try {
     const store = openStore(config.dataDir, { minFreeMb: config.storeMinFreeMb });
     closers.push(() => store.close());
-    checkKeysDir(store, config.keysDir, [AUDIT_KEYS_FOLDER]);
+    checkKeysDir(store, config.keysDir);
     const vault = createVault(loadVaultKey(config.keysDir));
     const auditKeys = AuditKeys.load({
       keysDir: config.keysDir,
@@ -106,7 +110,19 @@ export async function startSidecar(
     const control = new ControlClient(config.controlUrl, config.sidecarToken);
     closers.push(() => control.close());
     const snapshot = new RemoteSnapshot(pools);
-    const poller = new SnapshotPoller(control, snapshot, store, vault, logger, config.snapshotPollMs);
+    // Mandates are signed here with this sidecar's own key, in the control plane's name (`iss`):
+    // the control plane publishes the key and verifies them (docs/sidecar.md).
+    const mandateKeys = MandateKeys.load(config.keysDir, config.audit.keyPassword);
+    const mandates = new MandateService(mandateKeys, store, () => snapshot.issuer);
+    const poller = new SnapshotPoller(
+      control,
+      snapshot,
+      store,
+      vault,
+      logger,
+      config.snapshotPollMs,
+      () => mandateKeys.jwks().keys,
+    );
     closers.push(() => poller.close());
     const shipper = new Shipper(
       control,
@@ -136,12 +152,13 @@ export async function startSidecar(
     closers.push(() => scans.close());
     metrics.watchScans(() => scans);
     let listenUrl = '';
+    const governor = new Governor(snapshot, NO_APPROVALS, scans);
     const gateway = new GatewayService({
       snapshot,
       audit: log,
       metrics,
       idempotency,
-      governor: new Governor(snapshot, NO_APPROVALS, scans),
+      governor,
       requestApproval: (input) => control.requestApproval(input),
       clientStallMs: config.clientStallMs,
       scans,
@@ -154,6 +171,14 @@ export async function startSidecar(
     router.add('POST', '/v1/messages', gateway.messages);
     router.add('POST', '/v1/embeddings', gateway.embeddings);
     router.add('GET', '/v1/models', gateway.models);
+    registerDecisionRoutes(router, {
+      snapshot,
+      governor,
+      audit: log,
+      mandates,
+      approvals: { request: (input) => control.requestApproval(input) },
+    });
+    registerExecutionRoute(router, { snapshot, audit: log, auditReader: log });
     let closing = false;
     registerPlatform(router, {
       version: VERSION,
@@ -166,6 +191,7 @@ export async function startSidecar(
       snapshot,
       checks: () => ({
         snapshot: snapshot.loaded,
+        mandate_keys: poller.mandateKeysRegistered,
         store_writable: store.health.writable,
         accepting: !closing,
       }),

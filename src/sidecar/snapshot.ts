@@ -45,6 +45,11 @@ export class RemoteSnapshot implements Snapshot {
     return this.#current?.doc.org_id;
   }
 
+  /** The control plane's base URL, the `iss` of the mandates this sidecar signs ('' without a snapshot). */
+  get issuer(): string {
+    return this.#current?.doc.issuer ?? '';
+  }
+
   get etag(): string | undefined {
     return this.#current?.etag;
   }

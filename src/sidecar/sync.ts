@@ -23,6 +23,8 @@ export class SnapshotPoller {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   failures = 0;
+  /** Whether the control plane has this sidecar's mandate keys (it verifies its mandates then). */
+  mandateKeysRegistered = false;
 
   constructor(
     private readonly client: ControlClient,
@@ -31,6 +33,8 @@ export class SnapshotPoller {
     private readonly vault: Vault,
     private readonly logger: Logger,
     private readonly intervalMs: number,
+    /** The public JWKs of this sidecar's mandate keys, registered once a snapshot is in force. */
+    private readonly mandateJwks: () => readonly unknown[],
   ) {}
 
   /** Loads the snapshot kept from the last run, if any (it may be older than the control plane's). */
@@ -80,6 +84,10 @@ export class SnapshotPoller {
         );
         this.logger.info('snapshot in force', { org_id: got.doc.org_id, etag: got.etag });
       } else this.snapshot.touch();
+      if (!this.mandateKeysRegistered) {
+        await this.client.registerMandateKeys(this.mandateJwks());
+        this.mandateKeysRegistered = true;
+      }
       this.failures = 0;
     } catch (err) {
       this.failures++;
@@ -92,6 +100,7 @@ export class SnapshotPoller {
             },
           );
         this.snapshot.clear();
+        this.mandateKeysRegistered = false;
         await this.store.writer.enqueue(() => this.store.meta.removeSync(SNAPSHOT_KEY)).catch(() => {});
       } else if (this.failures === 1 || this.failures % 60 === 0) {
         this.logger.warn(

@@ -36,6 +36,8 @@ export interface SnapshotDoc {
   readonly v: 1;
   readonly org_id: string;
   readonly sidecar_id: string;
+  /** The control plane's base URL: the `iss` of the mandates the sidecar signs for it. */
+  readonly issuer: string;
   readonly generated_at: string;
   readonly agents: readonly AgentRecord[];
   readonly credentials: readonly SnapshotCredential[];

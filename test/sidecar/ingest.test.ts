@@ -24,6 +24,7 @@ t.test('ingest: batches in flight together, and a restart, take each entry in on
       settings: new SettingsRepo(h.store, createVault(Buffer.alloc(32, 1))),
       policies: new PolicyRepo(h.store),
       audit: h.log,
+      issuer: () => 'http://control.test',
     });
   };
   new IdentityRepo(h.store).createOrg('org one', 'org1');

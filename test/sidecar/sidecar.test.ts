@@ -121,13 +121,11 @@ for (const engine of ['uws', 'node'] as const) {
       const bad = await sc.call('/api/me', { token: 'gk_pat_nope' });
       t.equal(bad.status, 401);
       t.equal(bad.body.error.code, 'unauthenticated');
-      const govern = await sc.call('/v1/govern', {
-        token: svc.agentKey,
-        body: { type: 'TOOL_CALL', payload: { tool: 'search.web', args: { q: 'x' } } },
-      });
-      t.equal(govern.status, 200);
-      t.equal(govern.body.outcome, 'allow');
-      t.ok(govern.headers.get('x-request-id'));
+      // A POST with a body, answered by the control plane.
+      const verify = await sc.call('/v1/tokens/verify', { body: { token: 'not-a-mandate' } });
+      t.equal(verify.status, 200);
+      t.same(verify.body, { valid: false, error: 'malformed' });
+      t.ok(verify.headers.get('x-request-id'));
       // A streamed body (the JSONL export) comes through whole.
       const direct = await svc.call('/api/audit/export?format=jsonl', { token: svc.pat });
       const through = await sc.call('/api/audit/export?format=jsonl', { token: svc.pat });

@@ -219,6 +219,33 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
     t.equal(res.body.ingested, 2);
   });
 
+  t.test('mandate keys: public Ed25519 JWKs, key ids unique across the deployment', async (t) => {
+    const x = Buffer.alloc(32, 7).toString('base64url');
+    const post = (keys: unknown) => sync('/api/sync/mandate-keys', { body: { keys } });
+    t.equal((await post([])).status, 400);
+    t.equal((await post([{ kty: 'OKP', crv: 'Ed25519', x, kid: 'k1', d: x }])).status, 400, 'a private key');
+    t.equal((await post([{ kty: 'RSA', kid: 'k1' }])).status, 400);
+    const own = (await svc.call('/.well-known/jwks.json')).body.keys[0].kid;
+    const clash = await post([{ kty: 'OKP', crv: 'Ed25519', x, kid: own }]);
+    t.equal(clash.status, 409, "the control plane's own key id");
+    const ok = await post([{ kty: 'OKP', crv: 'Ed25519', x, kid: 'sidecar-key-1' }]);
+    t.equal(ok.status, 200);
+    t.same(ok.body, { kids: ['sidecar-key-1'], registered: true });
+    t.equal((await post([{ kty: 'OKP', crv: 'Ed25519', x, kid: 'sidecar-key-1' }])).body.registered, false);
+    const jwks = (await svc.call('/.well-known/jwks.json')).body.keys;
+    t.ok(
+      jwks.some((k: any) => k.kid === 'sidecar-key-1' && k.x === x),
+      'published',
+    );
+    // Another sidecar cannot take that key id.
+    const second = await createSidecarToken(svc, svc.pat, 'pod-2');
+    const taken = await svc.call('/api/sync/mandate-keys', {
+      token: second.token,
+      body: { keys: [{ kty: 'OKP', crv: 'Ed25519', x, kid: 'sidecar-key-1' }] },
+    });
+    t.equal(taken.status, 409);
+  });
+
   t.test('approvals asked by a sidecar: agents of its org only', async (t) => {
     const body = {
       agent_uuid: other.agentUuid,
