@@ -381,7 +381,7 @@ async function startLocked(
     stopAlerts();
     stopExports();
     stopSpans();
-    await Promise.all([alerts.close(), exports.close(), spans?.close()]);
+    await Promise.all([alerts.close(), exports.close(), spans?.close(), sidecars.close()]);
     await sealSigner.close();
     await store.close();
     throw err;
@@ -431,7 +431,7 @@ async function startLocked(
       stopAlerts();
       stopExports();
       stopSpans();
-      await Promise.all([alerts.close(), exports.close(), spans?.close()]);
+      await Promise.all([alerts.close(), exports.close(), spans?.close(), sidecars.close()]);
       await sealSigner.close();
       await store.close();
       await lock.release();

@@ -5,8 +5,8 @@ import { checkpointOrigin, parseCheckpoint } from '../core/chain/checkpoint.js';
 import { checkPersonalField } from '../core/chain/commitment.js';
 import { GENESIS, hashEventUnchecked } from '../core/chain/event.js';
 import { leafHashUnchecked, MerkleBuilder } from '../core/chain/merkle.js';
-import { type NoteVerifier, verifyNote } from '../core/chain/note.js';
 import { ServiceError } from '../core/errors.js';
+import { NoteVerifyPool } from '../crypto/note-verify-pool.js';
 import { lastFour } from '../crypto/vault.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type {
@@ -119,8 +119,8 @@ export class SidecarDesk {
    * arrives meanwhile is checked against the first. Dropped when a commit fails.
    */
   readonly #states = new Map<string, LogState>();
-  /** Per (sidecar, epoch): the registered keys as verifiers. */
-  readonly #verifiers = new Map<string, NoteVerifier[]>();
+  /** Checks the seals' signatures off the event loop. */
+  readonly #notes = new NoteVerifyPool();
 
   readonly #issuer: () => string;
   /** Grows when the published sidecar mandate keys change (MandateService rebuilds its key set). */
@@ -449,21 +449,56 @@ export class SidecarDesk {
     return this.#store.sidecars.get([LOG_KEY, sidecar.sidecar_id, epoch]) as LogRecord | undefined;
   }
 
-  #verifiersOf(sidecar: SidecarRecord, epoch: string): NoteVerifier[] {
-    const key = `${sidecar.sidecar_id}\0${epoch}`;
-    let v = this.#verifiers.get(key);
-    if (v === undefined) {
-      const record = this.#logRecord(sidecar, epoch);
-      if (record === undefined)
-        throw new ServiceError(
-          'conflict',
-          `sidecar log ${epoch} is not registered: register its keys first (POST /api/sync/log)`,
-          { param: 'epoch' },
-        );
-      v = verifiersFromKeys({ keys: record.keys });
-      this.#verifiers.set(key, v);
+  /**
+   * The seals of a batch, their signatures checked (off the event loop) with the log's
+   * registered keys, Ed25519 and ML-DSA-65 both: size → the signed checkpoint text.
+   */
+  async #verifySeals(
+    sidecar: SidecarRecord,
+    epoch: string,
+    seals: readonly unknown[],
+  ): Promise<Map<number, string>> {
+    const record = this.#logRecord(sidecar, epoch);
+    if (record === undefined)
+      throw new ServiceError(
+        'conflict',
+        `sidecar log ${epoch} is not registered: register its keys first (POST /api/sync/log)`,
+        { param: 'epoch' },
+      );
+    const shipped: ShippedSeal[] = [];
+    for (let i = 0; i < seals.length; i++) {
+      const seal = seals[i] as ShippedSeal;
+      if (
+        typeof seal !== 'object' ||
+        seal === null ||
+        !Number.isSafeInteger(seal.size) ||
+        seal.size < 1 ||
+        typeof seal.note !== 'string'
+      )
+        throw new ServiceError('invalid_request', `seals[${i}] must be a seal {size, note}`, {
+          param: `seals[${i}]`,
+        });
+      shipped.push(seal);
     }
-    return v;
+    const keys = record.keys as Parameters<NoteVerifyPool['verify']>[1];
+    const checks = await Promise.all(shipped.map((x) => this.#notes.verify(x.note, keys)));
+    const out = new Map<number, string>();
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i] as Awaited<ReturnType<NoteVerifyPool['verify']>>;
+      const size = (shipped[i] as ShippedSeal).size;
+      if (!c.ok)
+        throw new ServiceError(
+          'invalid_request',
+          `seals[${i}] (index ${size}) does not verify with the log's keys: ${c.message}`,
+          { param: 'seals' },
+        );
+      out.set(size, c.body);
+    }
+    return out;
+  }
+
+  close(): Promise<void> {
+    return this.#notes.close();
   }
 
   #newestState(sidecarId: string): SyncState | null {
@@ -489,7 +524,9 @@ export class SidecarDesk {
     seals: readonly unknown[] = [],
   ): Promise<SyncState & { ingested: number }> {
     const stateKey = `${sidecar.sidecar_id}\0${epoch}`;
-    const checked = this.#check(sidecar, epoch, entries, seals);
+    const verified = await this.#verifySeals(sidecar, epoch, seals);
+    // Synchronous from the check to the state's write: batches in flight together see each other.
+    const checked = this.#check(sidecar, epoch, entries, verified);
     const out = { epoch, index: checked.state.index, hash: checked.state.hash };
     if (checked.inputs.length === 0) return { ...out, ingested: 0 };
     // Synchronous from here to the state's write: the events and the state share one commit.
@@ -515,28 +552,12 @@ export class SidecarDesk {
     sidecar: SidecarRecord,
     epoch: string,
     entries: readonly unknown[],
-    seals: readonly unknown[],
+    sealAt: ReadonlyMap<number, string>,
   ): Checked {
-    const verifiers = this.#verifiersOf(sidecar, epoch);
     const before = this.#state(sidecar, epoch);
     let index = before.index;
     let hash = before.hash ?? GENESIS;
     const inputs: AuditInput[] = [];
-    const sealAt = new Map<number, ShippedSeal>();
-    for (let i = 0; i < seals.length; i++) {
-      const seal = seals[i] as ShippedSeal;
-      if (
-        typeof seal !== 'object' ||
-        seal === null ||
-        !Number.isSafeInteger(seal.size) ||
-        seal.size < 1 ||
-        typeof seal.note !== 'string'
-      )
-        throw new ServiceError('invalid_request', `seals[${i}] must be a seal {size, note}`, {
-          param: `seals[${i}]`,
-        });
-      sealAt.set(seal.size, seal);
-    }
     const tree = MerkleBuilder.fromSubtrees(
       before.index,
       before.subtrees.map((h) => fromHex(h) as Uint8Array),
@@ -630,8 +651,8 @@ export class SidecarDesk {
       index = e.seq;
       hash = e.hash;
       tree.push(leafHashUnchecked(e.hash));
-      const seal = sealAt.get(e.seq);
-      if (seal !== undefined) this.#checkSeal(sidecar, verifiers, seal, tree.root(), e.hash, at);
+      const body = sealAt.get(e.seq);
+      if (body !== undefined) this.#checkSeal(sidecar, body, e.seq, tree.root(), e.hash, at);
     }
     if (inputs.length > 0 && !sealAt.has(index))
       throw new ServiceError(
@@ -646,30 +667,21 @@ export class SidecarDesk {
   }
 
   /**
-   * A seal of the sidecar log: signed by the log's registered keys (Ed25519 and ML-DSA-65 both),
-   * for the org's origin, and naming the root and the head this control plane computed from the
-   * entries it took in. A seal that is signed but names another root is a fork: 409.
+   * A verified seal of the sidecar log: for the org's origin and its size, naming the root and
+   * the head this control plane computed from the entries it took in. A seal that is signed but
+   * names another root is a fork: 409.
    */
   #checkSeal(
     sidecar: SidecarRecord,
-    verifiers: readonly NoteVerifier[],
-    seal: ShippedSeal,
+    body: string,
+    size: number,
     root: Uint8Array,
     head: string,
     at: string,
   ): void {
-    const v = verifyNote(seal.note, verifiers);
-    if (!v.ok)
-      throw new ServiceError(
-        'invalid_request',
-        `${at}: its seal does not verify with the log's keys: ${v.message}`,
-        {
-          param: 'seals',
-        },
-      );
     let cp: ReturnType<typeof parseCheckpoint>;
     try {
-      cp = parseCheckpoint(v.body);
+      cp = parseCheckpoint(body);
     } catch (err) {
       throw new ServiceError(
         'invalid_request',
@@ -679,7 +691,7 @@ export class SidecarDesk {
         },
       );
     }
-    if (cp.origin !== checkpointOrigin(sidecar.org_id) || cp.size !== seal.size)
+    if (cp.origin !== checkpointOrigin(sidecar.org_id) || cp.size !== size)
       throw new ServiceError('invalid_request', `${at}: its seal names another log or size`, {
         param: 'seals',
       });

@@ -18,7 +18,7 @@ t.test('ingest: batches in flight together, and a restart, take each entry in on
   t.teardown(() => h.close());
   const desk = (): SidecarDesk => {
     const identity = new IdentityRepo(h.store);
-    return new SidecarDesk({
+    const made = new SidecarDesk({
       store: h.store,
       identity,
       settings: new SettingsRepo(h.store, createVault(Buffer.alloc(32, 1))),
@@ -26,8 +26,12 @@ t.test('ingest: batches in flight together, and a restart, take each entry in on
       audit: h.log,
       issuer: () => 'http://control.test',
     });
+    desks.push(made);
+    return made;
   };
   new IdentityRepo(h.store).createOrg('org one', 'org1');
+  const desks: SidecarDesk[] = [];
+  t.teardown(() => Promise.all(desks.map((x) => x.close())));
   let d = desk();
   const { record } = await d.create('org1', 'pod', 'usr_test');
   await d.registerLog(record, 'epoch0001', signer.publicDocument());
