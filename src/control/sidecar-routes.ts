@@ -142,6 +142,35 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
     ctx.json(200, { epoch: s.epoch, index: s.index, hash: s.hash, ingested: s.ingested });
   });
 
+  // A call at a sidecar that an approval may allow: the approval is spent here, once, whichever
+  // sidecar asks first (consume is one transaction; its `approval.consumed` event is this org's).
+  router.add('POST', '/api/sync/approvals/consume', async (ctx) => {
+    const sc = sidecarOf(ctx);
+    const b = strictBody<{
+      agent_uuid: string;
+      fingerprint: string;
+      min_tier: 'standard' | 'signed';
+      pipeline_id?: string;
+    }>(ctx.jsonObject(), {
+      agent_uuid: { type: 'string', required: true, maxLength: 64 },
+      fingerprint: { type: 'string', required: true, pattern: /^[0-9a-f]{64}$/ },
+      min_tier: { type: 'string', required: true, enum: ['standard', 'signed'] },
+      pipeline_id: { type: 'string', maxLength: 200 },
+    });
+    const agent = identity.getAgent(b.agent_uuid);
+    if (agent?.org_id !== sc.org_id)
+      throw new ServiceError('not_found', `agent ${b.agent_uuid} not found in this sidecar's org`, {
+        param: 'agent_uuid',
+      });
+    const consumed = approvals.consume(sc.org_id, agent.agent_uuid, b.fingerprint, {
+      pipelineId: b.pipeline_id ?? null,
+      minTier: b.min_tier,
+    });
+    ctx.json(200, {
+      consumed: consumed === undefined ? null : { id: consumed.id, decided_by: consumed.decided_by },
+    });
+  });
+
   // An LLM call at a sidecar that its policy sends for approval: the approval lives here, where
   // humans decide it. The sidecar names the agent; it must be one of the sidecar's org.
   router.add('POST', '/api/sync/approvals', async (ctx) => {

@@ -69,6 +69,20 @@ export interface ApprovalGate {
   ): { id: string; decided_by: string | null } | undefined;
 }
 
+/**
+ * Approvals kept elsewhere (a sidecar's: at the control plane). `consume` takes an approved,
+ * unexpired approval of the action, once, or answers undefined (none, or it cannot be reached:
+ * the call then still needs one).
+ */
+export interface RemoteApprovals {
+  consume(
+    orgId: string,
+    agentUuid: string,
+    fingerprint: string,
+    opts: { pipelineId: string | null; minTier: 'standard' | 'signed' },
+  ): Promise<{ id: string; decided_by: string | null } | undefined>;
+}
+
 export interface GovernResult {
   readonly decision: Decision;
   readonly scan: ContentScan;
@@ -125,6 +139,8 @@ export class Governor {
     private readonly snapshot: Snapshot,
     private readonly approvals: ApprovalGate,
     private readonly scanner?: ScanPool,
+    /** A sidecar's approvals, consumed at the control plane (decideOrDefer then may await it). */
+    private readonly remote?: RemoteApprovals,
   ) {}
 
   /**
@@ -138,6 +154,17 @@ export class Governor {
     input: GovernInput,
     checks?: (result: GovernResult) => GovernResult,
   ): GovernResult {
+    const r = this.#now(agent, input, checks);
+    if (r instanceof Promise)
+      throw new Error('a governor with remote approvals decides through decideOrDefer');
+    return r;
+  }
+
+  #now(
+    agent: GovernAgent,
+    input: GovernInput,
+    checks: ((result: GovernResult) => GovernResult) | undefined,
+  ): GovernResult | Promise<GovernResult> {
     const setting = this.#setting(agent, input);
     return this.#decided(agent, input, setting, scanTexts(input.texts, setting.detect), checks);
   }
@@ -156,7 +183,7 @@ export class Governor {
     checks?: (result: GovernResult) => GovernResult,
   ): GovernResult | Promise<GovernResult> {
     const scanner = this.scanner;
-    if (scanner === undefined || !isLarge(input.texts)) return this.decide(agent, input, checks);
+    if (scanner === undefined || !isLarge(input.texts)) return this.#now(agent, input, checks);
     return this.#deferred(scanner, agent, input, checks);
   }
 
@@ -212,7 +239,7 @@ export class Governor {
     setting: Setting,
     scan: ContentScan,
     checks: ((result: GovernResult) => GovernResult) | undefined,
-  ): GovernResult {
+  ): GovernResult | Promise<GovernResult> {
     const { policyRef, flags, ignoredFlags, raw } = setting;
     const policy = policyRef.policy;
     const tool = input.tool ?? null;
@@ -265,6 +292,8 @@ export class Governor {
       argsSha256,
       consumedApproval: null,
     };
+    if (!granted && asked.outcome === 'needs_approval' && this.remote !== undefined)
+      return this.#remoteApproval(agent, input.pipelineId ?? null, result, minTier, checks);
     if (checks) result = checks(result);
     if (!granted || result.decision.outcome !== 'allow') return result;
     const consumed = this.approvals.consume(agent.orgId, agent.agentUuid, fingerprint, {
@@ -279,6 +308,40 @@ export class Governor {
         consumed.id === granted.id
           ? result.decision
           : Object.assign({}, result.decision, { reason: approvedAs(asked, consumed).reason }),
+      consumedApproval: consumed.id,
+    });
+  }
+
+  /**
+   * A sidecar's call that needs an approval: the caller's checks see it as it would be approved
+   * (as with a local approval, a call they refuse never spends one); only if it is still allowed
+   * is an approval consumed at the control plane, and the call allowed once one is.
+   */
+  async #remoteApproval(
+    agent: GovernAgent,
+    pipelineId: string | null,
+    asked: GovernResult,
+    minTier: 'standard' | 'signed',
+    checks: ((result: GovernResult) => GovernResult) | undefined,
+  ): Promise<GovernResult> {
+    const pending = approvedAs(asked.decision, { id: 'pending', decided_by: null });
+    const probe = checks
+      ? checks(Object.assign({}, asked, { decision: pending }))
+      : Object.assign({}, asked, { decision: pending });
+    const still = checks ? checks(asked) : asked;
+    if (probe.decision.outcome !== 'allow') return still;
+    const consumed = await (this.remote as RemoteApprovals).consume(
+      agent.orgId,
+      agent.agentUuid,
+      asked.fingerprint,
+      {
+        pipelineId,
+        minTier,
+      },
+    );
+    if (consumed === undefined) return still;
+    return Object.assign({}, probe, {
+      decision: Object.assign({}, probe.decision, { reason: approvedAs(asked.decision, consumed).reason }),
       consumedApproval: consumed.id,
     });
   }

@@ -140,6 +140,31 @@ export class ControlClient {
     }
   }
 
+  /**
+   * Spends an approved approval of this action at the control plane, once; undefined when there
+   * is none, or when the control plane cannot be reached (the call then still needs one).
+   */
+  async consumeApproval(
+    agentUuid: string,
+    fingerprint: string,
+    opts: { pipelineId: string | null; minTier: 'standard' | 'signed' },
+  ): Promise<{ id: string; decided_by: string | null } | undefined> {
+    try {
+      const body = JSON.stringify({
+        agent_uuid: agentUuid,
+        fingerprint,
+        min_tier: opts.minTier,
+        ...(opts.pipelineId === null ? {} : { pipeline_id: opts.pipelineId }),
+      });
+      const r = (await this.#call('POST', '/api/sync/approvals/consume', body)).json as {
+        consumed: { id: string; decided_by: string | null } | null;
+      };
+      return r.consumed ?? undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   close(): Promise<void> {
     return this.pool.close();
   }

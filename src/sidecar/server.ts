@@ -44,9 +44,8 @@ export interface RunningSidecar {
 }
 
 /**
- * A sidecar approves nothing by itself: an approval is granted by people at the control plane,
- * and consuming it there is the only way to be sure it is used once. A call that needs one is
- * refused here with the approval's id (docs/sidecar.md).
+ * A sidecar holds no approvals: they are granted by people at the control plane and spent there
+ * (the Governor's remote approvals), the only way to be sure one is used once.
  */
 const NO_APPROVALS: ApprovalGate = { granted: () => undefined, consume: () => undefined };
 
@@ -152,7 +151,9 @@ export async function startSidecar(
     closers.push(() => scans.close());
     metrics.watchScans(() => scans);
     let listenUrl = '';
-    const governor = new Governor(snapshot, NO_APPROVALS, scans);
+    const governor = new Governor(snapshot, NO_APPROVALS, scans, {
+      consume: (_org, agentUuid, fingerprint, opts) => control.consumeApproval(agentUuid, fingerprint, opts),
+    });
     const gateway = new GatewayService({
       snapshot,
       audit: log,

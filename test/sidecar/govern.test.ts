@@ -116,6 +116,31 @@ t.test('the govern API at the sidecar: decided there, mandates the control plane
       token: control.pat,
     });
     t.equal(approval.body.status, 'pending', 'the approval waits at the control plane');
+    const decided = await control.call(`/v1/me/approvals/${asked.body.approval.request_id}/decide`, {
+      token: control.pat,
+      body: { decision: 'approve', reason: 'fine' },
+    });
+    t.equal(decided.status, 200);
+    const again = () =>
+      sc.call('/v1/govern', {
+        token: control.agentKey,
+        body: { type: 'TOOL_CALL', payload: { tool: 'payments.pay', args: { amount: 5 } } },
+      });
+    const allowed = await again();
+    t.equal(allowed.body.outcome, 'allow', 'the approved call is allowed at the sidecar');
+    t.match(allowed.body.reason, new RegExp(`approved \\(${asked.body.approval.request_id}`));
+    t.type(allowed.body.mandate, 'string');
+    const once = await again();
+    t.equal(once.body.outcome, 'needs_approval', 'once only');
+    const spent = await control.call(`/api/approvals/${asked.body.approval.request_id}`, {
+      token: control.pat,
+    });
+    t.equal(spent.body.status, 'consumed');
+    const otherArgs = await sc.call('/v1/govern', {
+      token: control.agentKey,
+      body: { type: 'TOOL_CALL', payload: { tool: 'payments.pay', args: { amount: 6 } } },
+    });
+    t.equal(otherArgs.body.outcome, 'needs_approval', 'an approval is for the identical action only');
     await waitFor(() => sc.sidecar.shipper.unshipped === 0, 'shipped');
     const trail = await control.call(`/api/audit/pipeline/${govern.body.pipeline_id}`, {
       token: control.pat,

@@ -227,6 +227,22 @@ for (const engine of ['uws', 'node'] as const) {
       t.equal(rec.status, 200);
       t.equal(rec.body.status, 'pending');
       t.equal(rec.body.agent_id, 'default-agent');
+      // Approved at the control plane: the identical call through the sidecar goes through, once.
+      const decided = await svc.call(`/v1/me/approvals/${approval?.request_id}/decide`, {
+        token: svc.pat,
+        body: { decision: 'approve' },
+      });
+      t.equal(decided.status, 200);
+      const ask = () =>
+        openai.chat.completions.create({
+          model: 'claude-test-1',
+          messages: [{ role: 'user', content: 'may I' }],
+        });
+      const through = await ask();
+      t.equal((through as unknown as { service: { blocked: boolean } }).service.blocked, false);
+      t.equal(through.choices[0]?.message.content, 'upstream-anthropic: may I');
+      const second = await ask();
+      t.equal((second as unknown as { service: { blocked: boolean } }).service.blocked, true, 'once only');
     });
 
     t.test('an agent key revoked at the control plane stops working at the sidecar', async (t) => {
