@@ -387,6 +387,7 @@ export async function startSidecarTarget(
       env: {
         SERVICE_CONTROL_URL: control.origin,
         SERVICE_SIDECAR_TOKEN: token,
+        SERVICE_PROXY_PORT: String(await freePort()),
         SERVICE_EGRESS_ALLOW: `${LOOPBACK}:${mock.port}`,
       },
     });

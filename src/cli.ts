@@ -82,7 +82,9 @@ async function sidecar(): Promise<void> {
   const sc = await startSidecar(config, logger);
   process.stdout.write(
     `govgate ${VERSION} sidecar listening on ${sc.listenUrl} (${sc.server.engine}, control plane ${config.controlUrl}, ` +
-      `log epoch ${sc.epoch}, data in ${config.dataDir})\n`,
+      `log epoch ${sc.epoch}, data in ${config.dataDir})\n` +
+      `forward proxy on port ${sc.proxyPort}: agents using it trust ${sc.proxyCaPath} ` +
+      `and give their agent key as the proxy credential (http://agent:<agent key>@host:${sc.proxyPort})\n`,
   );
   onStopSignals(logger, () => sc.close());
 }

@@ -91,7 +91,7 @@ export const SETTINGS = [
     yaml: 'proxy_port',
     kind: 'port',
     default: 15001,
-    doc: 'Reserved, no effect yet: sidecar forward-proxy port',
+    doc: '`govgate sidecar`: its forward-proxy port, for agents that use HTTPS_PROXY/HTTP_PROXY',
   },
   {
     env: 'SERVICE_DATA_DIR',

@@ -270,24 +270,18 @@ function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void 
   );
 }
 
-export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
-  const inFlight = new InFlight();
-  /** A connection closed with answers queued on it: node never writes them, nothing is in flight. */
-  const queuedLost = function (this: CountedSocket): void {
-    for (let n = this[QUEUED] ?? 0; n > 0; n--) inFlight.leave();
-    this[QUEUED] = 0;
-  };
-  // A client that never finishes its request must not hold its connection (and up to 5 MiB of
-  // body) for good: node's timeouts are checked every `connectionsCheckingInterval`.
-  const headersTimeout = opts.headersTimeoutMs ?? 30_000;
-  const requestTimeout = opts.requestTimeoutMs ?? 120_000;
-  const timeouts = {
-    keepAliveTimeout: 65_000,
-    headersTimeout,
-    requestTimeout,
-    connectionsCheckingInterval: Math.min(5_000, Math.ceil(headersTimeout / 2)),
-  };
-  const server = createServer(timeouts, (req, res) => {
+/**
+ * The node:http request listener that turns each request into a `ServerRequest` for `handler`:
+ * the body read whole (413 past MAX_BODY_BYTES), repeated once-headers refused, the drain read
+ * on arrival. `listenNode` serves it; the sidecar's forward proxy feeds it the connections it
+ * decrypts.
+ */
+export function requestListener(
+  handler: HttpHandler,
+  inFlight: InFlight,
+  queuedLost: (this: CountedSocket) => void,
+): (req: IncomingMessage, res: NodeRes) => void {
+  return (req, res) => {
     const socket = req.socket as CountedSocket;
     if (socket[REFUSED] === true) {
       // Parsed from the same read as a request refused for a repeated header (node parses ahead
@@ -346,7 +340,38 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
     req.on('error', () => {
       /* the response's close handler reports the abort */
     });
-  });
+  };
+}
+
+/** The counting a request listener needs: the requests in flight (the drain waits for them). */
+export function requestCounter(): { inFlight: InFlight; queuedLost: (this: CountedSocket) => void } {
+  const inFlight = new InFlight();
+  const queuedLost = function (this: CountedSocket): void {
+    for (let n = this[QUEUED] ?? 0; n > 0; n--) inFlight.leave();
+    this[QUEUED] = 0;
+  };
+  return { inFlight, queuedLost };
+}
+
+/** node:http server options: a client that never finishes its request must not hold its connection. */
+export function nodeTimeouts(opts: Pick<ListenOptions, 'headersTimeoutMs' | 'requestTimeoutMs'>) {
+  const headersTimeout = opts.headersTimeoutMs ?? 30_000;
+  const requestTimeout = opts.requestTimeoutMs ?? 120_000;
+  return {
+    keepAliveTimeout: 65_000,
+    headersTimeout,
+    requestTimeout,
+    connectionsCheckingInterval: Math.min(5_000, Math.ceil(headersTimeout / 2)),
+  };
+}
+
+export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
+  // A connection closed with answers queued on it: node never writes them, nothing is in flight.
+  const { inFlight, queuedLost } = requestCounter();
+  // A client that never finishes its request must not hold its connection (and up to 5 MiB of
+  // body) for good: node's timeouts are checked every `connectionsCheckingInterval`.
+  const timeouts = nodeTimeouts(opts);
+  const server = createServer(timeouts, requestListener(handler, inFlight, queuedLost));
   server.on('clientError', answerUnparsable);
   return new Promise((resolve, reject) => {
     const failed = (err: NodeJS.ErrnoException): void => reject(new ListenError(opts.host, opts.port, err));

@@ -28,6 +28,8 @@ import type { Logger } from '../util/log.js';
 import { VERSION } from '../version.js';
 import { ControlClient } from './control-client.js';
 import { forwarder } from './forward.js';
+import { startForwardProxy } from './proxy.js';
+import { ProxyCa } from './proxy-ca.js';
 import { RemoteSnapshot } from './snapshot.js';
 import { Shipper, SnapshotPoller } from './sync.js';
 
@@ -36,6 +38,10 @@ export interface RunningSidecar {
   readonly listenUrl: string;
   /** This sidecar log's epoch (a new data dir starts a new log). */
   readonly epoch: string;
+  /** The forward proxy's port, and the CA certificate agents using it trust (PEM). */
+  readonly proxyPort: number;
+  readonly proxyCaPem: string;
+  readonly proxyCaPath: string;
   readonly snapshot: RemoteSnapshot;
   readonly shipper: Shipper;
   /** The sidecar's own log (what it has not shipped, and what it keeps until it cuts it). */
@@ -232,6 +238,29 @@ export async function startSidecar(
       fallback: forwarder(control, config.clientStallMs),
     });
     const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+    closers.push(() => server.close(0));
+    // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
+    const proxyRouter = new Router<RouteHandler>();
+    proxyRouter.add('POST', '/v1/chat/completions', gateway.chatCompletions);
+    proxyRouter.add('POST', '/v1/messages', gateway.messages);
+    proxyRouter.add('POST', '/v1/embeddings', gateway.embeddings);
+    proxyRouter.add('GET', '/v1/models', gateway.models);
+    const ca = ProxyCa.load(config.keysDir);
+    const proxy = await startForwardProxy({
+      host: config.host,
+      port: config.proxyPort,
+      ca,
+      providerHosts: () => snapshot.providerHosts(),
+      authenticate: (secret) => snapshot.authenticate(secret) !== undefined,
+      handler: createHttpHandler(proxyRouter, {
+        logger,
+        work,
+        onFinish: (ctx, status, seconds) =>
+          metrics.request(`proxy ${ctx.route}`, ctx.req.method, status, seconds),
+      }),
+      logger,
+    });
+    closers.push(() => proxy.close(0));
     const host = config.host.includes(':')
       ? `[${config.host}]`
       : config.host === '0.0.0.0'
@@ -242,6 +271,9 @@ export async function startSidecar(
       server,
       listenUrl,
       epoch,
+      proxyPort: proxy.port,
+      proxyCaPem: ca.certPem,
+      proxyCaPath: ProxyCa.certPath(config.keysDir),
       snapshot,
       shipper,
       log,
@@ -249,7 +281,7 @@ export async function startSidecar(
         if (closing) return;
         closing = true;
         const started = performance.now();
-        await server.close(graceMs);
+        await Promise.all([server.close(graceMs), proxy.close(graceMs)]);
         await work.drained(Math.max(0, graceMs - (performance.now() - started)));
         await log.flushSeals().catch(() => {});
         // What is not shipped now stays in the local log and is shipped by the next start.

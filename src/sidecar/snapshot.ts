@@ -2,11 +2,42 @@ import { ServiceError } from '../core/errors.js';
 import { compilePolicy, DEFAULT_POLICY } from '../core/policy/index.js';
 import type { AgentRecord, Principal } from '../identity/types.js';
 import { buildOrgProviders, type OrgProviders } from '../providers/registry.js';
-import type { ProviderSettings } from '../providers/types.js';
+import { DEFAULT_BASE_URL, type ProviderSettings } from '../providers/types.js';
 import type { PoolSource, UpstreamPools } from '../providers/upstream.js';
 import type { EffectivePolicy, Snapshot } from '../snapshot/types.js';
 import type { SnapshotDoc } from '../snapshot/wire.js';
 import { hashCredential } from '../util/ids.js';
+import type { ProviderHost } from './proxy.js';
+
+const NO_HOSTS: ReadonlyMap<string, ProviderHost> = new Map();
+
+/**
+ * The hosts an agent's SDK calls the org's providers at, for the forward proxy: each provider's
+ * public host, and the host of its configured `base_url` with the path its SDK puts before the API
+ * (`/v1` for OpenAI-style URLs, none for Anthropic's) as the prefix to cut.
+ */
+function hostsOf(providers: SnapshotDoc['providers']): Map<string, ProviderHost> {
+  const out = new Map<string, ProviderHost>();
+  const add = (url: string | null, openaiStyle: boolean): void => {
+    if (url === null) return;
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      return;
+    }
+    let prefix = u.pathname.replace(/\/+$/, '');
+    if (openaiStyle) prefix = prefix.replace(/\/v1$/, '');
+    const host = u.hostname.toLowerCase().replace(/^\[|\]$/g, '');
+    if (!out.has(host)) out.set(host, { host, prefix });
+  };
+  for (const p of providers) {
+    if (p.name === 'mock') continue;
+    add(DEFAULT_BASE_URL[p.name], p.name === 'openai');
+    add(p.base_url, p.name === 'openai');
+  }
+  return out;
+}
 
 const DEFAULT_EFFECTIVE: EffectivePolicy = { policy: DEFAULT_POLICY, policy_id: null, version_no: null };
 const MAX_CACHED_CREDENTIALS = 10_000;
@@ -22,6 +53,7 @@ interface Compiled {
   readonly providers: OrgProviders;
   readonly orgPolicy: EffectivePolicy;
   readonly agentPolicies: ReadonlyMap<string, EffectivePolicy>;
+  readonly providerHosts: ReadonlyMap<string, ProviderHost>;
 }
 
 /**
@@ -127,6 +159,7 @@ export class RemoteSnapshot implements Snapshot {
       providers,
       orgPolicy,
       agentPolicies,
+      providerHosts: hostsOf(doc.providers),
     };
     this.#seen.clear();
   }
@@ -158,6 +191,11 @@ export class RemoteSnapshot implements Snapshot {
       this.#seen.set(secret, hit);
     }
     return hit.expiresMs > Date.now() ? hit.principal : undefined;
+  }
+
+  /** The org's provider hosts, for the forward proxy (none without a snapshot). */
+  providerHosts(): ReadonlyMap<string, ProviderHost> {
+    return this.#current?.providerHosts ?? NO_HOSTS;
   }
 
   agentByName(orgId: string, agentId: string): AgentRecord | undefined {

@@ -57,14 +57,12 @@ t.test('the README configuration table shows every setting as the schema has it'
   }
 });
 
-t.test('the table also lists the variables read outside the schema, and the reserved ones', async (t) => {
+t.test('the table also lists the variables read outside the schema, and none is reserved', async (t) => {
   const known = new Set<string>(SETTINGS.map((s) => s.env));
   for (const name of variablesReadInSrc()) t.ok(rows.has(name), `${name} is read by src and in the table`);
-  // Named by the spec or DESIGN, not implemented yet: the table says so rather than promise them.
-  const reserved = ['SERVICE_PROXY_PORT'];
-  for (const name of reserved) t.match(rows.get(name)?.meaning, /^Reserved, no effect yet/, name);
+  // Every variable has an effect: none is listed as reserved for later.
   for (const [name, row] of rows) {
-    if (!reserved.includes(name)) t.notMatch(row.meaning, /Reserved/, `${name} has an effect`);
+    t.notMatch(row.meaning, /Reserved/, `${name} has an effect`);
     if (!known.has(name)) t.equal(row.yaml, '—', `${name} is read from the environment only`);
   }
   t.match(rows.get('SERVICE_KEYS_DIR')?.meaning, /working directory/, 'a relative keys dir is explained');

@@ -51,6 +51,7 @@ export async function startTestSidecar(opts: {
     SERVICE_CONTROL_URL: opts.controlUrl,
     SERVICE_SIDECAR_TOKEN: opts.token,
     SERVICE_SNAPSHOT_POLL_MS: '100',
+    SERVICE_PROXY_PORT: '0',
     ...opts.env,
   });
   const sidecar = await startSidecar(

@@ -1,0 +1,230 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { TLSSocket } from 'node:tls';
+import { isServiceError } from '../core/errors.js';
+import { nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
+import type { HttpHandler } from '../http/types.js';
+import type { Logger } from '../util/log.js';
+import type { ProxyCa } from './proxy-ca.js';
+
+/** Where an org's provider is reached: its host, and the path prefix its SDK puts before `/v1`. */
+export interface ProviderHost {
+  readonly host: string;
+  /** Stripped from each request path (e.g. `/openai` of `https://h/openai/v1`); '' for most. */
+  readonly prefix: string;
+}
+
+export interface ForwardProxyOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly ca: ProxyCa;
+  /** The hosts of the org's providers (the agent's SDK calls them): these calls are governed. */
+  readonly providerHosts: () => ReadonlyMap<string, ProviderHost>;
+  /** Whether `secret` is an agent key of the org (throws `unavailable` without a snapshot). */
+  readonly authenticate: (secret: string) => boolean;
+  /** The sidecar's own handler: a call through the proxy is answered as one to its /v1 routes. */
+  readonly handler: HttpHandler;
+  readonly logger: Logger;
+}
+
+export interface ForwardProxy {
+  readonly port: number;
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * The sidecar's forward proxy (`SERVICE_PROXY_PORT`, docs/sidecar.md): for agents that send their
+ * traffic through `HTTPS_PROXY`/`HTTP_PROXY` instead of pointing a base URL at the sidecar. The
+ * agent names itself with its agent key as the proxy credential
+ * (`https_proxy=http://agent:gk_agent_…@127.0.0.1:15001`). A tunnel (`CONNECT`) to one of its
+ * org's provider hosts is opened here with a certificate the sidecar's proxy CA signs, and every
+ * call in it is answered by the sidecar's gateway exactly as a call to its base URL: governed,
+ * recorded, sent to the provider with the org's key (the key the agent's SDK sent is dropped).
+ * Anything else is refused: a tunnel to another host (403), no or an unknown credential (407).
+ */
+export async function startForwardProxy(opts: ForwardProxyOptions): Promise<ForwardProxy> {
+  const { inFlight, queuedLost } = requestCounter();
+  const timeouts = nodeTimeouts({});
+  const tunnels = new Set<Duplex>();
+
+  /** The agent's calls, with its agent key as their credential and the provider's path prefix cut. */
+  const asAgent = (key: string, prefix: string): HttpHandler => {
+    return (req, res) => {
+      const headers: Record<string, string> = {};
+      for (const name of Object.keys(req.headers))
+        if (name !== 'authorization' && name !== 'x-api-key') headers[name] = req.headers[name] as string;
+      headers.authorization = `Bearer ${key}`;
+      const path =
+        prefix !== '' && req.path.startsWith(`${prefix}/`) ? req.path.slice(prefix.length) : req.path;
+      opts.handler(Object.assign({}, req, { headers, path }), res);
+    };
+  };
+
+  /** The agent key a proxy request presents (Basic: the password, or the user when it has none; or Bearer). */
+  const credentialOf = (req: IncomingMessage): string | undefined => {
+    const auth = req.headers['proxy-authorization'];
+    if (typeof auth !== 'string') return undefined;
+    const space = auth.indexOf(' ');
+    if (space < 0) return undefined;
+    const scheme = auth.slice(0, space).toLowerCase();
+    const value = auth.slice(space + 1).trim();
+    if (scheme === 'bearer') return value || undefined;
+    if (scheme !== 'basic') return undefined;
+    const decoded = Buffer.from(value, 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    const user = colon < 0 ? decoded : decoded.slice(0, colon);
+    const password = colon < 0 ? '' : decoded.slice(colon + 1);
+    return password || user || undefined;
+  };
+
+  /** Who may use the proxy: a status line to refuse with, or the agent key. */
+  const admit = (
+    req: IncomingMessage,
+  ): { key: string } | { status: number; reason: string; message: string } => {
+    const key = credentialOf(req);
+    if (key === undefined)
+      return {
+        status: 407,
+        reason: 'Proxy Authentication Required',
+        message: 'the proxy needs the agent key as its credential (http://agent:<agent key>@host:port)',
+      };
+    try {
+      if (!opts.authenticate(key))
+        return {
+          status: 407,
+          reason: 'Proxy Authentication Required',
+          message: 'the agent key is not valid',
+        };
+    } catch (err) {
+      if (isServiceError(err) && err.status === 503)
+        return { status: 503, reason: 'Service Unavailable', message: err.message };
+      throw err;
+    }
+    return { key };
+  };
+
+  const refuseSocket = (socket: Duplex, status: number, reason: string, message: string): void => {
+    const body = JSON.stringify({
+      error: { type: 'proxy_error', code: status === 403 ? 'forbidden' : 'unauthenticated', message },
+    });
+    const extra = status === 407 ? 'Proxy-Authenticate: Basic realm="govgate"\r\n' : '';
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\n${extra}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  };
+
+  const server = createServer(timeouts, (req: IncomingMessage, res: ServerResponse) => {
+    // A plain-HTTP call through the proxy names its target in the request line (absolute form).
+    let target: URL;
+    try {
+      target = new URL(req.url ?? '');
+    } catch {
+      res.writeHead(400, { 'content-type': 'application/json', connection: 'close' });
+      res.end(
+        JSON.stringify({
+          error: { type: 'proxy_error', code: 'invalid_request', message: 'not a proxy request' },
+        }),
+      );
+      return;
+    }
+    const admitted = admit(req);
+    if (!('key' in admitted)) {
+      res.writeHead(admitted.status, {
+        'content-type': 'application/json',
+        ...(admitted.status === 407 ? { 'proxy-authenticate': 'Basic realm="govgate"' } : {}),
+      });
+      res.end(
+        JSON.stringify({
+          error: { type: 'proxy_error', code: 'unauthenticated', message: admitted.message },
+        }),
+      );
+      return;
+    }
+    const provider = opts.providerHosts().get(target.hostname.toLowerCase());
+    if (provider === undefined) {
+      res.writeHead(403, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          error: {
+            type: 'proxy_error',
+            code: 'forbidden',
+            message: `govgate's proxy carries calls to this org's model providers only; ${target.host} is not one`,
+          },
+        }),
+      );
+      return;
+    }
+    req.url = target.pathname + target.search;
+    requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost)(req, res);
+  });
+
+  server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
+    const [host = '', portText = '443'] = (req.url ?? '').toLowerCase().split(/:(?=\d+$)/);
+    const admitted = admit(req);
+    if (!('key' in admitted)) {
+      refuseSocket(socket, admitted.status, admitted.reason, admitted.message);
+      return;
+    }
+    const provider = opts.providerHosts().get(host.replace(/^\[|\]$/g, ''));
+    if (provider === undefined || portText !== '443') {
+      refuseSocket(
+        socket,
+        403,
+        'Forbidden',
+        `govgate's proxy opens tunnels to this org's model providers only (port 443); ${req.url} is not one`,
+      );
+      return;
+    }
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) socket.unshift(head);
+    const tls = new TLSSocket(socket, {
+      isServer: true,
+      secureContext: opts.ca.contextFor(provider.host),
+      ALPNProtocols: ['http/1.1'],
+    });
+    tls.on('error', () => tls.destroy());
+    tunnels.add(tls);
+    tls.once('close', () => tunnels.delete(tls));
+    // One HTTP server per tunnel: its calls are the agent's, whatever credential they carry.
+    const inner = createServer(
+      timeouts,
+      requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost),
+    );
+    inner.on('clientError', (_err, s: Duplex) => s.destroy());
+    inner.emit('connection', tls);
+  });
+  server.on('clientError', (_err, socket: Duplex) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    else socket.destroy();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  opts.logger.debug('forward proxy listening', { port });
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close(graceMs = 10_000) {
+      closing ??= shut(graceMs);
+      return closing;
+    },
+  };
+
+  /** Stops listening, waits for the calls in flight (at most `graceMs`), then ends every tunnel. */
+  async function shut(graceMs: number): Promise<void> {
+    const closed = new Promise<void>((r) => server.close(() => r()));
+    inFlight.draining = true;
+    await inFlight.drained(graceMs);
+    for (const t of tunnels) t.destroy();
+    server.closeAllConnections();
+    await closed;
+  }
+}
