@@ -15,6 +15,7 @@ import { RetentionDesk } from './compliance/retention.js';
 import { registerRetentionRoutes } from './compliance/retention-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
+import { type RunningInjector, startInjector } from './control/injector-server.js';
 import { registerKeyRoutes } from './control/keys.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
@@ -65,6 +66,8 @@ export interface RunningService {
   /** Where this process listens, as an http URL (0.0.0.0 shown as 127.0.0.1). */
   readonly listenUrl: string;
   readonly bootstrap: BootstrapResult;
+  /** The sidecar injector's HTTPS port, when SERVICE_INJECTOR_PORT is set. */
+  readonly injectorPort: number | undefined;
   /** Graceful: stop accepting, let in-flight requests finish, then close upstreams and the store. */
   close(graceMs?: number): Promise<void>;
 }
@@ -370,8 +373,32 @@ async function startLocked(
     beforeWrite: () => store.health.check(),
   });
   let server: HttpServer;
+  let injector: RunningInjector | undefined;
   try {
     server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+    try {
+      // The injector gives sidecars the control plane's URL: SERVICE_INJECT_CONTROL_URL, else
+      // SERVICE_PUBLIC_URL (the listen address is known only now, and names no pod-reachable host).
+      injector =
+        config.injector.port === undefined
+          ? undefined
+          : await startInjector(
+              {
+                host: config.host,
+                port: config.injector.port,
+                certFile: config.injector.tlsCert as string,
+                keyFile: config.injector.tlsKey as string,
+                settings: {
+                  image: config.injector.image,
+                  controlUrl: config.injector.controlUrl ?? `http://${config.host}:${server.port}`,
+                },
+              },
+              logger,
+            );
+    } catch (err) {
+      await server.close(0);
+      throw err;
+    }
   } catch (err) {
     clearInterval(sweeper);
     clearInterval(minuteSweeper);
@@ -401,6 +428,7 @@ async function startLocked(
   const listenUrl = `http://${host}:${server.port}`;
   if (!config.publicUrl) baseUrl = listenUrl;
   return {
+    injectorPort: injector?.port,
     server,
     get baseUrl() {
       return base.value;
@@ -416,7 +444,7 @@ async function startLocked(
       // Approval streams and long polls would hold the drain to its end: they end now (a client
       // reconnects elsewhere, with Last-Event-ID).
       feed.close();
-      await server.close(graceMs);
+      await Promise.all([server.close(graceMs), injector?.close()]);
       // Handlers whose client was answered or left may still be writing their events.
       await work.drained(Math.max(0, graceMs - (performance.now() - drainStart)));
       if (work.size > 0) {

@@ -204,6 +204,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (err) {
     problems.push({ path: 'SERVICE_EGRESS_DENY', message: (err as Error).message });
   }
+  if (
+    v.SERVICE_INJECTOR_PORT !== undefined &&
+    !problems.some((p) => p.path === 'SERVICE_INJECTOR_PORT') &&
+    (v.SERVICE_INJECTOR_TLS_CERT === undefined || v.SERVICE_INJECTOR_TLS_KEY === undefined)
+  )
+    problems.push({
+      path: 'SERVICE_INJECTOR_PORT',
+      message:
+        'the injector serves HTTPS only: set SERVICE_INJECTOR_TLS_CERT and SERVICE_INJECTOR_TLS_KEY too',
+    });
   if (problems.length > 0) throw new ConfigError(problems);
 
   const config: Config = {
@@ -216,6 +226,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     controlUrl: v.SERVICE_CONTROL_URL as string | undefined,
     sidecarToken: v.SERVICE_SIDECAR_TOKEN as string | undefined,
     snapshotPollMs: v.SERVICE_SNAPSHOT_POLL_MS as number,
+    injector: Object.freeze({
+      port: v.SERVICE_INJECTOR_PORT as number | undefined,
+      tlsCert: v.SERVICE_INJECTOR_TLS_CERT as string | undefined,
+      tlsKey: v.SERVICE_INJECTOR_TLS_KEY as string | undefined,
+      image: v.SERVICE_SIDECAR_IMAGE as string,
+      controlUrl: (v.SERVICE_INJECT_CONTROL_URL as string | undefined) ?? base,
+    }),
     bootstrapToken: token,
     egressAllow: Object.freeze([...(v.SERVICE_EGRESS_ALLOW as string[])]),
     egressDeny: Object.freeze([...(v.SERVICE_EGRESS_DENY as string[])]),

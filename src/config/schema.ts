@@ -11,6 +11,14 @@ export interface Config {
   /** `govgate sidecar`: its token for the control plane's sync API, and how often it pulls the snapshot. */
   readonly sidecarToken: string | undefined;
   readonly snapshotPollMs: number;
+  /** `govgate control`: the sidecar injector (a Kubernetes mutating webhook over TLS); off without a port. */
+  readonly injector: {
+    readonly port: number | undefined;
+    readonly tlsCert: string | undefined;
+    readonly tlsKey: string | undefined;
+    readonly image: string;
+    readonly controlUrl: string | undefined;
+  };
   readonly bootstrapToken: string | undefined;
   /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
   readonly egressAllow: readonly string[];
@@ -135,6 +143,37 @@ export const SETTINGS = [
     min: 100,
     default: 1000,
     doc: '`govgate sidecar`: how often it asks the control plane for a newer snapshot',
+  },
+  {
+    env: 'SERVICE_INJECTOR_PORT',
+    yaml: 'injector_port',
+    kind: 'port',
+    doc: '`govgate control`: the HTTPS port of the Kubernetes sidecar injector (a mutating webhook at /mutate); unset: off',
+  },
+  {
+    env: 'SERVICE_INJECTOR_TLS_CERT',
+    yaml: 'injector_tls_cert',
+    kind: 'string',
+    doc: "The injector's TLS certificate chain (PEM file), the one the webhook configuration's caBundle trusts",
+  },
+  {
+    env: 'SERVICE_INJECTOR_TLS_KEY',
+    yaml: 'injector_tls_key',
+    kind: 'string',
+    doc: "The injector's TLS private key (PEM file)",
+  },
+  {
+    env: 'SERVICE_SIDECAR_IMAGE',
+    yaml: 'sidecar_image',
+    kind: 'string',
+    default: 'govgate:latest',
+    doc: 'The image the injector runs sidecars from',
+  },
+  {
+    env: 'SERVICE_INJECT_CONTROL_URL',
+    yaml: 'inject_control_url',
+    kind: 'string',
+    doc: 'The control plane URL injected sidecars use (default: SERVICE_PUBLIC_URL)',
   },
   {
     env: 'SERVICE_BOOTSTRAP_TOKEN',

@@ -80,8 +80,18 @@ export const SIDECAR_EVENT_TYPES: ReadonlySet<string> = new Set([
 const SIDECAR_KEY = 'sc';
 const LOG_KEY = 'log';
 const MANDATE_KEY = 'mk';
-/** Mandate keys one sidecar may register (its active key and the next one, with room to spare). */
+/** Mandate keys one registration may name (a sidecar's active key and its next one, with room to spare). */
 const MAX_MANDATE_KEYS = 8;
+/** A sidecar's mandate key not registered again for this long is no longer published. */
+const MANDATE_KEY_TTL_MS = 24 * 3_600_000;
+/** A key registered again sooner than this is not written again. */
+const MANDATE_KEY_REFRESH_MS = 3_600_000;
+
+interface MandateKeyRecord {
+  readonly sidecar_id: string;
+  readonly jwk: SidecarMandateJwk;
+  readonly seen_at: string;
+}
 const KID = /^[A-Za-z0-9_-]{1,100}$/;
 const ED25519_X = /^[A-Za-z0-9_-]{43}$/;
 
@@ -123,9 +133,9 @@ export class SidecarDesk {
   readonly #notes = new NoteVerifyPool();
 
   readonly #issuer: () => string;
-  /** Grows when the published sidecar mandate keys change (MandateService rebuilds its key set). */
-  generation = 0;
+  #generation = 0;
   #mandateJwks: SidecarMandateJwk[] | undefined;
+  #mandateJwksAt = 0;
 
   constructor(deps: {
     store: Store;
@@ -195,7 +205,7 @@ export class SidecarDesk {
     await this.#store.writer.enqueue(() => this.#store.sidecars.putSync([SIDECAR_KEY, sidecarId], revoked));
     // Its mandate keys leave the published set at once: what it signed no longer verifies.
     this.#mandateJwks = undefined;
-    this.generation++;
+    this.#generation++;
     return revoked;
   }
 
@@ -283,11 +293,14 @@ export class SidecarDesk {
   // ---- mandate keys
 
   /**
-   * Registers the sidecar's mandate public keys (Ed25519 JWKs): from then on the control plane
+   * Registers a sidecar's mandate public keys (Ed25519 JWKs): from then on the control plane
    * publishes them in `/.well-known/jwks.json` and verifies the mandates they sign, whose `iss` is
-   * the control plane's. A changed set replaces the last one and is a
-   * `sidecar.mandate_keys_registered` event of the org chain; a key id another sidecar or the
-   * control plane uses is refused (409). A revoked sidecar's keys are not published.
+   * the control plane's. Keys are added, one record per key id: the replicas of a Deployment share
+   * one sidecar token and each has its own key. A sidecar registers its keys again every few
+   * minutes (a no-op but for the time it was last seen); a key not seen for MANDATE_KEY_TTL_MS is
+   * no longer published (its sidecar is gone; a mandate lives 60 s). New keys are a
+   * `sidecar.mandate_keys_registered` event of the org chain. A key id the control plane or
+   * another sidecar uses is refused (409); a revoked sidecar's keys are not published.
    */
   async registerMandateKeys(
     sidecar: SidecarRecord,
@@ -316,63 +329,69 @@ export class SidecarDesk {
         });
       return { kty: 'OKP', crv: 'Ed25519', x: j.x, kid: j.kid, alg: 'EdDSA', use: 'sig' };
     });
+    const now = Date.now();
+    const fresh: SidecarMandateJwk[] = [];
+    const seen: SidecarMandateJwk[] = [];
     for (const k of jwks) {
-      const owner = this.#mandateKeyOwner(k.kid);
-      if (taken(k.kid) || (owner !== undefined && owner !== sidecar.sidecar_id))
+      const had = this.#store.sidecars.get([MANDATE_KEY, k.kid]) as MandateKeyRecord | undefined;
+      if (taken(k.kid) || (had !== undefined && (had.sidecar_id !== sidecar.sidecar_id || had.jwk.x !== k.x)))
         throw new ServiceError('conflict', `mandate key id ${k.kid} is in use by another key`, {
           param: 'keys',
         });
+      if (had === undefined) fresh.push(k);
+      else if (now - Date.parse(had.seen_at) >= MANDATE_KEY_REFRESH_MS) seen.push(k);
     }
     const kids = jwks.map((k) => k.kid).sort();
-    const before = this.#store.sidecars.get([MANDATE_KEY, sidecar.sidecar_id]) as
-      | { keys: SidecarMandateJwk[] }
-      | undefined;
-    if (before !== undefined && JSON.stringify(before.keys) === JSON.stringify(jwks))
-      return { kids, registered: false };
-    const event = this.#audit.append({
-      org_id: sidecar.org_id,
-      event_type: 'sidecar.mandate_keys_registered',
-      outcome: 'allow',
-      details: { sidecar_id: sidecar.sidecar_id, keys: jwks.map((k) => ({ kid: k.kid, x: k.x })) },
+    if (fresh.length === 0 && seen.length === 0) return { kids, registered: false };
+    const at = new Date(now).toISOString();
+    const event =
+      fresh.length === 0
+        ? undefined
+        : this.#audit.append({
+            org_id: sidecar.org_id,
+            event_type: 'sidecar.mandate_keys_registered',
+            outcome: 'allow',
+            details: { sidecar_id: sidecar.sidecar_id, keys: fresh.map((k) => ({ kid: k.kid, x: k.x })) },
+          });
+    const written = this.#store.writer.enqueue(() => {
+      for (const k of [...fresh, ...seen])
+        this.#store.sidecars.putSync([MANDATE_KEY, k.kid], {
+          sidecar_id: sidecar.sidecar_id,
+          jwk: k,
+          seen_at: at,
+        });
     });
-    const written = this.#store.writer.enqueue(() =>
-      this.#store.sidecars.putSync([MANDATE_KEY, sidecar.sidecar_id], {
-        keys: jwks,
-        registered_at: new Date().toISOString(),
-      }),
-    );
     await Promise.all([event, written]);
     this.#mandateJwks = undefined;
-    this.generation++;
-    return { kids, registered: true };
+    this.#generation++;
+    return { kids, registered: fresh.length > 0 };
   }
 
-  #mandateKeyOwner(kid: string): string | undefined {
-    for (const { key, value } of this.#store.sidecars.getRange({
-      start: [MANDATE_KEY],
-      end: [MANDATE_KEY, '\uffff'],
-    })) {
-      if ((value as { keys: SidecarMandateJwk[] }).keys.some((k) => k.kid === kid))
-        return (key as [string, string])[1];
-    }
-    return undefined;
+  /**
+   * Grows when the published sidecar mandate keys may have changed: a registration, a revocation,
+   * and once a minute (keys not seen for a day leave the set).
+   */
+  get generation(): number {
+    return this.#generation * 1_000_000 + Math.floor(Date.now() / 60_000);
   }
 
-  /** The mandate keys of every sidecar that is not revoked (published in the JWKS). */
+  /** The mandate keys of every sidecar that is not revoked and was seen lately (published in the JWKS). */
   mandateJwks(): SidecarMandateJwk[] {
-    if (this.#mandateJwks === undefined) {
+    const now = Date.now();
+    if (this.#mandateJwks === undefined || now - this.#mandateJwksAt >= 60_000) {
       const out: SidecarMandateJwk[] = [];
-      for (const { key, value } of this.#store.sidecars.getRange({
+      for (const { value } of this.#store.sidecars.getRange({
         start: [MANDATE_KEY],
         end: [MANDATE_KEY, '\uffff'],
       })) {
-        const r = this.#store.sidecars.get([SIDECAR_KEY, (key as [string, string])[1]]) as
-          | SidecarRecord
-          | undefined;
+        const rec = value as MandateKeyRecord;
+        if (now - Date.parse(rec.seen_at) > MANDATE_KEY_TTL_MS) continue;
+        const r = this.#store.sidecars.get([SIDECAR_KEY, rec.sidecar_id]) as SidecarRecord | undefined;
         if (r === undefined || r.revoked_at !== null) continue;
-        out.push(...(value as { keys: SidecarMandateJwk[] }).keys);
+        out.push(rec.jwk);
       }
       this.#mandateJwks = out;
+      this.#mandateJwksAt = now;
     }
     return this.#mandateJwks.slice();
   }

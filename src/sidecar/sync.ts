@@ -11,6 +11,9 @@ import type { RemoteSnapshot } from './snapshot.js';
 const SNAPSHOT_KEY = 'sidecar_snapshot';
 const SNAPSHOT_AAD = 'sidecar/snapshot';
 
+/** How often the sidecar registers its mandate keys again. */
+const KEYS_AGAIN_MS = 10 * 60_000;
+
 /** Statuses after which the sidecar forgets its snapshot: the control plane no longer knows this sidecar. */
 const REFUSED = new Set([401, 403]);
 
@@ -25,6 +28,7 @@ export class SnapshotPoller {
   failures = 0;
   /** Whether the control plane has this sidecar's mandate keys (it verifies its mandates then). */
   mandateKeysRegistered = false;
+  #keysAt = 0;
 
   constructor(
     private readonly client: ControlClient,
@@ -84,9 +88,12 @@ export class SnapshotPoller {
         );
         this.logger.info('snapshot in force', { org_id: got.doc.org_id, etag: got.etag });
       } else this.snapshot.touch();
-      if (!this.mandateKeysRegistered) {
+      // Registered once a snapshot is in force, and again every few minutes: the control plane
+      // stops publishing a key it has not seen for a day.
+      if (!this.mandateKeysRegistered || Date.now() - this.#keysAt >= KEYS_AGAIN_MS) {
         await this.client.registerMandateKeys(this.mandateJwks());
         this.mandateKeysRegistered = true;
+        this.#keysAt = Date.now();
       }
       this.failures = 0;
     } catch (err) {

@@ -133,6 +133,7 @@ t.test(
       SERVICE_PROXY_PORT: (c) => c.proxyPort,
       SERVICE_STORE_MIN_FREE_MB: (c) => c.storeMinFreeMb,
       SERVICE_SNAPSHOT_POLL_MS: (c) => c.snapshotPollMs,
+      SERVICE_INJECTOR_PORT: (c) => c.injector.port as number,
       SERVICE_UPSTREAM_TIMEOUT_MS: (c) => c.upstreamTimeoutMs,
       SERVICE_CLIENT_STALL_MS: (c) => c.clientStallMs,
       SERVICE_UPSTREAM_CONNECTIONS: (c) => c.upstreamConnections,
@@ -157,7 +158,16 @@ t.test(
       }
       // (the snapshot poll takes 100 ms and more)
       const [text, value] = name === 'SERVICE_SNAPSHOT_POLL_MS' ? [' 0250 ', 250] : [' 0090 ', 90];
-      t.equal(read(loadConfig({ [name]: text })), value, `${name}: spaces around the digits are fine`);
+      // (the injector's port comes with its TLS files)
+      const tls =
+        name === 'SERVICE_INJECTOR_PORT'
+          ? { SERVICE_INJECTOR_TLS_CERT: 'c', SERVICE_INJECTOR_TLS_KEY: 'k' }
+          : {};
+      t.equal(
+        read(loadConfig({ [name]: text, ...tls })),
+        value,
+        `${name}: spaces around the digits are fine`,
+      );
     }
 
     const path = yamlFile(

@@ -232,10 +232,25 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
     t.equal(ok.status, 200);
     t.same(ok.body, { kids: ['sidecar-key-1'], registered: true });
     t.equal((await post([{ kty: 'OKP', crv: 'Ed25519', x, kid: 'sidecar-key-1' }])).body.registered, false);
+    // Another replica with the same token registers its own key: both are published.
+    const x2 = Buffer.alloc(32, 9).toString('base64url');
+    t.equal(
+      (await post([{ kty: 'OKP', crv: 'Ed25519', x: x2, kid: 'sidecar-key-2' }])).body.registered,
+      true,
+    );
     const jwks = (await svc.call('/.well-known/jwks.json')).body.keys;
     t.ok(
       jwks.some((k: any) => k.kid === 'sidecar-key-1' && k.x === x),
       'published',
+    );
+    t.ok(
+      jwks.some((k: any) => k.kid === 'sidecar-key-2' && k.x === x2),
+      "the other replica's too",
+    );
+    t.equal(
+      (await post([{ kty: 'OKP', crv: 'Ed25519', x: x2, kid: 'sidecar-key-1' }])).status,
+      409,
+      'a key id registered with another key',
     );
     // Another sidecar cannot take that key id.
     const second = await createSidecarToken(svc, svc.pat, 'pod-2');
