@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { runKeys } from './cli-keys.js';
 import { runVerifyConsistency, runVerifyReceipt } from './cli-receipt.js';
 import { runVerify } from './cli-verify.js';
 import { ConfigError, loadConfig } from './config/index.js';
@@ -18,6 +19,9 @@ Usage:
                            for sidecars, and the gateway for agents without a sidecar)
   govgate sidecar          run a sidecar: the gateway next to one agent, deciding from the
                            control plane's snapshot (SERVICE_CONTROL_URL, SERVICE_SIDECAR_TOKEN)
+  govgate keys audit|mandate|proxy-ca
+                           print the public keys of the keys dir (audit: the --keys file of
+                           verify; mandate: a JWKS; proxy-ca: the sidecar proxy's CA), offline
   govgate verify FILE.jsonl [FILE…] --keys signing-key.json [--org ORG_ID] [--checkpoint SEAL.json] [--json]
                            check an exported audit chain offline, with public keys only
                            (exit 0 intact, 1 compromised, 2 usage error, 3 unsealed)
@@ -123,6 +127,8 @@ async function main(argv: string[]): Promise<number> {
     case 'sidecar':
       await sidecar();
       return -1;
+    case 'keys':
+      return runKeys(argv.slice(1), { stdout: process.stdout, stderr: process.stderr });
     case 'verify':
       return runVerify(argv.slice(1), {
         stdout: process.stdout,
