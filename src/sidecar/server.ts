@@ -58,11 +58,13 @@ const NO_APPROVALS: ApprovalGate = { granted: () => undefined, consume: () => un
 const EPOCH_KEY = 'sidecar_epoch';
 
 /**
- * `govgate sidecar` (DESIGN A.1): the data plane next to one agent. It serves the gateway
- * (`/v1/chat/completions`, `/v1/messages`, `/v1/embeddings`, `/v1/models`) from the snapshot it
- * pulls from the control plane, writes each call's audit event to its own signed log in a local
- * LMDB before it answers, ships that log to the control plane, and forwards every other path to
- * the control plane. Its own probes and metrics are local.
+ * `govgate sidecar` (DESIGN A.1, docs/sidecar.md): the data plane next to one agent. It serves
+ * the gateway (`/v1/chat/completions`, `/v1/messages`, `/v1/embeddings`, `/v1/models`) and the
+ * decisions of the govern API (`/v1/govern`, `/v1/tools/govern`, `/v1/govern/execution`) from
+ * the snapshot it pulls from the control plane, signs mandates with its own registered key,
+ * writes each call's audit event to its own signed log in a local LMDB before it answers, ships
+ * that log to the control plane, forwards every other path there, and governs the provider calls
+ * of agents that use it as their HTTPS proxy. Its own probes and metrics are local.
  */
 export async function startSidecar(
   config: Config,
