@@ -129,9 +129,10 @@ export async function startSidecar(
       logger,
       config.snapshotPollMs,
       () => mandateKeys.jwks().keys,
+      () => shipper.retryNow(),
     );
     closers.push(() => poller.close());
-    const shipper = new Shipper(
+    const shipper: Shipper = new Shipper(
       control,
       log,
       epoch,

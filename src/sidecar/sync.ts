@@ -39,6 +39,8 @@ export class SnapshotPoller {
     private readonly intervalMs: number,
     /** The public JWKs of this sidecar's mandate keys, registered once a snapshot is in force. */
     private readonly mandateJwks: () => readonly unknown[],
+    /** Called when the control plane answers again after failures (the shipper goes on at once). */
+    private readonly onRecovered: () => void = () => {},
   ) {}
 
   /** Loads the snapshot kept from the last run, if any (it may be older than the control plane's). */
@@ -95,6 +97,7 @@ export class SnapshotPoller {
         this.mandateKeysRegistered = true;
         this.#keysAt = Date.now();
       }
+      if (this.failures > 0) this.onRecovered();
       this.failures = 0;
     } catch (err) {
       this.failures++;
@@ -184,6 +187,18 @@ export class Shipper {
     const org = this.#org;
     if (org === undefined) return 0;
     return Math.max(0, this.log.lastSeq(org) - Math.max(0, this.acked));
+  }
+
+  /**
+   * The control plane answers again: the push waiting out a failure's delay (up to 30 s) goes now,
+   * and the delay starts again from its least.
+   */
+  retryNow(): void {
+    if (this.#timer === undefined || this.failures === 0) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#delay = RETRY_MIN_MS;
+    this.kick();
   }
 
   /** Asks for a push now (after a commit); pushes already running pick the new entries up. */
