@@ -33,6 +33,7 @@ import { ExportDesk } from './export/siem.js';
 import { registerSiemRoutes } from './export/siem-routes.js';
 import { SpanExporter } from './export/spans.js';
 import { EgressPolicy } from './export/ssrf.js';
+import { registerGatewayRoutes } from './gateway/routes.js';
 import { GatewayService } from './gateway/service.js';
 import { Governor } from './govern/governor.js';
 import { registerMandateRoutes } from './govern/mandate-routes.js';
@@ -235,10 +236,7 @@ async function startLocked(
       return base.value;
     },
   });
-  router.add('POST', '/v1/chat/completions', gateway.chatCompletions);
-  router.add('POST', '/v1/messages', gateway.messages);
-  router.add('POST', '/v1/embeddings', gateway.embeddings);
-  router.add('GET', '/v1/models', gateway.models);
+  registerGatewayRoutes(router, gateway);
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
   registerGovernRoutes(router, {
     snapshot,

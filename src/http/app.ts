@@ -131,7 +131,11 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     }
     let result: void | Promise<void>;
     try {
-      const gate = req.method === 'GET' || req.method === 'HEAD' ? undefined : hooks.beforeWrite?.();
+      // A request the fallback sends on (a sidecar forwarding to its control plane) writes nothing here.
+      const gate =
+        req.method === 'GET' || req.method === 'HEAD' || match.handler === hooks.fallback
+          ? undefined
+          : hooks.beforeWrite?.();
       result = gate === undefined ? match.handler(ctx) : gate.then(() => match.handler(ctx));
     } catch (err) {
       onError(ctx, err);

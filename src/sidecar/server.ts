@@ -7,6 +7,7 @@ import { MandateKeys } from '../crypto/mandate-keys.js';
 import { WorkerSealSigner } from '../crypto/seal-signer.js';
 import { createVault, loadVaultKey } from '../crypto/vault.js';
 import { EgressPolicy } from '../export/ssrf.js';
+import { registerGatewayRoutes } from '../gateway/routes.js';
 import { GatewayService } from '../gateway/service.js';
 import { registerExecutionRoute } from '../govern/execution.js';
 import { type ApprovalGate, Governor } from '../govern/governor.js';
@@ -177,10 +178,7 @@ export async function startSidecar(
       },
     });
     const router = new Router<RouteHandler>();
-    router.add('POST', '/v1/chat/completions', gateway.chatCompletions);
-    router.add('POST', '/v1/messages', gateway.messages);
-    router.add('POST', '/v1/embeddings', gateway.embeddings);
-    router.add('GET', '/v1/models', gateway.models);
+    registerGatewayRoutes(router, gateway);
     registerDecisionRoutes(router, {
       snapshot,
       governor,
@@ -239,15 +237,15 @@ export async function startSidecar(
       onFinish: (ctx, status, seconds) => metrics.request(ctx.route, ctx.req.method, status, seconds),
       answeredWhileDraining: new Set(PROBE_ROUTES),
       fallback: forwarder(control, config.clientStallMs),
+      // A call is refused while the store cannot commit its event (a full disk), before any
+      // provider is called; what is forwarded writes nothing here.
+      beforeWrite: () => store.health.check(),
     });
     const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
     closers.push(() => server.close(0));
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
-    proxyRouter.add('POST', '/v1/chat/completions', gateway.chatCompletions);
-    proxyRouter.add('POST', '/v1/messages', gateway.messages);
-    proxyRouter.add('POST', '/v1/embeddings', gateway.embeddings);
-    proxyRouter.add('GET', '/v1/models', gateway.models);
+    registerGatewayRoutes(proxyRouter, gateway);
     const ca = ProxyCa.load(config.keysDir);
     const proxy = await startForwardProxy({
       host: config.host,
@@ -260,6 +258,7 @@ export async function startSidecar(
         work,
         onFinish: (ctx, status, seconds) =>
           metrics.request(`proxy ${ctx.route}`, ctx.req.method, status, seconds),
+        beforeWrite: () => store.health.check(),
       }),
       logger,
     });

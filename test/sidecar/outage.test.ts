@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { startService, type TestService } from '../helpers/service.js';
+import { serviceOnMockUpstream, startService, type TestService } from '../helpers/service.js';
 import { createSidecarToken, freePort, startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -99,4 +99,33 @@ t.test('a sidecar whose token is revoked stops deciding', async (t) => {
     body: { model: 'mock-echo', messages: [{ role: 'user', content: 'x' }] },
   });
   t.equal(res.status, 503);
+});
+
+t.test('a sidecar whose disk cannot take its log refuses calls before any provider sees them', async (t) => {
+  const { svc: control, upstream } = await serviceOnMockUpstream(t);
+  const { token } = await createSidecarToken(control, control.pat);
+  const first = await startTestSidecar({
+    controlUrl: control.url,
+    token,
+    env: { SERVICE_EGRESS_ALLOW: upstream.hostPort },
+  });
+  await first.close(true);
+  // Started again asking more free space than any disk has: the store refuses every write.
+  const sc = await startTestSidecar({
+    controlUrl: control.url,
+    token,
+    dir: first.dir,
+    env: { SERVICE_STORE_MIN_FREE_MB: '100000000', SERVICE_EGRESS_ALLOW: upstream.hostPort },
+  });
+  t.teardown(() => sc.close());
+  await waitFor(() => sc.sidecar.snapshot.loaded, 'a snapshot');
+  upstream.requests.length = 0;
+  const res = await sc.call('/v1/chat/completions', {
+    token: control.agentKey,
+    body: { model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] },
+  });
+  t.equal(res.status, 503);
+  t.equal(upstream.requests.length, 0, 'the provider was not called');
+  const forwarded = await sc.call('/v1/tokens/verify', { body: { token: 'x' } });
+  t.equal(forwarded.status, 200, 'what is forwarded writes nothing here, and goes on');
 });
