@@ -1,10 +1,7 @@
 #!/usr/bin/env node
-import { runKeys } from './cli-keys.js';
-import { runVerifyConsistency, runVerifyReceipt } from './cli-receipt.js';
-import { runVerify } from './cli-verify.js';
+// Each command loads its own modules when it runs: `verify` on an auditor's machine needs none of
+// the server (loading it took ~0.7 s of a ~0.9 s start).
 import { ConfigError, loadConfig } from './config/index.js';
-import { startAllInOne } from './server.js';
-import { startSidecar } from './sidecar/server.js';
 import { createLogger } from './util/log.js';
 import { VERSION } from './version.js';
 
@@ -47,6 +44,7 @@ const OPERATOR_ERRORS = new Set([
 async function start(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  const { startAllInOne } = await import('./server.js');
   const service = await startAllInOne(config, logger);
   // The try-it lines run on this machine, where the public URL may not route yet.
   const base = service.listenUrl;
@@ -83,6 +81,7 @@ async function start(): Promise<void> {
 async function sidecar(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.logLevel);
+  const { startSidecar } = await import('./sidecar/server.js');
   const sc = await startSidecar(config, logger);
   process.stdout.write(
     `govgate ${VERSION} sidecar listening on ${sc.listenUrl} (${sc.server.engine}, control plane ${config.controlUrl}, ` +
@@ -128,21 +127,24 @@ async function main(argv: string[]): Promise<number> {
       await sidecar();
       return -1;
     case 'keys':
-      return runKeys(argv.slice(1), { stdout: process.stdout, stderr: process.stderr });
+      return (await import('./cli-keys.js')).runKeys(argv.slice(1), {
+        stdout: process.stdout,
+        stderr: process.stderr,
+      });
     case 'verify':
-      return runVerify(argv.slice(1), {
+      return (await import('./cli-verify.js')).runVerify(argv.slice(1), {
         stdout: process.stdout,
         stderr: process.stderr,
         isTTY: process.stderr.isTTY === true,
       });
     case 'verify-receipt':
-      return runVerifyReceipt(argv.slice(1), {
+      return (await import('./cli-receipt.js')).runVerifyReceipt(argv.slice(1), {
         stdout: process.stdout,
         stderr: process.stderr,
         isTTY: false,
       });
     case 'verify-consistency':
-      return runVerifyConsistency(argv.slice(1), {
+      return (await import('./cli-receipt.js')).runVerifyConsistency(argv.slice(1), {
         stdout: process.stdout,
         stderr: process.stderr,
         isTTY: false,
