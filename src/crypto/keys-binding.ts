@@ -28,12 +28,7 @@ interface Binding {
  * start records which vault key the data dir has (bindKeysDir), and each later one checks, before
  * any key is loaded or made, that the keys dir holds it and the audit and mandate keys.
  */
-export function checkKeysDir(
-  store: Store,
-  keysDir: string,
-  /** The key folders the process keeps there (a sidecar has no mandate keys). */
-  folders: readonly string[] = [AUDIT_KEYS_FOLDER, MANDATE_KEYS_FOLDER],
-): void {
+export function checkKeysDir(store: Store, keysDir: string): void {
   const binding = store.meta.get(META_KEY) as Binding | undefined;
   const dir = resolve(keysDir);
   const data = resolve(store.dataDir);
@@ -50,7 +45,7 @@ export function checkKeysDir(
     throw new KeysDirMismatchError(
       `the keys dir ${dir} holds another vault key than the data dir ${data} was started with: ${fix}`,
     );
-  for (const folder of folders)
+  for (const folder of [AUDIT_KEYS_FOLDER, MANDATE_KEYS_FOLDER])
     if (!existsSync(join(dir, folder, 'keys.json')))
       throw new KeysDirMismatchError(
         `the keys dir ${dir} has lost its ${folder} keys (${folder}/keys.json): restore them from a backup of ${dir}`,

@@ -1,5 +1,5 @@
 import { sign as cryptoSign, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -133,6 +133,8 @@ export function tempLog(opts: Partial<ChainLogOptions> = {}, signer: SealSigner 
   return h;
 }
 
+import { orgLogFiles } from '../helpers/service.js';
+
 export { waitFor } from '../helpers/wait.js';
 
 /** The stored seals of an org, oldest first (read straight from the store). */
@@ -151,14 +153,7 @@ export function storedSeals(
 
 /** The chain files of an org, rotated ones oldest first, then the live one. */
 export function chainFiles(h: TempLog, org: string): string[] {
-  const dir = realpathSync(join(h.dir, 'data', 'audit'));
-  const rotated = readdirSync(dir)
-    .map((f) => new RegExp(`^${org}\\.([0-9]+)\\.jsonl$`).exec(f))
-    .filter((m) => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b)
-    .map((n) => join(dir, `${org}.${n}.jsonl`));
-  return [...rotated, h.log.jsonlPath(org)];
+  return orgLogFiles({ dataDir: realpathSync(h.dir) }, org);
 }
 
 /** What an org's JSONL files hold, concatenated. */
