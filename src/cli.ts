@@ -39,6 +39,7 @@ const OPERATOR_ERRORS = new Set([
   'KeyMaterialError',
   'ListenError',
   'ConfigError',
+  'TlsConfigError',
 ]);
 
 async function start(): Promise<void> {

@@ -45,8 +45,9 @@ import { registerTrustRoutes } from './govern/trust.js';
 import type { ApprovalDesk } from './govern/types.js';
 import { createHttpHandler, type RouteHandler } from './http/app.js';
 import { InFlight } from './http/in-flight.js';
-import { listen } from './http/listen.js';
+import { listen, localUrl } from './http/listen.js';
 import { Router } from './http/router.js';
+import { loadTlsFiles, type TlsFiles } from './http/tls.js';
 import type { HttpServer } from './http/types.js';
 import { IdentityRepo } from './identity/repo.js';
 import { Metrics } from './metrics/index.js';
@@ -82,9 +83,11 @@ export async function startAllInOne(
   logger: Logger,
   seams: StartSeams = {},
 ): Promise<RunningService> {
+  // Certificates are checked before anything is opened: a bad one is said at once, not at a handshake.
+  const tls = config.tls && loadTlsFiles(config.tls.certFile, config.tls.keyFile);
   const lock = await lockDataDir(config.dataDir);
   try {
-    return await startLocked(config, logger, lock, seams);
+    return await startLocked(config, logger, lock, seams, tls);
   } catch (err) {
     await lock.release();
     throw err;
@@ -102,6 +105,7 @@ async function startLocked(
   logger: Logger,
   lock: DataDirLock,
   seams: StartSeams,
+  tls: TlsFiles | undefined,
 ): Promise<RunningService> {
   // Logged once each way, not per refused request (docs/ops.md, "When the disk fills").
   const store = openStore(config.dataDir, {
@@ -150,6 +154,7 @@ async function startLocked(
   const metrics = new Metrics();
   metrics.watchFailClosed(() => policies.failClosedActive());
   metrics.watchStore(() => store.health.writable);
+  if (tls) metrics.watchCertificate(tls.notAfter);
   const idempotency = new IdempotencyStore(
     store,
     config.idempotencyTtlHours * 3_600_000,
@@ -373,7 +378,7 @@ async function startLocked(
   let server: HttpServer;
   let injector: RunningInjector | undefined;
   try {
-    server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+    server = await listen(config.httpServer, { host: config.host, port: config.port, tls }, handler);
     try {
       // The injector gives sidecars the control plane's URL: SERVICE_INJECT_CONTROL_URL, else
       // SERVICE_PUBLIC_URL (the listen address is known only now, and names no pod-reachable host).
@@ -388,7 +393,11 @@ async function startLocked(
                 keyFile: config.injector.tlsKey as string,
                 settings: {
                   image: config.injector.image,
-                  controlUrl: config.injector.controlUrl ?? `http://${config.host}:${server.port}`,
+                  controlUrl:
+                    config.injector.controlUrl ?? localUrl(config.host, server.port, tls !== undefined),
+                  ...(config.injector.controlCaConfigMap === undefined
+                    ? {}
+                    : { controlCaConfigMap: config.injector.controlCaConfigMap }),
                 },
               },
               logger,
@@ -418,12 +427,7 @@ async function startLocked(
     if (process.env.UWS_USE_FALLBACK) logger.info('UWS_USE_FALLBACK is set; serving with node:http');
     else logger.warn('uWebSockets.js could not load; serving with node:http');
   }
-  const host = config.host.includes(':')
-    ? `[${config.host}]`
-    : config.host === '0.0.0.0'
-      ? '127.0.0.1'
-      : config.host;
-  const listenUrl = `http://${host}:${server.port}`;
+  const listenUrl = localUrl(config.host, server.port, tls !== undefined);
   if (!config.publicUrl) baseUrl = listenUrl;
   return {
     injectorPort: injector?.port,

@@ -214,6 +214,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       message:
         'the injector serves HTTPS only: set SERVICE_INJECTOR_TLS_CERT and SERVICE_INJECTOR_TLS_KEY too',
     });
+  if ((v.SERVICE_TLS_CERT === undefined) !== (v.SERVICE_TLS_KEY === undefined))
+    problems.push({
+      path: v.SERVICE_TLS_CERT === undefined ? 'SERVICE_TLS_CERT' : 'SERVICE_TLS_KEY',
+      message: 'HTTPS needs both SERVICE_TLS_CERT and SERVICE_TLS_KEY',
+    });
+  const controlUrl = v.SERVICE_CONTROL_URL as string | undefined;
+  if (controlUrl !== undefined && baseUrl(controlUrl) === undefined)
+    problems.push({
+      path: 'SERVICE_CONTROL_URL',
+      message: 'must be an absolute http(s) URL without credentials, query or fragment',
+    });
   if (problems.length > 0) throw new ConfigError(problems);
 
   const config: Config = {
@@ -223,7 +234,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: resolve(v.SERVICE_DATA_DIR as string),
     keysDir: resolve(v.SERVICE_KEYS_DIR as string),
     storeMinFreeMb: v.SERVICE_STORE_MIN_FREE_MB as number,
-    controlUrl: v.SERVICE_CONTROL_URL as string | undefined,
+    tls:
+      v.SERVICE_TLS_CERT === undefined
+        ? undefined
+        : Object.freeze({
+            certFile: resolve(v.SERVICE_TLS_CERT as string),
+            keyFile: resolve(v.SERVICE_TLS_KEY as string),
+          }),
+    controlUrl,
+    controlCa: v.SERVICE_CONTROL_CA === undefined ? undefined : resolve(v.SERVICE_CONTROL_CA as string),
     sidecarToken: v.SERVICE_SIDECAR_TOKEN as string | undefined,
     snapshotPollMs: v.SERVICE_SNAPSHOT_POLL_MS as number,
     injector: Object.freeze({
@@ -232,6 +251,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       tlsKey: v.SERVICE_INJECTOR_TLS_KEY as string | undefined,
       image: v.SERVICE_SIDECAR_IMAGE as string,
       controlUrl: (v.SERVICE_INJECT_CONTROL_URL as string | undefined) ?? base,
+      controlCaConfigMap: v.SERVICE_INJECT_CONTROL_CA_CONFIGMAP as string | undefined,
     }),
     bootstrapToken: token,
     egressAllow: Object.freeze([...(v.SERVICE_EGRESS_ALLOW as string[])]),

@@ -7,7 +7,11 @@ export interface Config {
   readonly keysDir: string;
   /** SERVICE_STORE_MIN_FREE_MB: the free space below which the store refuses writes. */
   readonly storeMinFreeMb: number;
+  /** SERVICE_TLS_CERT and SERVICE_TLS_KEY: the API listener serves HTTPS with them (both or neither). */
+  readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
   readonly controlUrl: string | undefined;
+  /** SERVICE_CONTROL_CA: more certificates the sidecar trusts for the control plane (PEM file). */
+  readonly controlCa: string | undefined;
   /** `govgate sidecar`: its token for the control plane's sync API, and how often it pulls the snapshot. */
   readonly sidecarToken: string | undefined;
   readonly snapshotPollMs: number;
@@ -18,6 +22,7 @@ export interface Config {
     readonly tlsKey: string | undefined;
     readonly image: string;
     readonly controlUrl: string | undefined;
+    readonly controlCaConfigMap: string | undefined;
   };
   readonly bootstrapToken: string | undefined;
   /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
@@ -95,6 +100,18 @@ export const SETTINGS = [
     doc: 'API port (control plane and gateway)',
   },
   {
+    env: 'SERVICE_TLS_CERT',
+    yaml: 'tls_cert',
+    kind: 'string',
+    doc: 'The API serves HTTPS with this certificate chain (PEM file; set SERVICE_TLS_KEY too). Read at start',
+  },
+  {
+    env: 'SERVICE_TLS_KEY',
+    yaml: 'tls_key',
+    kind: 'string',
+    doc: "SERVICE_TLS_CERT's private key (PEM file, unencrypted)",
+  },
+  {
     env: 'SERVICE_PROXY_PORT',
     yaml: 'proxy_port',
     kind: 'port',
@@ -128,6 +145,12 @@ export const SETTINGS = [
     yaml: 'control_url',
     kind: 'string',
     doc: '`govgate sidecar`: the control plane it pulls its snapshot from, ships its audit log to and forwards /api to',
+  },
+  {
+    env: 'SERVICE_CONTROL_CA',
+    yaml: 'control_ca',
+    kind: 'string',
+    doc: "`govgate sidecar`: CA certificates (PEM file) it trusts for an https control plane, beside the system's",
   },
   {
     env: 'SERVICE_SIDECAR_TOKEN',
@@ -174,6 +197,12 @@ export const SETTINGS = [
     yaml: 'inject_control_url',
     kind: 'string',
     doc: 'The control plane URL injected sidecars use (default: SERVICE_PUBLIC_URL)',
+  },
+  {
+    env: 'SERVICE_INJECT_CONTROL_CA_CONFIGMAP',
+    yaml: 'inject_control_ca_configmap',
+    kind: 'string',
+    doc: "A ConfigMap (key ca.crt, in each pod's namespace) whose CA injected sidecars trust for an https control plane",
   },
   {
     env: 'SERVICE_BOOTSTRAP_TOKEN',
@@ -223,7 +252,7 @@ export const SETTINGS = [
     env: 'SERVICE_PUBLIC_URL',
     yaml: 'public_url',
     kind: 'string',
-    doc: 'Base URL used in audit_url, an absolute http(s) URL (default: http://host:port)',
+    doc: 'Base URL used in audit_url, an absolute http(s) URL (default: http://host:port, https with SERVICE_TLS_CERT)',
   },
   {
     env: 'SERVICE_WEBAUTHN_RP_ID',

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
+import { loadTlsFiles } from '../http/tls.js';
 import type { Logger } from '../util/log.js';
 import { admissionResponse, type InjectorSettings } from './injector.js';
 
@@ -23,9 +23,10 @@ export async function startInjector(
   opts: { host: string; port: number; certFile: string; keyFile: string; settings: InjectorSettings },
   logger: Logger,
 ): Promise<RunningInjector> {
+  const files = loadTlsFiles(opts.certFile, opts.keyFile);
   const server: Server = createServer({
-    cert: readFileSync(opts.certFile),
-    key: readFileSync(opts.keyFile),
+    cert: files.cert,
+    key: files.key,
     minVersion: 'TLSv1.2',
   });
   server.on('request', (req, res) => {

@@ -21,12 +21,19 @@ const PROXY_PORT = 15001;
 const DATA_DIR = '/var/lib/govgate';
 /** Where the app containers find the sidecar's proxy CA (the data volume, read-only). */
 const CA_MOUNT = '/var/run/govgate';
+const CONTROL_CA_VOLUME = 'govgate-control-ca';
+const CONTROL_CA_DIR = '/etc/govgate/control-ca';
 
 export interface InjectorSettings {
   /** The sidecar image (SERVICE_SIDECAR_IMAGE). */
   readonly image: string;
   /** The control plane URL the sidecars use (SERVICE_INJECT_CONTROL_URL). */
   readonly controlUrl: string;
+  /**
+   * A ConfigMap in the pod's namespace whose `ca.crt` the sidecars trust for an https control
+   * plane (SERVICE_INJECT_CONTROL_CA_CONFIGMAP; a trust-manager Bundle, say). None: the image's roots.
+   */
+  readonly controlCaConfigMap?: string;
 }
 
 type JsonPatchOp = { op: 'add'; path: string; value: unknown };
@@ -92,12 +99,15 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
       );
     }
   });
-  const volume = { name: DATA_VOLUME, emptyDir: {} };
-  ops.push(
-    pod.spec?.volumes === undefined
-      ? { op: 'add', path: '/spec/volumes', value: [volume] }
-      : { op: 'add', path: '/spec/volumes/-', value: volume },
-  );
+  const volumes: unknown[] = [{ name: DATA_VOLUME, emptyDir: {} }];
+  const caMap = settings.controlCaConfigMap;
+  if (caMap !== undefined)
+    volumes.push({
+      name: CONTROL_CA_VOLUME,
+      configMap: { name: caMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+    });
+  if (pod.spec?.volumes === undefined) ops.push({ op: 'add', path: '/spec/volumes', value: volumes });
+  else for (const v of volumes) ops.push({ op: 'add', path: '/spec/volumes/-', value: v });
   ops.push({
     op: 'add',
     path: '/spec/containers/-',
@@ -113,8 +123,14 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
         { name: 'SERVICE_PROXY_PORT', value: String(PROXY_PORT) },
         { name: 'SERVICE_DATA_DIR', value: `${DATA_DIR}/data` },
         { name: 'SERVICE_KEYS_DIR', value: `${DATA_DIR}/keys` },
+        ...(caMap === undefined ? [] : [{ name: 'SERVICE_CONTROL_CA', value: `${CONTROL_CA_DIR}/ca.crt` }]),
       ],
-      volumeMounts: [{ name: DATA_VOLUME, mountPath: DATA_DIR }],
+      volumeMounts: [
+        { name: DATA_VOLUME, mountPath: DATA_DIR },
+        ...(caMap === undefined
+          ? []
+          : [{ name: CONTROL_CA_VOLUME, mountPath: CONTROL_CA_DIR, readOnly: true }]),
+      ],
       readinessProbe: {
         httpGet: { path: '/api/health/ready', port: API_PORT, host: '127.0.0.1' },
         periodSeconds: 2,

@@ -17,3 +17,9 @@ export function listen(
   }
   return listenNode(opts, handler);
 }
+
+/** The URL this machine reaches a listener at: `0.0.0.0` is reached on loopback, IPv6 in brackets. */
+export function localUrl(host: string, port: number, tls: boolean): string {
+  const h = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  return `${tls ? 'https' : 'http'}://${h}:${port}`;
+}

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse as NodeRes } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorBody } from '../core/errors.js';
@@ -371,7 +372,13 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
   // A client that never finishes its request must not hold its connection (and up to 5 MiB of
   // body) for good: node's timeouts are checked every `connectionsCheckingInterval`.
   const timeouts = nodeTimeouts(opts);
-  const server = createServer(timeouts, requestListener(handler, inFlight, queuedLost));
+  const listener = requestListener(handler, inFlight, queuedLost);
+  const server = opts.tls
+    ? createHttpsServer(
+        { ...timeouts, cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
+        listener,
+      )
+    : createServer(timeouts, listener);
   server.on('clientError', answerUnparsable);
   return new Promise((resolve, reject) => {
     const failed = (err: NodeJS.ErrnoException): void => reject(new ListenError(opts.host, opts.port, err));

@@ -1,3 +1,4 @@
+import type { TlsFiles } from './tls.js';
 /** What an adapter hands to the application: a plain request, independent of the HTTP engine. */
 export interface ServerRequest {
   /** Upper-case method. */
@@ -82,6 +83,8 @@ export interface ListenOptions {
    */
   readonly headersTimeoutMs?: number;
   readonly requestTimeoutMs?: number;
+  /** HTTPS with this certificate and key (SERVICE_TLS_CERT, SERVICE_TLS_KEY); plain HTTP without. */
+  readonly tls?: TlsFiles;
 }
 
 /** Bodies over this size are refused with 413 (DESIGN C). */

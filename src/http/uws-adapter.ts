@@ -274,7 +274,10 @@ function listenFailure(opts: ListenOptions): Promise<Error> {
 }
 
 export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
-  const app = uws.App();
+  // uWS reads the files itself; loadTlsFiles has checked them already.
+  const app = opts.tls
+    ? uws.SSLApp({ cert_file_name: opts.tls.certFile, key_file_name: opts.tls.keyFile })
+    : uws.App();
   const inFlight = new InFlight();
 
   app.any('/*', (res, req) => {

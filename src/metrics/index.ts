@@ -215,6 +215,15 @@ export class Metrics {
     });
   }
 
+  /** The API listener's certificate (SERVICE_TLS_CERT): alert well before it expires. */
+  watchCertificate(notAfter: Date): void {
+    new Gauge({
+      name: 'govgate_tls_certificate_expiry_timestamp_seconds',
+      help: "When the API listener's TLS certificate stops being valid (Unix time); a restart reads a renewed one",
+      registers: [this.registry],
+    }).set(Math.floor(notAfter.getTime() / 1000));
+  }
+
   /** A sidecar's sync with its control plane (only a sidecar registers these). */
   watchSidecar(
     source: () => {

@@ -30,9 +30,14 @@ export class ControlClient {
   readonly prefix: string;
   readonly #auth: string;
 
-  constructor(controlUrl: string, token: string) {
+  /** `ca`: the certificates trusted for an https control plane (undefined: the system's). */
+  constructor(controlUrl: string, token: string, ca?: readonly string[]) {
     const url = new URL(controlUrl);
-    this.pool = new Pool(url.origin, { connections: 16, keepAliveTimeout: 30_000 });
+    this.pool = new Pool(url.origin, {
+      connections: 16,
+      keepAliveTimeout: 30_000,
+      ...(ca ? { connect: { ca: [...ca] } } : {}),
+    });
     this.prefix = url.pathname.replace(/\/+$/, '');
     this.#auth = `Bearer ${token}`;
   }

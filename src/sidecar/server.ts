@@ -16,8 +16,9 @@ import { registerDecisionRoutes } from '../govern/routes.js';
 import { ScanPool } from '../govern/scan-pool.js';
 import { createHttpHandler, type RouteHandler } from '../http/app.js';
 import { InFlight } from '../http/in-flight.js';
-import { listen } from '../http/listen.js';
+import { listen, localUrl } from '../http/listen.js';
 import { Router } from '../http/router.js';
+import { loadTlsFiles, trustWith } from '../http/tls.js';
 import type { HttpServer } from '../http/types.js';
 import { Metrics } from '../metrics/index.js';
 import { UpstreamPools } from '../providers/upstream.js';
@@ -67,6 +68,14 @@ const EPOCH_KEY = 'sidecar_epoch';
  * that log to the control plane, forwards every other path there, and governs the provider calls
  * of agents that use it as their HTTPS proxy. Its own probes and metrics are local.
  */
+/** A control plane reached in plain http on another host than this one (loopback is this pod). */
+function plaintextRemote(controlUrl: string): boolean {
+  const url = new URL(controlUrl);
+  if (url.protocol !== 'http:') return false;
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return !(host === 'localhost' || host === '::1' || /^127\./.test(host));
+}
+
 export async function startSidecar(
   config: Config,
   logger: Logger,
@@ -76,6 +85,14 @@ export async function startSidecar(
     throw Object.assign(
       new Error('govgate sidecar needs SERVICE_CONTROL_URL and SERVICE_SIDECAR_TOKEN (POST /api/sidecars)'),
       { name: 'ConfigError' },
+    );
+  // Certificates are checked before anything is opened: a bad one is said at once, not at a handshake.
+  const tls = config.tls && loadTlsFiles(config.tls.certFile, config.tls.keyFile);
+  const controlTrust = trustWith(config.controlCa);
+  if (plaintextRemote(config.controlUrl))
+    logger.warn(
+      'SERVICE_CONTROL_URL is plain http to another host: the snapshot carries provider API keys; use https unless a mesh encrypts the link',
+      { control_url: config.controlUrl },
     );
   const lock = await lockDataDir(config.dataDir);
   const closers: Array<() => Promise<unknown> | unknown> = [() => lock.release()];
@@ -115,7 +132,7 @@ export async function startSidecar(
       egress,
     });
     closers.push(() => pools.close());
-    const control = new ControlClient(config.controlUrl, config.sidecarToken);
+    const control = new ControlClient(config.controlUrl, config.sidecarToken, controlTrust);
     closers.push(() => control.close());
     const snapshot = new RemoteSnapshot(pools);
     // Mandates are signed here with this sidecar's own key, in the control plane's name (`iss`):
@@ -142,6 +159,7 @@ export async function startSidecar(
     );
     const metrics = new Metrics();
     metrics.watchStore(() => store.health.writable);
+    if (tls) metrics.watchCertificate(tls.notAfter);
     metrics.watchSidecar(() => ({
       unshipped: shipper.unshipped,
       snapshotAgeSeconds:
@@ -241,7 +259,7 @@ export async function startSidecar(
       // provider is called; what is forwarded writes nothing here.
       beforeWrite: () => store.health.check(),
     });
-    const server = await listen(config.httpServer, { host: config.host, port: config.port }, handler);
+    const server = await listen(config.httpServer, { host: config.host, port: config.port, tls }, handler);
     closers.push(() => server.close(0));
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
@@ -263,12 +281,7 @@ export async function startSidecar(
       logger,
     });
     closers.push(() => proxy.close(0));
-    const host = config.host.includes(':')
-      ? `[${config.host}]`
-      : config.host === '0.0.0.0'
-        ? '127.0.0.1'
-        : config.host;
-    listenUrl = `http://${host}:${server.port}`;
+    listenUrl = localUrl(config.host, server.port, tls !== undefined);
     return {
       server,
       listenUrl,

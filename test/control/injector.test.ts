@@ -1,37 +1,12 @@
-import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type * as Forge from 'node-forge';
 import t from 'tap';
 import { loadConfig } from '../../src/config/index.js';
 import { SETTINGS } from '../../src/config/schema.js';
 import { startService } from '../helpers/service.js';
-
-const forge = createRequire(import.meta.url)('node-forge') as typeof Forge;
-
-/** A self-signed certificate for 127.0.0.1, as a webhook configuration's caBundle would trust. */
-function selfSigned(dir: string): { cert: string; certFile: string; keyFile: string } {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const c = forge.pki.createCertificate();
-  c.publicKey = forge.pki.publicKeyFromPem(publicKey.export({ type: 'spki', format: 'pem' }) as string);
-  c.serialNumber = '01';
-  c.validity.notBefore = new Date(Date.now() - 60_000);
-  c.validity.notAfter = new Date(Date.now() + 86_400_000);
-  c.setSubject([{ name: 'commonName', value: 'govgate-injector' }]);
-  c.setIssuer([{ name: 'commonName', value: 'govgate-injector' }]);
-  c.setExtensions([{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }]);
-  const keyPem = privateKey.export({ type: 'pkcs1', format: 'pem' }) as string;
-  c.sign(forge.pki.privateKeyFromPem(keyPem), forge.md.sha256.create());
-  const cert = forge.pki.certificateToPem(c);
-  const certFile = join(dir, 'tls.crt');
-  const keyFile = join(dir, 'tls.key');
-  writeFileSync(certFile, cert);
-  writeFileSync(keyFile, keyPem, { mode: 0o600 });
-  return { cert, certFile, keyFile };
-}
+import { testCa } from '../helpers/tls.js';
 
 /** Applies a JSON Patch of `add` operations (what the injector answers) to `doc`. */
 function applyAdds(doc: any, ops: Array<{ op: string; path: string; value: unknown }>): any {
@@ -53,7 +28,8 @@ function applyAdds(doc: any, ops: Array<{ op: string; path: string; value: unkno
 
 t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-injector-'));
-  const tls = selfSigned(dir);
+  const ca = testCa(dir);
+  const tls = ca.issue('govgate-injector');
   const svc = await startService({
     env: {
       SERVICE_INJECTOR_PORT: '0',
@@ -76,7 +52,7 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
           port,
           method: opts.method ?? 'POST',
           path: opts.path ?? '/mutate',
-          ca: tls.cert,
+          ca: ca.caPem,
         },
         (res) => {
           let text = '';
@@ -176,3 +152,41 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
     },
   );
 });
+
+t.test(
+  'an https control plane with a private CA: the sidecar trusts the ConfigMap it is given',
+  async (t) => {
+    const { injectionPatch } = await import('../../src/control/injector.js');
+    const pod = {
+      metadata: { annotations: { 'govgate.io/inject': 'true' } },
+      spec: { containers: [{ name: 'agent' }], volumes: [{ name: 'own', emptyDir: {} }] },
+    };
+    const settings = { image: 'govgate:1', controlUrl: 'https://govgate-control.govgate.svc:8620' };
+    const plain = applyAdds(pod, injectionPatch(pod, settings) ?? []);
+    const plainSidecar = plain.spec.containers[1];
+    t.notOk(
+      plainSidecar.env.some((e: any) => e.name === 'SERVICE_CONTROL_CA'),
+      'without one, the image roots',
+    );
+    const withCa = applyAdds(
+      pod,
+      injectionPatch(pod, { ...settings, controlCaConfigMap: 'govgate-ca' }) ?? [],
+    );
+    const sidecar = withCa.spec.containers[1];
+    const env = Object.fromEntries(sidecar.env.map((e: any) => [e.name, e.value]));
+    t.equal(env.SERVICE_CONTROL_CA, '/etc/govgate/control-ca/ca.crt');
+    t.same(sidecar.volumeMounts, [
+      { name: 'govgate-data', mountPath: '/var/lib/govgate' },
+      { name: 'govgate-control-ca', mountPath: '/etc/govgate/control-ca', readOnly: true },
+    ]);
+    t.same(withCa.spec.volumes, [
+      { name: 'own', emptyDir: {} },
+      { name: 'govgate-data', emptyDir: {} },
+      {
+        name: 'govgate-control-ca',
+        configMap: { name: 'govgate-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+      },
+    ]);
+    t.same(withCa.spec.containers[0].volumeMounts, undefined, "the app's containers do not get it");
+  },
+);
