@@ -21,7 +21,7 @@ import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
 import { registerSidecarRoutes } from './control/sidecar-routes.js';
-import { SidecarDesk } from './control/sidecars.js';
+import { SidecarDesk, SYNC_MAX_BODY_BYTES } from './control/sidecars.js';
 import { AuditKeys } from './crypto/audit-keys.js';
 import { bindKeysDir, checkKeysDir } from './crypto/keys-binding.js';
 import { MandateKeys } from './crypto/mandate-keys.js';
@@ -49,6 +49,7 @@ import { listen, localUrl } from './http/listen.js';
 import { Router } from './http/router.js';
 import { loadTlsFiles, type TlsFiles } from './http/tls.js';
 import type { HttpServer } from './http/types.js';
+import { presentedCredential } from './identity/guard.js';
 import { IdentityRepo } from './identity/repo.js';
 import { Metrics } from './metrics/index.js';
 import { UpstreamPools } from './providers/upstream.js';
@@ -378,7 +379,21 @@ async function startLocked(
   let server: HttpServer;
   let injector: RunningInjector | undefined;
   try {
-    server = await listen(config.httpServer, { host: config.host, port: config.port, tls }, handler);
+    server = await listen(
+      config.httpServer,
+      {
+        host: config.host,
+        port: config.port,
+        tls,
+        // Only a sidecar with a valid token may send an audit batch over 5 MiB, checked before its
+        // body is read.
+        largeBodyLimit: (path, headers) =>
+          path === '/api/sync/events' && sidecars.accepts(presentedCredential(headers))
+            ? SYNC_MAX_BODY_BYTES
+            : 0,
+      },
+      handler,
+    );
     try {
       // The injector gives sidecars the control plane's URL: SERVICE_INJECT_CONTROL_URL, else
       // SERVICE_PUBLIC_URL (the listen address is known only now, and names no pod-reachable host).

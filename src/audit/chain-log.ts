@@ -78,8 +78,14 @@ export interface ChainLogOptions {
   readonly jsonlMaxOpen?: number;
   /** A seal is cut at most this long after the first unsealed event (default 250 ms)… */
   readonly sealIntervalMs?: number;
-  /** …or as soon as this many events are unsealed (default 1,000). */
+  /** …or as soon as this many events are unsealed (default 1,000)… */
   readonly sealEvery?: number;
+  /**
+   * …or as soon as their lines hold this many characters (default 1 Mi): a seal's span stays
+   * small enough to ship whole whatever its entries' sizes (a sidecar ships batches ending on
+   * seals, docs/sidecar.md).
+   */
+  readonly sealMaxChars?: number;
   /** Epoch ms (tests freeze it). */
   readonly clock?: () => number;
   /** Rows one search call examines at most before it returns a short page and a cursor. */
@@ -220,8 +226,9 @@ const SALT_POOL = SALT_BYTES * 256;
  * Appends are synchronous in memory (seq, prev_hash, hash, commitments and the Merkle append
  * happen before `append` returns its promise; one writer per org) and their writes are grouped
  * into one LMDB transaction per event-loop turn; the promise resolves at commit. Seals are cut
- * per org at most `sealIntervalMs` after the first unsealed event or after `sealEvery` events,
- * signed off the request path, one in flight per org.
+ * per org at most `sealIntervalMs` after the first unsealed event, after `sealEvery` events or
+ * once their lines hold `sealMaxChars` characters, signed off the request path, one in flight
+ * per org.
  */
 export class ChainLog implements AuditLog {
   readonly #store: Store;
@@ -291,6 +298,7 @@ export class ChainLog implements AuditLog {
     this.#sealer = new Sealer(store, signer, this.#jsonl, {
       intervalMs: opts.sealIntervalMs ?? 250,
       every: Math.max(1, opts.sealEvery ?? 1000),
+      maxChars: Math.max(1, opts.sealMaxChars ?? 1024 * 1024),
       clock: this.#clock,
     });
     // A JSONL log ahead of the store (a machine crash lost the store's tail) is repaired now.
@@ -369,6 +377,7 @@ export class ChainLog implements AuditLog {
     const batch = this.#batchOf(head);
     batch.events.push(event);
     batch.json.push(json);
+    head.chars += json.length;
     for (const n of head.tree.append(leafHash(event.hash)))
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
     this.#count(head, head.minute as Bucket, event);

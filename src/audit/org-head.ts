@@ -52,6 +52,9 @@ export interface OrgHead {
   sealedSize: number;
   /** Size of the last cut seal, stored or in flight. */
   cutSize: number;
+  /** Characters of the lines appended by this process, and their count at the last cut. */
+  chars: number;
+  cutChars: number;
   sealing: Promise<void> | undefined;
   timer: NodeJS.Timeout | undefined;
   /** After a failed seal, wait for the timer before cutting again. */
@@ -210,6 +213,8 @@ export function loadHead(store: Store, org: string): OrgHead {
     sealSeq: seal?.seq ?? 0,
     sealedSize: seal?.size ?? 0,
     cutSize: seal?.size ?? 0,
+    chars: 0,
+    cutChars: 0,
     sealing: undefined,
     timer: undefined,
     backoff: false,

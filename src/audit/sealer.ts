@@ -8,8 +8,10 @@ import type { SealSigner, StoredSeal } from './types.js';
 export interface SealerOptions {
   /** A seal is cut at most this long after the first unsealed event… */
   readonly intervalMs: number;
-  /** …or as soon as this many events are unsealed. */
+  /** …or as soon as this many events are unsealed… */
   readonly every: number;
+  /** …or as soon as their lines hold this many characters. */
+  readonly maxChars: number;
   readonly clock: () => number;
 }
 
@@ -42,7 +44,10 @@ export class Sealer {
   /** After an append: cut now when enough events wait, else make sure a timer will. */
   check(head: OrgHead): void {
     if (head.sealing !== undefined || head.dead || this.#stopped || head.seq <= head.cutSize) return;
-    if (!head.backoff && head.seq - head.cutSize >= this.#opts.every) {
+    if (
+      !head.backoff &&
+      (head.seq - head.cutSize >= this.#opts.every || head.chars - head.cutChars >= this.#opts.maxChars)
+    ) {
       this.cut(head);
       return;
     }
@@ -65,10 +70,12 @@ export class Sealer {
     const org = head.org;
     const size = head.seq;
     const previous = head.cutSize;
+    const previousChars = head.cutChars;
     const sealSeq = head.sealSeq + 1;
     const ts = new Date(this.#opts.clock()).toISOString();
     const body = formatCheckpoint({ origin: head.origin, size, rootHash: head.tree.root(), head: head.hash });
     head.cutSize = size;
+    head.cutChars = head.chars;
     const hold = this.#jsonl.hold(org, size);
     const { auditMeta } = this.#store;
     let stored = false;
@@ -93,6 +100,7 @@ export class Sealer {
         this.#error = err;
         if (stored) return;
         head.cutSize = previous;
+        head.cutChars = previousChars;
         head.backoff = true;
         this.#jsonl.release(org, hold);
       })

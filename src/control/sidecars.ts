@@ -82,6 +82,12 @@ const LOG_KEY = 'log';
 const MANDATE_KEY = 'mk';
 /** Mandate keys one registration may name (a sidecar's active key and its next one, with room to spare). */
 const MAX_MANDATE_KEYS = 8;
+/**
+ * The body limit of `POST /api/sync/events` for a valid sidecar token (5 MiB for everything
+ * else): a batch ends on a seal, and one entry alone can be larger than 5 MiB (a govern call's
+ * arguments as large as its request was, tool calls of a provider answer of up to 64 MiB).
+ */
+export const SYNC_MAX_BODY_BYTES = 96 * 1024 * 1024;
 /** A sidecar's mandate key not registered again for this long is no longer published. */
 const MANDATE_KEY_TTL_MS = 24 * 3_600_000;
 /** A key registered again sooner than this is not written again. */
@@ -207,6 +213,16 @@ export class SidecarDesk {
     this.#mandateJwks = undefined;
     this.#generation++;
     return revoked;
+  }
+
+  /** Whether `secret` is a valid sidecar token (before its request's body is read). */
+  accepts(secret: string | undefined): boolean {
+    try {
+      this.authenticate(secret);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** The sidecar a presented token belongs to; 401 when it is unknown or revoked. */

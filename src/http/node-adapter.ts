@@ -10,8 +10,10 @@ import { StallWait } from './stall-wait.js';
 import {
   type HttpHandler,
   type HttpServer,
+  type LargeBodyLimit,
   ListenError,
   type ListenOptions,
+  largeLimit,
   MAX_BODY_BYTES,
   type OutgoingHeaders,
   type ServerRequest,
@@ -281,6 +283,7 @@ export function requestListener(
   handler: HttpHandler,
   inFlight: InFlight,
   queuedLost: (this: CountedSocket) => void,
+  largeBodyLimit?: LargeBodyLimit,
 ): (req: IncomingMessage, res: NodeRes) => void {
   return (req, res) => {
     const socket = req.socket as CountedSocket;
@@ -312,7 +315,7 @@ export function requestListener(
       return;
     }
     const declared = headers['content-length'] === undefined ? -1 : Number(headers['content-length']);
-    if (declared > MAX_BODY_BYTES) {
+    if (declared > MAX_BODY_BYTES && declared > largeLimit(largeBodyLimit, path, headers)) {
       req.resume();
       dispatch(EMPTY, 'too_large');
       return;
@@ -320,10 +323,17 @@ export function requestListener(
     const chunks: Buffer[] = [];
     let received = 0;
     let refused = false;
+    let max = MAX_BODY_BYTES;
+    let asked = false;
     req.on('data', (chunk: Buffer) => {
       if (refused) return;
       received += chunk.length;
-      if (received > MAX_BODY_BYTES) {
+      // Past the limit: asked once whether this request may carry more.
+      if (!asked && received > max) {
+        asked = true;
+        max = largeLimit(largeBodyLimit, path, headers);
+      }
+      if (received > max) {
         refused = true;
         chunks.length = 0;
         dispatch(EMPTY, 'too_large');
@@ -372,7 +382,7 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
   // A client that never finishes its request must not hold its connection (and up to 5 MiB of
   // body) for good: node's timeouts are checked every `connectionsCheckingInterval`.
   const timeouts = nodeTimeouts(opts);
-  const listener = requestListener(handler, inFlight, queuedLost);
+  const listener = requestListener(handler, inFlight, queuedLost, opts.largeBodyLimit);
   const server = opts.tls
     ? createHttpsServer(
         { ...timeouts, cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },

@@ -85,6 +85,25 @@ export interface ListenOptions {
   readonly requestTimeoutMs?: number;
   /** HTTPS with this certificate and key (SERVICE_TLS_CERT, SERVICE_TLS_KEY); plain HTTP without. */
   readonly tls?: TlsFiles;
+  /** Requests that may carry more than MAX_BODY_BYTES (see `LargeBodyLimit`). */
+  readonly largeBodyLimit?: LargeBodyLimit;
+}
+
+/**
+ * The body limit of a request whose body turns out larger than MAX_BODY_BYTES, asked only then,
+ * with its path and headers, before more of it is read. The control plane lets a sidecar with a
+ * valid token send audit batches larger than that (one entry can be); everything else stays at
+ * MAX_BODY_BYTES, whatever this answers below it.
+ */
+export type LargeBodyLimit = (path: string, headers: Readonly<Record<string, string>>) => number;
+
+/** What `path` may carry once its body is past MAX_BODY_BYTES. */
+export function largeLimit(
+  large: LargeBodyLimit | undefined,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): number {
+  return large === undefined ? MAX_BODY_BYTES : Math.max(MAX_BODY_BYTES, large(path, headers));
 }
 
 /** Bodies over this size are refused with 413 (DESIGN C). */

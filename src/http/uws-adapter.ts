@@ -9,6 +9,7 @@ import {
   type HttpServer,
   ListenError,
   type ListenOptions,
+  largeLimit,
   MAX_BODY_BYTES,
   type OutgoingHeaders,
   type ServerRequest,
@@ -316,7 +317,7 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
       setImmediate(dispatch, EMPTY, undefined);
       return;
     }
-    if (declared > MAX_BODY_BYTES) {
+    if (declared > MAX_BODY_BYTES && declared > largeLimit(opts.largeBodyLimit, path, headers)) {
       dispatch(EMPTY, 'too_large');
       return;
     }
@@ -329,10 +330,17 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     let chunks: Buffer[] | undefined = body ? undefined : [];
     let received = 0;
     let refused = false;
+    let max = MAX_BODY_BYTES;
+    let asked = false;
     res.onData((ab, isLast) => {
       if (refused) return;
       const n = ab.byteLength;
-      if (received + n > (body ? body.length : MAX_BODY_BYTES)) {
+      // A chunked body past the limit: asked once whether this request may carry more.
+      if (!body && !asked && received + n > max) {
+        asked = true;
+        max = largeLimit(opts.largeBodyLimit, path, headers);
+      }
+      if (received + n > (body ? body.length : max)) {
         refused = true;
         body = undefined;
         chunks = undefined;

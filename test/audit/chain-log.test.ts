@@ -500,6 +500,32 @@ t.test('seals: cut by count, by time, one in flight at a time', async (t) => {
     t.equal(signer.signed.length, 2, 'no other seal was cut');
   });
 
+  t.test('by size: a span of large events is sealed before it holds too much to ship', async (t) => {
+    const signer = new TestSigner();
+    const h = tempLog({ sealIntervalMs: 60_000, sealEvery: 1000, sealMaxChars: 12_000 }, signer);
+    t.teardown(() => h.close());
+    // Each line holds 3,000 characters and its members (under 1,000): the fourth crosses 12,000.
+    for (let i = 0; i < 8; i++) {
+      await h.log.append({ org_id: ORG, event_type: 'e', details: { text: 'x'.repeat(3000) } });
+      // (each seal is stored before the next span fills)
+      await waitFor(() => storedSeals(h.store, ORG).length === Math.floor((i + 1) / 4), 'the seals due');
+    }
+    t.same(
+      storedSeals(h.store, ORG).map((s) => s.size),
+      [4, 8],
+      'sealed on the append that crossed the bound, with no timer',
+    );
+    // Small events do not: ten of these hold far less.
+    const small = tempLog(
+      { sealIntervalMs: 60_000, sealEvery: 1000, sealMaxChars: 12_000 },
+      new TestSigner(),
+    );
+    t.teardown(() => small.close());
+    for (let i = 0; i < 10; i++) await small.log.append({ org_id: ORG, event_type: 'e' });
+    await new Promise((r) => setTimeout(r, 20));
+    t.same(storedSeals(small.store, ORG), [], 'nothing sealed before the timer');
+  });
+
   t.test('by time', async (t) => {
     const signer = new TestSigner();
     const h = tempLog({ sealIntervalMs: 15, sealEvery: 1000 }, signer);
