@@ -384,6 +384,7 @@ export async function startSidecarTarget(
   try {
     const { child, origin } = await spawnGovgate(name, cli, 'sidecar', {
       cpu,
+      nodeArgs: (process.env.SIDECAR_NODE_ARGS ?? '').split(' ').filter(Boolean),
       env: {
         SERVICE_CONTROL_URL: control.origin,
         SERVICE_SIDECAR_TOKEN: token,
