@@ -8,6 +8,7 @@ import {
 } from './approvals/index.js';
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
+import { RetentionArchive } from './compliance/archive.js';
 import { registerDsarRoutes } from './compliance/dsar.js';
 import { ErasureDesk } from './compliance/erasure.js';
 import { registerErasureRoutes } from './compliance/erasure-routes.js';
@@ -262,7 +263,14 @@ async function startLocked(
     extraJwks: () => sidecars.mandateJwks(),
   });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
-  registerDsarRoutes(router, { snapshot, identity, log: events, audit: events, orgExists });
+  registerDsarRoutes(router, {
+    snapshot,
+    identity,
+    log: events,
+    audit: events,
+    orgExists,
+    archive: new RetentionArchive(config.audit.archiveDir),
+  });
   const webauthn = new WebauthnDesk(store, {
     rpId: config.webauthn.rpId,
     // Without SERVICE_WEBAUTHN_ORIGINS: the origin of the base URL (SERVICE_PUBLIC_URL, else the
@@ -272,12 +280,15 @@ async function startLocked(
     },
   });
   registerApprovalRoutes(router, { snapshot, approvals, webauthn });
+  // Whatever SERVICE_AUDIT_ARCHIVE says now: files an earlier setting wrote are searched too.
+  const archive = new RetentionArchive(config.audit.archiveDir);
   const erasures = new ErasureDesk({
     store,
     identity,
     log: events,
     audit: events,
     removeAuthenticators: (userId) => webauthn.removeAll(userId),
+    archive,
   });
   registerErasureRoutes(router, { snapshot, erasures, orgExists });
   const retention = new RetentionDesk({

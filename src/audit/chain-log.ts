@@ -132,7 +132,10 @@ function lineHash(line: string): string | undefined {
  * unchanged (checked); undefined when none of them holds a value any more. The `personal`
  * member is replaced where it stands, so every other byte stays as the writer made it.
  */
-function erasedLine(text: string, fields: readonly string[]): { hash: string; json: string } | undefined {
+export function erasedLine(
+  text: string,
+  fields: readonly string[],
+): { hash: string; json: string } | undefined {
   const event = JSON.parse(text) as Record<string, unknown> & { personal?: Personal; hash: string };
   const personal = event.personal;
   if (personal === undefined || personal === null) return undefined;

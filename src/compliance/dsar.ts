@@ -5,6 +5,7 @@ import type { Router } from '../http/router.js';
 import { requireRole, targetOrg } from '../identity/guard.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type { Snapshot } from '../snapshot/types.js';
+import type { RetentionArchive } from './archive.js';
 import { namesSubject, parseSubject, subjectUsers } from './subject.js';
 
 /** Events read per DSAR call at most (the default and the ceiling of `scan_limit`). */
@@ -17,12 +18,15 @@ export interface DsarDeps {
   readonly log: Pick<AuditLog, 'scanEvents' | 'lastSeq'>;
   readonly audit: AuditSink;
   readonly orgExists: (id: string) => boolean;
+  /** The retention archive: events retention pruned are read from it, in seq order, first. */
+  readonly archive?: RetentionArchive;
 }
 
 /**
  * `POST /api/compliance/gdpr/dsar` (spec 4.5, auditor and higher): what the org's trail and
- * records hold about one data subject. The chain is read in seq order, `scan_limit` events a call
- * (at most 50,000), so a large org is answered in pages: `next_cursor` goes back as `cursor`.
+ * records hold about one data subject, the retention archive included. The chain is read in seq
+ * order, `scan_limit` events a call (at most 50,000), so a large org is answered in pages:
+ * `next_cursor` goes back as `cursor`.
  * Each call is itself recorded (`compliance.dsar_exported`, the subject in a personal field).
  */
 export function registerDsarRoutes(router: Router<RouteHandler>, deps: DsarDeps): void {
@@ -50,10 +54,19 @@ export function registerDsarRoutes(router: Router<RouteHandler>, deps: DsarDeps)
     const last = log.lastSeq(org);
     const events: AuditEvent[] = [];
     let to = from - 1;
-    for (const e of log.scanEvents(org, {}, limit, from)) {
-      to = e.seq;
-      if (namesSubject(e, subject, userIds)) events.push(e);
-    }
+    let scanned = 0;
+    if (deps.archive !== undefined)
+      for await (const e of deps.archive.events(org, from)) {
+        if (scanned === limit) break;
+        scanned++;
+        to = e.seq;
+        if (namesSubject(e, subject, userIds)) events.push(e);
+      }
+    if (scanned < limit)
+      for (const e of log.scanEvents(org, {}, limit - scanned, to + 1)) {
+        to = e.seq;
+        if (namesSubject(e, subject, userIds)) events.push(e);
+      }
     const more = to < last && to >= from;
     await audit.append({
       org_id: org,

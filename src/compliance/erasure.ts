@@ -13,6 +13,7 @@ import type { IdentityRepo } from '../identity/repo.js';
 import type { Principal } from '../identity/types.js';
 import type { Store } from '../store/db.js';
 import { sortableId } from '../util/ids.js';
+import type { RetentionArchive } from './archive.js';
 import { type DataSubject, subjectFields, subjectUsers } from './subject.js';
 
 export type ErasureStatus = 'pending' | 'executing' | 'executed';
@@ -60,6 +61,8 @@ export interface ErasureDeps {
   readonly audit: AuditSink;
   /** Removes a user's WebAuthn authenticators; returns how many there were. */
   readonly removeAuthenticators: (userId: string) => Promise<number>;
+  /** The retention archive (SERVICE_AUDIT_ARCHIVE=local): searched and tombstoned too. */
+  readonly archive?: RetentionArchive;
   readonly clock?: () => number;
 }
 
@@ -236,6 +239,7 @@ export class ErasureDesk {
     }
     try {
       await log.erase(org, targets);
+      await this.#deps.archive?.erase(org, targets);
     } catch (err) {
       const error = `the audit log could not be rewritten: ${(err as Error).message}`;
       await this.#put({ ...current, error });
@@ -246,12 +250,24 @@ export class ErasureDesk {
     return done;
   }
 
-  /** The events of the org chain holding the subject's data, and the seq the search ended at. */
+  /**
+   * The events of the org chain holding the subject's data, the archived ones first, and the seq
+   * the search ended at.
+   */
   async #search(org: string, subject: DataSubject): Promise<{ targets: ErasureTarget[]; scannedTo: number }> {
-    const { log } = this.#deps;
+    const { log, archive } = this.#deps;
     const last = log.lastSeq(org);
     const targets: ErasureTarget[] = [];
     let from = 1;
+    if (archive !== undefined) {
+      let seen = 0;
+      for await (const e of archive.events(org)) {
+        from = e.seq + 1;
+        const fields = subjectFields(e, subject);
+        if (fields.length > 0) targets.push({ event_id: e.id, fields });
+        if (++seen % SCAN_CHUNK === 0) await yieldTurn();
+      }
+    }
     while (from <= last) {
       let seen = 0;
       for (const e of log.scanEvents(org, {}, SCAN_CHUNK, from) as Iterable<AuditEvent>) {
