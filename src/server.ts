@@ -7,6 +7,7 @@ import {
   WebauthnDesk,
 } from './approvals/index.js';
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
+import { chainOrgs } from './audit/org-head.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
 import { RetentionArchive } from './compliance/archive.js';
 import { registerDsarRoutes } from './compliance/dsar.js';
@@ -314,7 +315,7 @@ async function startLocked(
   const stopAlerts = events.onCommitted(alerts.onCommitted);
   metrics.watchAlerts(() => alerts.stats());
   registerAlertRoutes(router, { snapshot, alerts, audit: events, orgExists });
-  const exports = new ExportDesk({ store, settings, egress });
+  const exports = new ExportDesk({ store, settings, egress, log: events, orgs: () => chainOrgs(store) });
   const stopExports = events.onCommitted(exports.onCommitted);
   metrics.watchExports(() => exports.totals());
   registerSiemRoutes(router, { snapshot, exports, audit: events, orgExists });

@@ -1,5 +1,5 @@
 import { Agent } from 'undici';
-import type { AuditEvent } from '../audit/types.js';
+import type { AuditEvent, AuditLog } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
@@ -81,19 +81,27 @@ export const DEFAULTS = {
 } as const;
 
 /** The API's names of the kind, URL and token fields (an org's export destination). */
+/** The settings key of a target's cursor on one chain: [target org, CURSOR, target id, chain org]. */
+const CURSOR = 'export_cursor';
+
 const FIELD_NAMES = { kind: 'kind', url: 'endpoint', token: 'token' } as const;
 /** The SIEM configuration's names for them (spec 2.9). */
 export const SIEM_FIELD_NAMES = { kind: 'destination', url: 'url', token: 'auth_token' } as const;
 
-/** Events waiting per target at most; past it the oldest are dropped (and counted). */
-const QUEUE_MAX = 10_000;
+/** Events read from the chain per pass at most (those a target's filters leave out included). */
+const SCAN_MAX = 5_000;
 const TIMEOUT_MS = 10_000;
+/** A batch that failed after its retries is tried again after this (doubling), at most `RETRY_MAX_MS`. */
+const RETRY_MIN_MS = 1_000;
+const RETRY_MAX_MS = 60_000;
 
 export interface TargetStats {
+  /** Events of the chains it reads committed after its cursor: not yet read (filtered or sent). */
   queued: number;
   sent_events: number;
   sent_batches: number;
   failed_batches: number;
+  /** Events retention pruned before this target read them. */
   dropped_events: number;
   last_success_at: string | null;
   last_error: string | null;
@@ -109,8 +117,8 @@ export interface BatchResult {
   readonly error: string | null;
 }
 
+/** One target's reading of the chains: per chain org, the last seq it has read (persisted). */
 class Exporter {
-  queue: AuditEvent[] = [];
   stats: TargetStats = {
     queued: 0,
     sent_events: 0,
@@ -121,8 +129,15 @@ class Exporter {
     last_error: null,
     last_error_at: null,
   };
-  timer: NodeJS.Timeout | undefined;
-  sending = false;
+  readonly cursors = new Map<string, number>();
+  /** Per chain org: a partial batch's flush, or a failed batch's next try. */
+  readonly timers = new Map<string, NodeJS.Timeout>();
+  readonly failures = new Map<string, number>();
+  /** Chains whose timer is a failed batch's next try (a commit does not hurry it). */
+  readonly backoff = new Set<string>();
+  readonly reading = new Set<string>();
+  /** Orgs committed to while being read: read again when the pass ends. */
+  readonly again = new Set<string>();
   constructor(public target: ExportTarget) {}
 }
 
@@ -130,15 +145,24 @@ export interface ExportDeskDeps {
   readonly store: Pick<Store, 'settings' | 'writer'>;
   readonly settings: SettingsRepo;
   readonly egress: EgressPolicy;
+  /** The org chains, read from each target's cursor on. */
+  readonly log: Pick<AuditLog, 'scanEvents' | 'lastSeq'>;
+  /** The orgs that have a chain (a new target starts at their heads). */
+  readonly orgs: () => Iterable<string>;
 }
 
 /**
- * SIEM export and per-org export destinations (spec 2.9, 2.11, 4.7, 4.8). Committed events that
- * pass a target's filters are queued; a target sends a batch when `buffer_size` events wait or
- * `flush_interval_seconds` after the first, one batch at a time, in order, retrying a failed
- * batch `max_retries` times (`retry_backoff_seconds` doubling), through the egress policy. Events
- * leave with their personal fields as commitments only (`outboundEvent`). Best effort: a full
- * queue drops its oldest events, counted in the stats; the trail is the record.
+ * SIEM export and per-org export destinations (spec 2.9, 2.11, 4.7, 4.8), read from the org
+ * chains: each target keeps, per chain, the seq it has read to (in the store), so a restart, an
+ * outage of the receiver or a failed batch loses nothing: what was committed after the cursor is
+ * sent when the target can take it. A commit wakes the targets that read its org; a target sends
+ * a batch of the events that pass its filters when `buffer_size` of them wait, or
+ * `flush_interval_seconds` after a smaller batch is found at the head; one batch at a time per
+ * chain, in order, retried `max_retries` times (`retry_backoff_seconds` doubling), then again
+ * later (from 1 s, doubling to 60 s) until it is taken. At least once: a batch taken whose cursor
+ * could not be stored is sent again. Events leave with their personal fields as commitments only
+ * (`outboundEvent`), read from the store when sent, so an erasure before then is honoured.
+ * Events retention prunes before a target read them are counted (`dropped_events`).
  */
 export class ExportDesk {
   readonly #deps: ExportDeskDeps;
@@ -149,10 +173,18 @@ export class ExportDesk {
   constructor(deps: ExportDeskDeps) {
     this.#deps = deps;
     this.#agent = new Agent({ connect: deps.egress.connector(TIMEOUT_MS) });
-    for (const { value } of deps.store.settings.getRange()) {
+    const cursors: Array<[string, string, string, number]> = [];
+    for (const { key, value } of deps.store.settings.getRange()) {
       const t = value as (ExportTarget & { record?: string }) | null;
       if (t !== null && typeof t === 'object' && t.record === 'export_target') this.#index(strip(t));
+      const k = key as unknown[];
+      if (k[1] === CURSOR && typeof value === 'number')
+        cursors.push([String(k[0]), String(k[2]), String(k[3]), value]);
     }
+    for (const [org, id, chain, seq] of cursors) this.#find(org, id)?.cursors.set(chain, seq);
+    // What was committed while the process was down, or not taken before it stopped, goes now.
+    for (const list of this.#byOrg.values())
+      for (const x of list) for (const chain of x.cursors.keys()) this.#wake(x, chain);
   }
 
   /** For `ChainLog.onCommitted`. */
@@ -160,10 +192,12 @@ export class ExportDesk {
     const own = this.#byOrg.get(org);
     const global = this.#byOrg.get(SYSTEM);
     if (own === undefined && global === undefined) return;
-    for (const e of events) {
-      const severity = severityOf(e);
-      for (const x of own ?? []) if (selects(x.target, e, severity)) this.#enqueue(x, e);
-      for (const x of global ?? []) if (selects(x.target, e, severity)) this.#enqueue(x, e);
+    const first = events[0];
+    if (first === undefined) return;
+    for (const x of [...(own ?? []), ...(global ?? [])]) {
+      // A chain begun after the target was made (a new org) is read from its start.
+      if (!x.cursors.has(org)) x.cursors.set(org, first.seq - 1);
+      this.#wake(x, org);
     }
   };
 
@@ -176,8 +210,8 @@ export class ExportDesk {
   }
 
   stats(org: string, id: string): TargetStats | undefined {
-    const x = this.#byOrg.get(org)?.find((e) => e.target.id === id);
-    return x === undefined ? undefined : { ...x.stats, queued: x.queue.length };
+    const x = this.#find(org, id);
+    return x === undefined ? undefined : { ...x.stats, queued: this.#lag(x) };
   }
 
   /** Totals over every target (metrics). */
@@ -188,9 +222,20 @@ export class ExportDesk {
         t.sent += x.stats.sent_events;
         t.failed += x.stats.failed_batches;
         t.dropped += x.stats.dropped_events;
-        t.queued += x.queue.length;
+        t.queued += this.#lag(x);
       }
     return t;
+  }
+
+  /** Events committed after a target's cursors. */
+  #lag(x: Exporter): number {
+    let n = 0;
+    for (const [chain, seq] of x.cursors) n += Math.max(0, this.#deps.log.lastSeq(chain) - seq);
+    return n;
+  }
+
+  #find(org: string, id: string): Exporter | undefined {
+    return this.#byOrg.get(org)?.find((e) => e.target.id === id);
   }
 
   /**
@@ -268,12 +313,21 @@ export class ExportDesk {
       updated_at: now,
     };
     const { settings, writer } = this.#deps.store;
+    // A new target reads what is committed from now on: its cursors start at the chains' heads.
+    const heads = new Map<string, number>();
+    if (before === undefined)
+      for (const chain of org === SYSTEM ? this.#deps.orgs() : [org])
+        heads.set(chain, this.#deps.log.lastSeq(chain));
     await writer.enqueue(() => {
       if (token === null) this.#deps.settings.removeSecret(org, slot(target.id));
       else if (token !== undefined) this.#deps.settings.sealSecret(org, slot(target.id), token);
       settings.putSync([org, 'export', target.id], { ...target, record: 'export_target' });
+      for (const [chain, seq] of heads) settings.putSync([org, CURSOR, target.id, chain], seq);
     });
-    this.#index(target);
+    const x = this.#index(target);
+    for (const [chain, seq] of heads) x.cursors.set(chain, seq);
+    // Re-enabled, or filters changed: what waits is read again with the target as it is now.
+    for (const chain of x.cursors.keys()) this.#wake(x, chain);
     return target;
   }
 
@@ -284,10 +338,12 @@ export class ExportDesk {
     const { settings, writer } = this.#deps.store;
     await writer.enqueue(() => {
       settings.removeSync([org, 'export', id]);
+      for (const chain of x.cursors.keys()) settings.removeSync([org, CURSOR, id, chain]);
     });
     this.#deps.settings.removeSecret(org, slot(id));
-    if (x.timer !== undefined) clearTimeout(x.timer);
-    x.queue = [];
+    for (const timer of x.timers.values()) clearTimeout(timer);
+    x.timers.clear();
+    x.target = { ...x.target, enabled: false };
     this.#byOrg.set(
       org,
       list.filter((e) => e !== x),
@@ -313,7 +369,7 @@ export class ExportDesk {
       details: {},
       detections: null,
     } as unknown as AuditEvent;
-    const x = this.#byOrg.get(t.org_id)?.find((e) => e.target.id === t.id) ?? new Exporter(t);
+    const x = this.#find(t.org_id, t.id) ?? new Exporter(t);
     return this.#send(x, [event]);
   }
 
@@ -321,52 +377,97 @@ export class ExportDesk {
     this.#closed = true;
     for (const list of this.#byOrg.values())
       for (const x of list) {
-        if (x.timer !== undefined) clearTimeout(x.timer);
-        x.queue = [];
+        for (const timer of x.timers.values()) clearTimeout(timer);
+        x.timers.clear();
       }
     await this.#agent.destroy();
   }
 
-  #index(t: ExportTarget): void {
+  #index(t: ExportTarget): Exporter {
     const list = this.#byOrg.get(t.org_id) ?? [];
-    const x = list.find((e) => e.target.id === t.id);
+    let x = list.find((e) => e.target.id === t.id);
     if (x !== undefined) x.target = t;
     else {
-      list.push(new Exporter(t));
+      x = new Exporter(t);
+      list.push(x);
       this.#byOrg.set(t.org_id, list);
     }
+    return x;
   }
 
-  #enqueue(x: Exporter, e: AuditEvent): void {
+  /** Reads `chain` for `x` now, unless a pass is under way (then again after it) or a retry waits. */
+  #wake(x: Exporter, chain: string): void {
     if (this.#closed) return;
-    if (x.queue.length >= QUEUE_MAX) {
-      x.queue.shift();
-      x.stats.dropped_events++;
-    }
-    x.queue.push(e);
-    if (x.queue.length >= x.target.buffer_size) void this.#flush(x);
-    else if (x.timer === undefined) {
-      x.timer = setTimeout(() => {
-        x.timer = undefined;
-        void this.#flush(x);
-      }, x.target.flush_interval_seconds * 1_000);
-      x.timer.unref();
-    }
+    if (x.reading.has(chain)) x.again.add(chain);
+    else if (!x.backoff.has(chain)) void this.#read(x, chain, false);
   }
 
-  /** Sends what waits, a batch at a time, until the queue is empty. */
-  async #flush(x: Exporter): Promise<void> {
-    if (x.sending) return;
-    x.sending = true;
-    if (x.timer !== undefined) clearTimeout(x.timer);
-    x.timer = undefined;
+  #later(x: Exporter, chain: string, ms: number, backoff: boolean): void {
+    if (this.#closed || x.timers.has(chain)) return;
+    if (backoff) x.backoff.add(chain);
+    const timer = setTimeout(() => {
+      x.timers.delete(chain);
+      x.backoff.delete(chain);
+      void this.#read(x, chain, true);
+    }, ms);
+    timer.unref();
+    x.timers.set(chain, timer);
+  }
+
+  /**
+   * One pass over `chain` from the target's cursor: batches of the events its filters take, each
+   * sent before the cursor moves past it. A batch smaller than `buffer_size` at the chain's head
+   * waits `flush_interval_seconds` first (`force`: it waited already).
+   */
+  async #read(x: Exporter, chain: string, force: boolean): Promise<void> {
+    if (x.reading.has(chain)) return;
+    x.reading.add(chain);
     try {
-      while (x.queue.length > 0 && !this.#closed && x.target.enabled) {
-        const batch = x.queue.splice(0, x.target.buffer_size);
-        await this.#send(x, batch);
+      const { log } = this.#deps;
+      while (!this.#closed && x.target.enabled) {
+        const cursor = x.cursors.get(chain) ?? 0;
+        const last = log.lastSeq(chain);
+        if (cursor >= last) break;
+        const t = x.target;
+        const batch: AuditEvent[] = [];
+        let to = cursor;
+        for (const e of log.scanEvents(chain, {}, SCAN_MAX, cursor + 1)) {
+          const taken = selects(t, e, severityOf(e));
+          if (taken && batch.length === t.buffer_size) break;
+          // Retention pruned what lies between (the chain resumes after its bridge).
+          if (to === cursor && e.seq > cursor + 1) x.stats.dropped_events += e.seq - cursor - 1;
+          if (taken) batch.push(e);
+          to = e.seq;
+        }
+        if (to === cursor) break;
+        if (batch.length > 0 && batch.length < t.buffer_size && to >= log.lastSeq(chain) && !force) {
+          this.#later(x, chain, t.flush_interval_seconds * 1_000, false);
+          break;
+        }
+        if (batch.length > 0) {
+          const r = await this.#send(x, batch);
+          if (r.status === 'failed') {
+            const n = (x.failures.get(chain) ?? 0) + 1;
+            x.failures.set(chain, n);
+            this.#later(x, chain, Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (n - 1)), true);
+            break;
+          }
+          x.failures.delete(chain);
+        }
+        // A target removed meanwhile keeps no cursor.
+        if (this.#find(t.org_id, t.id) !== x) break;
+        const { settings, writer } = this.#deps.store;
+        await writer.enqueue(() => settings.putSync([t.org_id, CURSOR, t.id, chain], to));
+        x.cursors.set(chain, to);
+        force = false;
       }
+    } catch (err) {
+      x.stats.last_error = `reading the chain: ${(err as Error).message}`;
+      x.stats.last_error_at = new Date().toISOString();
+      this.#later(x, chain, RETRY_MAX_MS, true);
     } finally {
-      x.sending = false;
+      x.reading.delete(chain);
+      if (x.again.delete(chain)) this.#wake(x, chain);
     }
   }
 

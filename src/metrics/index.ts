@@ -134,7 +134,7 @@ export class Metrics {
     });
     new Counter({
       name: 'govgate_export_batches_failed_total',
-      help: 'Export batches that failed after their retries',
+      help: 'Export batches that failed after their retries (each is sent again later)',
       registers: [this.registry],
       collect() {
         this.reset();
@@ -143,7 +143,7 @@ export class Metrics {
     });
     new Counter({
       name: 'govgate_export_events_dropped_total',
-      help: 'Audit events dropped from a full export queue (10,000 per destination)',
+      help: 'Audit events retention pruned before an export destination read them',
       registers: [this.registry],
       collect() {
         this.reset();
@@ -152,7 +152,7 @@ export class Metrics {
     });
     new Gauge({
       name: 'govgate_export_events_queued',
-      help: 'Audit events waiting for export, all destinations',
+      help: "Audit events committed after the export destinations' cursors, summed: still to read",
       registers: [this.registry],
       collect() {
         this.set(exports().queued);
