@@ -965,7 +965,9 @@ async function main(cfg) {
       passthrough: () => startPassthrough(mock, serverCpu),
       govgate: () => startGovgate(mock, serverCpu),
       'govgate-200': async () => {
-        const t = await startGovgate(mock, serverCpu);
+        const t = await startGovgate(mock, serverCpu, {
+          nodeArgs: (process.env.GOVGATE_NODE_ARGS ?? '').split(' ').filter(Boolean),
+        });
         t.name = 'govgate-200';
         t.published = await publishPolicy(t, 'bench-200-rules', result.policy);
         t.checked = await checkGovern(t, t.published);
@@ -977,7 +979,11 @@ async function main(cfg) {
       starters['govgate-base'] = () => startGovgate(mock, serverCpu, { cli, name: 'govgate-base' });
       // The same 200-rule set on the baseline build, for the /v1/govern rounds only.
       starters['govgate-200-base'] = async () => {
-        const t = await startGovgate(mock, serverCpu, { cli, name: 'govgate-200-base' });
+        const t = await startGovgate(mock, serverCpu, {
+          cli,
+          name: 'govgate-200-base',
+          nodeArgs: (process.env.GOVGATE_NODE_ARGS ?? '').split(' ').filter(Boolean),
+        });
         t.published = await publishPolicy(t, 'bench-200-rules', result.policy);
         t.checked = await checkGovern(t, t.published);
         return t;
