@@ -39,6 +39,17 @@ function summaryOf(text) {
   return undefined;
 }
 
+/** The process groups of the tests running now: an interrupted run stops them too. */
+const running = new Set();
+for (const signal of ['SIGINT', 'SIGTERM'])
+  process.on(signal, () => {
+    for (const pid of running)
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {}
+    process.exit(130);
+  });
+
 function run(file) {
   return new Promise((resolve) => {
     const t0 = performance.now();
@@ -48,6 +59,7 @@ function run(file) {
       detached: true,
       env: { ...process.env, TAP_COLOR: '0' },
     });
+    running.add(child.pid);
     const chunks = [];
     child.stdout.on('data', (c) => chunks.push(c));
     child.stderr.on('data', (c) => chunks.push(c));
@@ -59,6 +71,7 @@ function run(file) {
       } catch {}
     }, TIMEOUT_MS);
     child.on('close', (code, signal) => {
+      running.delete(child.pid);
       clearTimeout(timer);
       const text = Buffer.concat(chunks).toString('utf8');
       resolve({ file, code, signal, timedOut, text, ms: performance.now() - t0, summary: summaryOf(text) });
