@@ -133,6 +133,8 @@ class Exporter {
   /** Per chain org: a partial batch's flush, or a failed batch's next try. */
   readonly timers = new Map<string, NodeJS.Timeout>();
   readonly failures = new Map<string, number>();
+  /** Per chain: the selected events read past the cursor and not sent yet, and the seq read to. */
+  readonly pending = new Map<string, { events: AuditEvent[]; to: number }>();
   /** Chains whose timer is a failed batch's next try (a commit does not hurry it). */
   readonly backoff = new Set<string>();
   readonly reading = new Set<string>();
@@ -326,6 +328,8 @@ export class ExportDesk {
     });
     const x = this.#index(target);
     for (const [chain, seq] of heads) x.cursors.set(chain, seq);
+    // What was selected under the old filters is read again under the new ones.
+    x.pending.clear();
     // Re-enabled, or filters changed: what waits is read again with the target as it is now.
     for (const chain of x.cursors.keys()) this.#wake(x, chain);
     return target;
@@ -425,43 +429,47 @@ export class ExportDesk {
     try {
       const { log } = this.#deps;
       while (!this.#closed && x.target.enabled) {
+        const t = x.target;
         const cursor = x.cursors.get(chain) ?? 0;
         const last = log.lastSeq(chain);
-        if (cursor >= last) break;
-        const t = x.target;
-        const batch: AuditEvent[] = [];
-        let to = cursor;
-        for (const e of log.scanEvents(chain, {}, SCAN_MAX, cursor + 1)) {
-          const taken = selects(t, e, severityOf(e));
-          if (taken && batch.length === t.buffer_size) break;
-          // Retention pruned what lies between (the chain resumes after its bridge).
-          if (to === cursor && e.seq > cursor + 1) x.stats.dropped_events += e.seq - cursor - 1;
-          if (taken) batch.push(e);
-          to = e.seq;
+        // What an earlier pass selected and has not sent, and how far it read: each event is
+        // read once, however often commits wake the target while a small batch waits.
+        let p = x.pending.get(chain);
+        if (p === undefined) x.pending.set(chain, (p = { events: [], to: cursor }));
+        if (p.events.length < t.buffer_size && p.to < last)
+          for (const e of log.scanEvents(chain, {}, SCAN_MAX, p.to + 1)) {
+            // Retention pruned what lies between (the chain resumes after its bridge).
+            if (e.seq > p.to + 1) x.stats.dropped_events += e.seq - p.to - 1;
+            p.to = e.seq;
+            if (selects(t, e, severityOf(e))) p.events.push(e);
+            if (p.events.length === t.buffer_size) break;
+          }
+        if (p.events.length === 0) {
+          if (p.to > cursor && !(await this.#advance(x, chain, p.to))) break;
+          if (p.to >= log.lastSeq(chain)) break;
+          continue;
         }
-        if (to === cursor) break;
-        if (batch.length > 0 && batch.length < t.buffer_size && to >= log.lastSeq(chain) && !force) {
+        if (p.events.length < t.buffer_size && p.to >= log.lastSeq(chain) && !force) {
           this.#later(x, chain, t.flush_interval_seconds * 1_000, false);
           break;
         }
-        if (batch.length > 0) {
-          const r = await this.#send(x, batch);
-          if (r.status === 'failed') {
-            const n = (x.failures.get(chain) ?? 0) + 1;
-            x.failures.set(chain, n);
-            this.#later(x, chain, Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (n - 1)), true);
-            break;
-          }
-          x.failures.delete(chain);
+        const batch = p.events.slice(0, t.buffer_size);
+        const r = await this.#send(x, batch);
+        if (r.status === 'failed') {
+          const n = (x.failures.get(chain) ?? 0) + 1;
+          x.failures.set(chain, n);
+          this.#later(x, chain, Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** (n - 1)), true);
+          break;
         }
-        // A target removed meanwhile keeps no cursor.
-        if (this.#find(t.org_id, t.id) !== x) break;
-        const { settings, writer } = this.#deps.store;
-        await writer.enqueue(() => settings.putSync([t.org_id, CURSOR, t.id, chain], to));
-        x.cursors.set(chain, to);
+        x.failures.delete(chain);
+        p.events = p.events.slice(batch.length);
+        // The cursor stops before the first selected event not sent yet.
+        const next = p.events[0];
+        if (!(await this.#advance(x, chain, next === undefined ? p.to : next.seq - 1))) break;
         force = false;
       }
     } catch (err) {
+      x.pending.delete(chain);
       x.stats.last_error = `reading the chain: ${(err as Error).message}`;
       x.stats.last_error_at = new Date().toISOString();
       this.#later(x, chain, RETRY_MAX_MS, true);
@@ -469,6 +477,16 @@ export class ExportDesk {
       x.reading.delete(chain);
       if (x.again.delete(chain)) this.#wake(x, chain);
     }
+  }
+
+  /** Stores a target's cursor on `chain`; false when the target was removed meanwhile. */
+  async #advance(x: Exporter, chain: string, to: number): Promise<boolean> {
+    const t = x.target;
+    if (this.#find(t.org_id, t.id) !== x) return false;
+    const { settings, writer } = this.#deps.store;
+    await writer.enqueue(() => settings.putSync([t.org_id, CURSOR, t.id, chain], to));
+    x.cursors.set(chain, to);
+    return true;
   }
 
   async #send(x: Exporter, events: readonly AuditEvent[]): Promise<BatchResult> {
