@@ -2,7 +2,10 @@
 // turns: a quick A/B of the request path's CPU (paced-ab.mjs adds latency; run.mjs is the full run).
 //
 //   node sat.mjs [--rounds=5] [--duration=5] [--scenario=chat|stream] [--passthrough] [--sidecar]
-//                [--variants='NAME=CLI|NODE_FLAGS;…']
+//                [--variants='NAME=CLI|NODE_FLAGS;…'] [--siem=all|block]
+//
+// `--siem=FILTER` gives every govgate variant a deployment-wide SIEM export (webhook, batches of
+// 100, that severity filter) posting to the mock: what the export costs per call.
 //
 // `--sidecar` adds `govgate sidecar` (this checkout's build) in front of its own control plane:
 // its CPU per call is the sidecar's; the control plane's, which takes in the sidecar's log and
@@ -21,16 +24,31 @@ function parseArgs(argv) {
     scenario,
     passthrough: flags.has('passthrough'),
     sidecar: flags.has('sidecar'),
+    siem: flags.get('siem'),
     variants,
     nice: process.getuid?.() === 0 ? -20 : null,
   };
 }
 
 async function main(cfg) {
-  const { targets, lg, spec } = await T.startVariants(cfg, {
+  const { targets, lg, spec, mock } = await T.startVariants(cfg, {
     passthrough: cfg.passthrough,
     sidecar: cfg.sidecar,
   });
+  if (cfg.siem !== undefined)
+    for (const t of targets.filter((x) => x.adminHeaders !== undefined && x.controlPid === undefined)) {
+      const r = await T.http('PUT', `${t.origin}/api/settings/siem`, {
+        headers: t.adminHeaders,
+        body: {
+          destination: 'webhook',
+          url: `${mock.origin}/v1/embeddings`,
+          buffer_size: 100,
+          severity_filter: cfg.siem,
+        },
+      });
+      if (r.status !== 200)
+        throw new Error(`${t.name}: SIEM export: HTTP ${r.status} ${r.text.slice(0, 200)}`);
+    }
   const controlCpu = new Map();
   const cpu = new Map(targets.map((t) => [t.name, []]));
   for (let r = 0; r < cfg.rounds; r++) {

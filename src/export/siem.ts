@@ -91,6 +91,8 @@ export const SIEM_FIELD_NAMES = { kind: 'destination', url: 'url', token: 'auth_
 /** Events read from the chain per pass at most (those a target's filters leave out included). */
 const SCAN_MAX = 5_000;
 const TIMEOUT_MS = 10_000;
+/** A cursor moved past events a target does not take is stored this long after (one write). */
+const SKIP_STORE_MS = 2_000;
 /** A batch that failed after its retries is tried again after this (doubling), at most `RETRY_MAX_MS`. */
 const RETRY_MIN_MS = 1_000;
 const RETRY_MAX_MS = 60_000;
@@ -135,6 +137,8 @@ class Exporter {
   readonly failures = new Map<string, number>();
   /** Per chain: the selected events read past the cursor and not sent yet, and the seq read to. */
   readonly pending = new Map<string, { events: AuditEvent[]; to: number }>();
+  /** Chains whose cursor moved past skipped events and is stored soon. */
+  readonly unstored = new Set<string>();
   /** Chains whose timer is a failed batch's next try (a commit does not hurry it). */
   readonly backoff = new Set<string>();
   readonly reading = new Set<string>();
@@ -198,7 +202,18 @@ export class ExportDesk {
     if (first === undefined) return;
     for (const x of [...(own ?? []), ...(global ?? [])]) {
       // A chain begun after the target was made (a new org) is read from its start.
-      if (!x.cursors.has(org)) x.cursors.set(org, first.seq - 1);
+      const cursor = x.cursors.get(org) ?? first.seq - 1;
+      x.cursors.set(org, cursor);
+      // Caught up with the chain: the committed events are taken as they are, not read back.
+      let p = x.pending.get(org);
+      if (p === undefined && cursor === first.seq - 1) x.pending.set(org, (p = { events: [], to: cursor }));
+      // Held in memory up to two batches (a receiver that is down): the rest is read back later.
+      if (p !== undefined && p.to === first.seq - 1 && x.target.enabled)
+        for (const e of events) {
+          if (p.events.length >= 2 * x.target.buffer_size) break;
+          if (selects(x.target, e, severityOf(e))) p.events.push(e);
+          p.to = e.seq;
+        }
       this.#wake(x, org);
     }
   };
@@ -445,7 +460,9 @@ export class ExportDesk {
             if (p.events.length === t.buffer_size) break;
           }
         if (p.events.length === 0) {
-          if (p.to > cursor && !(await this.#advance(x, chain, p.to))) break;
+          // Nothing to send: the cursor moves in memory, and is stored at most every few seconds
+          // (after a restart, reading those events again only finds nothing to send again).
+          if (p.to > cursor) this.#skip(x, chain, p.to);
           if (p.to >= log.lastSeq(chain)) break;
           continue;
         }
@@ -477,6 +494,23 @@ export class ExportDesk {
       x.reading.delete(chain);
       if (x.again.delete(chain)) this.#wake(x, chain);
     }
+  }
+
+  /** Moves a target's cursor past events it does not take; stored within `SKIP_STORE_MS`. */
+  #skip(x: Exporter, chain: string, to: number): void {
+    x.cursors.set(chain, to);
+    const p = x.pending.get(chain);
+    if (p !== undefined && p.events.length === 0) p.to = to;
+    if (x.unstored.has(chain)) return;
+    x.unstored.add(chain);
+    setTimeout(() => {
+      x.unstored.delete(chain);
+      const seq = x.cursors.get(chain);
+      const t = x.target;
+      if (seq === undefined || this.#find(t.org_id, t.id) !== x) return;
+      const { settings, writer } = this.#deps.store;
+      void writer.enqueue(() => settings.putSync([t.org_id, CURSOR, t.id, chain], seq)).catch(() => {});
+    }, SKIP_STORE_MS).unref();
   }
 
   /** Stores a target's cursor on `chain`; false when the target was removed meanwhile. */
