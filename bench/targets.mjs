@@ -371,7 +371,11 @@ export async function startSidecarTarget(
   controlCpu,
   { cli = GOVGATE_CLI, name = 'sidecar' } = {},
 ) {
-  const control = await startGovgate(mock, controlCpu, { cli, name: `${name}-control` });
+  const control = await startGovgate(mock, controlCpu, {
+    cli,
+    name: `${name}-control`,
+    nodeArgs: (process.env.CONTROL_NODE_ARGS ?? '').split(' ').filter(Boolean),
+  });
   const made = await http('POST', `${control.origin}/api/sidecars`, {
     headers: control.adminHeaders,
     body: { name: 'bench' },
