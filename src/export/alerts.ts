@@ -97,6 +97,8 @@ export interface AlertDeskDeps {
 const QUEUE_MAX = 1_000;
 /** Delivery records kept per destination. */
 const LOG_MAX = 100;
+/** The settings key of a delivery record: [org, LOG_KIND, destination id, its number]. */
+const LOG_KIND = 'alert_log';
 const URL_MAX = 2_048;
 
 interface Pending {
@@ -120,16 +122,27 @@ export class AlertDesk {
   readonly #queues = new Map<string, Pending[]>();
   readonly #running = new Set<string>();
   readonly #logs = new Map<string, DeliveryRecord[]>();
+  /** The number of each destination's last stored delivery record. */
+  readonly #logSeq = new Map<string, number>();
   readonly #counts = { delivered: 0, failed: 0, dropped: 0 };
   #closed = false;
 
   constructor(deps: AlertDeskDeps) {
     this.#deps = deps;
     this.#agent = new Agent({ connect: deps.egress.connector(deps.timeoutMs ?? 10_000) });
-    for (const { value } of deps.store.settings.getRange()) {
+    for (const { key, value } of deps.store.settings.getRange()) {
       const d = value as Partial<AlertDestination> & { kind?: string };
       if (d !== null && typeof d === 'object' && d.kind === 'alert_destination')
         this.#index(d as AlertDestination);
+      // The delivery logs, kept in the store across restarts (in key order: oldest first).
+      const k = key as unknown[];
+      if (k[1] === LOG_KIND && typeof k[3] === 'number' && d !== null && typeof d === 'object') {
+        const logKey = `${String(k[0])}/${String(k[2])}`;
+        let log = this.#logs.get(logKey);
+        if (log === undefined) this.#logs.set(logKey, (log = []));
+        log.push(value as DeliveryRecord);
+        this.#logSeq.set(logKey, k[3]);
+      }
     }
   }
 
@@ -218,9 +231,13 @@ export class AlertDesk {
   async remove(org: string, id: string): Promise<boolean> {
     if (this.get(org, id) === undefined) return false;
     const { settings, writer } = this.#deps.store;
+    const last = this.#logSeq.get(`${org}/${id}`) ?? 0;
     await writer.enqueue(() => {
       settings.removeSync([org, 'alert', id]);
+      for (let n = Math.max(1, last - LOG_MAX + 1); n <= last; n++)
+        settings.removeSync([org, LOG_KIND, id, n]);
     });
+    this.#logSeq.delete(`${org}/${id}`);
     this.#deps.settings.removeSecret(org, slot(id));
     this.#byOrg.set(
       org,
@@ -353,6 +370,17 @@ export class AlertDesk {
     log.push(r);
     if (log.length > LOG_MAX) log.shift();
     this.#counts[r.status]++;
+    // Stored too (the last LOG_MAX), off the delivery's way: a log that cannot be written only
+    // loses its history at the next restart.
+    const n = (this.#logSeq.get(key) ?? 0) + 1;
+    this.#logSeq.set(key, n);
+    const { settings, writer } = this.#deps.store;
+    void writer
+      .enqueue(() => {
+        settings.putSync([d.org_id, LOG_KIND, d.id, n], r);
+        if (n > LOG_MAX) settings.removeSync([d.org_id, LOG_KIND, d.id, n - LOG_MAX]);
+      })
+      .catch(() => {});
   }
 }
 

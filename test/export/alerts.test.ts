@@ -167,12 +167,17 @@ t.test(
     await sleep(300);
     t.equal(hook.posts.length, n, "another org's blocks do not reach this org's destinations");
 
-    // Kept across a restart (the URL from the vault); deleted, it gets nothing more.
+    // Kept across a restart (the URL from the vault, the delivery log); deleted, it gets nothing more.
+    const deliveryLog = async () =>
+      (await svc.call(`/api/settings/alert-destinations/${id}/delivery-log`, { token: svc.pat })).body.data;
+    const logBefore = await deliveryLog();
+    t.ok(logBefore.length >= 3);
     await svc.close(true);
     svc = await startService({
       dataDir: svc.dataDir,
       env: { SERVICE_EGRESS_ALLOW: `127.0.0.1:${hook.port}`, SERVICE_BOOTSTRAP_TOKEN: svc.pat },
     });
+    t.same(await deliveryLog(), logBefore, 'the delivery log outlives the restart');
     const restartedAt = byPath('/chat2').length;
     await chat(INJECTION);
     await waitFor(() => byPath('/chat2').length === restartedAt + 1, 'an alert after the restart');
