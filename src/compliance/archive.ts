@@ -127,16 +127,21 @@ async function rewriteGz(path: string, edit: (line: string) => string | undefine
       await rm(tmp, { force: true });
       return 0;
     }
-    const fh = await open(tmp, 'r');
-    try {
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, path);
+    await syncAndRename(tmp, path);
     return changed;
   } catch (err) {
     await rm(tmp, { force: true });
     throw err;
   }
+}
+
+/** Makes a finished file durable, then puts it in place (a crash leaves the old file or the new one). */
+export async function syncAndRename(tmp: string, path: string): Promise<void> {
+  const fh = await open(tmp, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
 }

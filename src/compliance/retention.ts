@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -11,6 +11,7 @@ import type { AuditSink } from '../audit/types.js';
 import type { ChainBridge, JsonValue } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Principal } from '../identity/types.js';
+import { syncAndRename } from './archive.js';
 
 const DAY_MS = 86_400_000;
 
@@ -209,13 +210,7 @@ export class RetentionDesk {
         }),
         createWriteStream(tmp, { mode: 0o600 }),
       );
-      const fh = await open(tmp, 'r');
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await rename(tmp, path);
+      await syncAndRename(tmp, path);
     } catch (err) {
       await rm(tmp, { force: true });
       throw new ServiceError('unavailable', `the archive could not be written: ${(err as Error).message}`, {

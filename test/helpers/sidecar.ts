@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { type RunningSidecar, startSidecar } from '../../src/sidecar/server.js';
 import { createLogger } from '../../src/util/log.js';
 import { callHttp } from './http.js';
-import type { Engine, TestService } from './service.js';
+import { type Engine, startService, type TestService } from './service.js';
 
 export interface TestSidecar {
   readonly sidecar: RunningSidecar;
@@ -84,4 +84,18 @@ export async function freePort(): Promise<number> {
   const port = (server.address() as { port: number }).port;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/** A control plane and one sidecar of its org `default` against it, both closed when `t` ends. */
+export async function controlWithSidecar(t: {
+  teardown(fn: () => Promise<void>): void;
+}): Promise<{ control: TestService; sc: TestSidecar; sidecarId: string; token: string }> {
+  const control = await startService();
+  const { sidecarId, token } = await createSidecarToken(control, control.pat);
+  const sc = await startTestSidecar({ controlUrl: control.url, token });
+  t.teardown(async () => {
+    await sc.close();
+    await control.close();
+  });
+  return { control, sc, sidecarId, token };
 }

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import t from 'tap';
 import { request } from 'undici';
 import { ENGINES, startService } from '../helpers/service.js';
-import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
+import { controlWithSidecar, createSidecarToken } from '../helpers/sidecar.js';
 import { waitFor } from '../helpers/wait.js';
 
 // Plain prose: nothing for the detectors to find, 51 characters a sentence.
@@ -16,13 +16,7 @@ const prose = (chars: number): string => SENTENCE.repeat(Math.ceil(chars / SENTE
 t.test(
   'entries of any size reach the control plane: one as large as a request, and many in one span',
   async (t) => {
-    const control = await startService();
-    const { sidecarId, token } = await createSidecarToken(control, control.pat);
-    const sc = await startTestSidecar({ controlUrl: control.url, token });
-    t.teardown(async () => {
-      await sc.close();
-      await control.close();
-    });
+    const { control, sc, sidecarId } = await controlWithSidecar(t);
     const govern = (text: string) =>
       sc.call('/v1/govern', {
         token: control.agentKey,

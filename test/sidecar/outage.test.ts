@@ -1,7 +1,13 @@
 import OpenAI from 'openai';
 import t from 'tap';
 import { serviceOnMockUpstream, startService, type TestService } from '../helpers/service.js';
-import { createSidecarToken, freePort, startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import {
+  controlWithSidecar,
+  createSidecarToken,
+  freePort,
+  startTestSidecar,
+  type TestSidecar,
+} from '../helpers/sidecar.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** A chat call through the sidecar with the mock provider; returns its pipeline id. */
@@ -84,13 +90,7 @@ t.test('a sidecar without a snapshot decides nothing', async (t) => {
 });
 
 t.test('a sidecar whose token is revoked stops deciding', async (t) => {
-  const control = await startService();
-  const { sidecarId, token } = await createSidecarToken(control, control.pat);
-  const sc = await startTestSidecar({ controlUrl: control.url, token });
-  t.teardown(async () => {
-    await sc.close();
-    await control.close();
-  });
+  const { control, sc, sidecarId } = await controlWithSidecar(t);
   await chat(sc, control.agentKey, 'fine');
   await control.call(`/api/sidecars/${sidecarId}`, { method: 'DELETE', token: control.pat });
   await waitFor(() => !sc.sidecar.snapshot.loaded, 'the snapshot dropped', 5_000);
