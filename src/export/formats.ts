@@ -47,8 +47,28 @@ export function scrubText(s: string): string {
   return s.length > OUTBOUND_STRING_MAX ? `${out}…[truncated ${s.length - OUTBOUND_STRING_MAX} chars]` : out;
 }
 
+/**
+ * Short strings found clean (nothing to scrub), remembered: most of an event's strings recur in
+ * every event (agent, model, provider, event type, outcome, mode), and scrubbing them again is
+ * most of an outbound event's cost. Only clean strings are kept, never one that held a secret.
+ */
+const CLEAN_MAX_CHARS = 128;
+const CLEAN_MAX_ENTRIES = 4_096;
+const clean = new Set<string>();
+
+function scrubString(s: string): string {
+  if (s.length > CLEAN_MAX_CHARS) return scrubText(s);
+  if (clean.has(s)) return s;
+  const out = scrubText(s);
+  if (out === s) {
+    if (clean.size >= CLEAN_MAX_ENTRIES) clean.clear();
+    clean.add(s);
+  }
+  return out;
+}
+
 function scrub(v: unknown, key: string, depth: number): unknown {
-  if (typeof v === 'string') return STRUCTURAL.has(key) ? v : scrubText(v);
+  if (typeof v === 'string') return STRUCTURAL.has(key) ? v : scrubString(v);
   if (v === null || typeof v !== 'object' || depth > 32) return v;
   if (Array.isArray(v)) return v.map((x) => scrub(x, key, depth + 1));
   const out: Record<string, unknown> = {};

@@ -52,6 +52,24 @@ t.test('outboundEvent: personal values out, structure kept, nothing mutated', as
   t.equal(o.details.nested[0].dsn, 'mysql://u:[SECRET]@h/db');
   t.notOk('seal' in o);
   t.equal(JSON.stringify(e), before, 'the trail event is not touched');
+
+  // Clean strings are remembered (they recur in every event); what holds a secret never is, so
+  // it is scrubbed every time, however many events went out before it.
+  for (let i = 0; i < 5_000; i++) {
+    const again = outboundEvent({
+      ...e,
+      id: `ae_${i}`,
+      reason: `call ${i % 50} ok`,
+      details: { file: '/var/lib/app/db.sqlite' },
+    } as unknown as AuditEvent) as unknown as Record<string, any>;
+    if (again.reason !== `call ${i % 50} ok` || again.details.file !== '[PATH]')
+      t.fail(`event ${i}: ${JSON.stringify(again)}`);
+  }
+  t.equal((outboundEvent(e) as unknown as Record<string, any>).reason, 'token [SECRET]', 'still scrubbed');
+  t.equal(
+    (outboundEvent(e) as unknown as Record<string, any>).details.nested[0].dsn,
+    'mysql://u:[SECRET]@h/db',
+  );
 });
 
 t.test('severity filters and CEF escaping', async (t) => {
