@@ -166,9 +166,10 @@ export interface ExportDeskDeps {
  * `flush_interval_seconds` after a smaller batch is found at the head; one batch at a time per
  * chain, in order, retried `max_retries` times (`retry_backoff_seconds` doubling), then again
  * later (from 1 s, doubling to 60 s) until it is taken. At least once: a batch taken whose cursor
- * could not be stored is sent again. Events leave with their personal fields as commitments only
- * (`outboundEvent`), read from the store when sent, so an erasure before then is honoured.
- * Events retention prunes before a target read them are counted (`dropped_events`).
+ * could not be stored is sent again. A target that is caught up takes the committed events as
+ * they are (two batches at most); a backlog is read from the store. Events leave with their
+ * personal fields as commitments only (`outboundEvent`). Events retention prunes before a target
+ * read them are counted (`dropped_events`).
  */
 export class ExportDesk {
   readonly #deps: ExportDeskDeps;
