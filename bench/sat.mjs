@@ -7,6 +7,7 @@
 // `--siem=FILTER` gives every govgate variant a deployment-wide SIEM export (webhook, batches of
 // 100, that severity filter) posting to the mock: what the export costs per call.
 //
+// `--sidecar-base=CLI` adds a second sidecar (and control plane) of another build: an A/B.
 // `--sidecar` adds `govgate sidecar` (this checkout's build) in front of its own control plane:
 // its CPU per call is the sidecar's; the control plane's, which takes in the sidecar's log and
 // runs on the generator's CPU here, is printed beside it.
@@ -24,6 +25,7 @@ function parseArgs(argv) {
     scenario,
     passthrough: flags.has('passthrough'),
     sidecar: flags.has('sidecar'),
+    sidecarBase: flags.get('sidecar-base'),
     siem: flags.get('siem'),
     variants,
     nice: process.getuid?.() === 0 ? -20 : null,
@@ -34,6 +36,7 @@ async function main(cfg) {
   const { targets, lg, spec, mock } = await T.startVariants(cfg, {
     passthrough: cfg.passthrough,
     sidecar: cfg.sidecar,
+    sidecarBase: cfg.sidecarBase,
   });
   if (cfg.siem !== undefined)
     for (const t of targets.filter((x) => x.adminHeaders !== undefined && x.controlPid === undefined)) {

@@ -537,7 +537,7 @@ export function median(xs) {
  * variant, the load generator, each target warmed up (3 s of saturation), and `spec(target)`,
  * what the load generator is told of a target for `cfg.scenario`.
  */
-export async function startVariants(cfg, { passthrough = false, sidecar = false } = {}) {
+export async function startVariants(cfg, { passthrough = false, sidecar = false, sidecarBase } = {}) {
   const pin = hasTaskset();
   const gen = pin ? 0 : undefined;
   const server = pin ? 1 : undefined;
@@ -550,6 +550,8 @@ export async function startVariants(cfg, { passthrough = false, sidecar = false 
   for (const v of cfg.variants)
     targets.push(await startGovgate(mock, server, { cli: v.cli, name: v.name, nodeArgs: v.nodeArgs }));
   if (sidecar) targets.push(await startSidecarTarget(mock, server, gen));
+  if (sidecarBase)
+    targets.push(await startSidecarTarget(mock, server, gen, { cli: sidecarBase, name: 'sidecar-base' }));
   const lg = startLoadgen(gen);
   await lg.call('config', { clkTck: clkTck() });
   const spec = (t) => ({

@@ -72,6 +72,12 @@ export interface ChainLogOptions {
   readonly dataDir: string;
   /** False: no JSONL log (a sidecar, whose log the control plane's JSONL file holds). */
   readonly jsonl?: boolean;
+  /**
+   * False: no overview rollups (a sidecar: the overview and trust scores are the control plane's,
+   * over the org chain it ships to); `overview` and `rollup` then count nothing. The postings stay:
+   * a sidecar finds a decision by its pipeline (`/v1/govern/execution`).
+   */
+  readonly rollups?: boolean;
   /** SERVICE_AUDIT_ROTATION_MAX_MB. */
   readonly rotationMaxMb: number;
   /** Org JSONL files kept open at most, a soft cap (default 256; see `JsonlLog`). */
@@ -255,6 +261,7 @@ export class ChainLog implements AuditLog {
   #integrityError: unknown;
   #rollupError: unknown;
   readonly #rollupFlushMs: number;
+  readonly #rollups: boolean;
   #rollupTimer: NodeJS.Timeout | undefined;
   /** Posting lists begun (all orgs) since the last flush began; see `#flushPostings`. */
   #newLists = 0;
@@ -272,6 +279,7 @@ export class ChainLog implements AuditLog {
     });
     this.#clock = opts.clock ?? Date.now;
     this.#rollupFlushMs = Math.max(1, opts.rollupFlushMs ?? 1_000);
+    this.#rollups = opts.rollups !== false;
     this.#pendingListsMax = Math.max(1, opts.pendingListsMax ?? PENDING_LISTS_MAX);
     const workers = opts.integrityWorkers ?? Math.min(4, availableParallelism());
     this.#integrityPool =
@@ -358,7 +366,7 @@ export class ChainLog implements AuditLog {
       }
       head = this.#head(org);
       ms = Math.max(this.#clock(), head.tsMs);
-      this.#buckets(head, ms);
+      if (this.#rollups) this.#buckets(head, ms);
       event = this.#build(input, head, ms);
       let line = linkedLine(event);
       // JCS writes a lone UTF-16 surrogate as a lowercase `\udxxx` escape (a pair goes as it is):
@@ -383,8 +391,10 @@ export class ChainLog implements AuditLog {
     head.chars += json.length;
     for (const n of head.tree.append(leafHash(event.hash)))
       if (n.level >= STORED_NODE_LEVEL) batch.nodes.push(n);
-    this.#count(head, head.minute as Bucket, event);
-    this.#count(head, head.hour as Bucket, event);
+    if (this.#rollups) {
+      this.#count(head, head.minute as Bucket, event);
+      this.#count(head, head.hour as Bucket, event);
+    }
     this.#newLists += addPending(head, event);
     if (this.#newLists >= this.#pendingListsMax) this.#flushPostings();
     this.#scheduleRollups();
@@ -480,9 +490,9 @@ export class ChainLog implements AuditLog {
     const { auditMeta } = this.#store;
     const mark: unknown = auditMeta.get([head.org, ROLLUP_MARK_KIND]);
     const postingsMark: unknown = auditMeta.get([head.org, POSTINGS_MARK_KIND]);
-    if (typeof mark !== 'number') head.markPending = head.seq;
+    if (typeof mark !== 'number' && this.#rollups) head.markPending = head.seq;
     if (typeof postingsMark !== 'number') head.postingsMarkPending = head.seq;
-    const rollupsFrom = typeof mark === 'number' ? mark : head.seq;
+    const rollupsFrom = typeof mark === 'number' && this.#rollups ? mark : head.seq;
     const postingsFrom = typeof postingsMark === 'number' ? postingsMark : head.seq;
     const from = Math.min(rollupsFrom, postingsFrom);
     if (from >= head.seq) return;
@@ -541,7 +551,7 @@ export class ChainLog implements AuditLog {
       this.#newLists = 0;
       for (const head of this.#heads.values()) {
         if (!due(head)) continue;
-        if (rollups) {
+        if (rollups && this.#rollups) {
           for (const b of head.dirty) {
             store.auditMeta.putSync([head.org, b.kind, b.start], JSON.stringify(b.rollup));
             written.push([head, b, b.version]);

@@ -122,6 +122,8 @@ export async function startSidecar(
       dataDir: config.dataDir,
       rotationMaxMb: config.audit.rotationMaxMb,
       jsonl: false,
+      // The overview and trust scores are the control plane's, over the chain this log ships to.
+      rollups: false,
       warn: (msg, fields) => logger.warn(msg, fields),
     });
     closers.push(() => log.close());

@@ -466,6 +466,24 @@ t.test('personal fields are committed with fresh salts', async (t) => {
   t.equal(hashEvent(ea.prev_hash as string, erased), ea.hash);
 });
 
+t.test('without rollups (a sidecar): nothing counted or stored, and search still finds', async (t) => {
+  const h = tempLog({ rollups: false, rollupFlushMs: 5 });
+  t.teardown(() => h.close());
+  for (let i = 0; i < 20; i++)
+    await h.log.append({ org_id: ORG, event_type: 'llm_call', agent_id: 'a', pipeline_id: `pl_${i % 4}` });
+  await new Promise((r) => setTimeout(r, 30)); // past the flush timer: postings are stored
+  t.equal(h.log.overview(ORG, {}).events, 0, 'no overview');
+  t.same(
+    [...h.store.auditMeta.getRange()].filter(({ key }) =>
+      ['m', 'h', 'r'].includes((key as unknown[])[1] as string),
+    ),
+    [],
+    'no rollup and no rollup mark in the store',
+  );
+  t.equal(h.log.view(ORG, 'pipeline_id', 'pl_1', 100).data.length, 5, 'a pipeline is found by its postings');
+  t.equal(h.log.integrity(ORG).status, 'intact');
+});
+
 t.test('seals: cut by count, by time, one in flight at a time', async (t) => {
   t.test('by count', async (t) => {
     const signer = new TestSigner();
