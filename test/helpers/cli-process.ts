@@ -53,9 +53,14 @@ export function startCli(
 }
 
 export function exited(child: ChildProcess): Promise<number | null> {
+  // Once its output is read to the end too ('close', not 'exit'), so `out()` holds all of it.
   return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
-    else child.once('exit', (code) => resolve(code));
+    const done = (): void => resolve(child.exitCode);
+    const stdout = child.stdout;
+    if (child.exitCode !== null || child.signalCode !== null) {
+      if (stdout === null || stdout.readableEnded || stdout.destroyed) done();
+      else stdout.once('close', done);
+    } else child.once('close', done);
   });
 }
 
@@ -87,6 +92,8 @@ export async function verifyOrgLog(
   verify.stdout?.on('data', (d: Buffer) => {
     out += d.toString();
   });
+  // A process can exit before its output has been read to the end: `exited` waits for that too
+  // (before it did not, and CI once read a verify's result as 'unreadable', with exit code 0).
   const code = await exited(verify);
   let result = { status: 'unreadable', chain_length: -1 };
   try {
