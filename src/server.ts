@@ -264,13 +264,16 @@ async function startLocked(
     extraJwks: () => sidecars.mandateJwks(),
   });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
+  // DSAR and erasure read the retention archive whatever SERVICE_AUDIT_ARCHIVE says now: files an
+  // earlier setting wrote hold events too.
+  const archive = new RetentionArchive(config.audit.archiveDir);
   registerDsarRoutes(router, {
     snapshot,
     identity,
     log: events,
     audit: events,
     orgExists,
-    archive: new RetentionArchive(config.audit.archiveDir),
+    archive,
   });
   const webauthn = new WebauthnDesk(store, {
     rpId: config.webauthn.rpId,
@@ -281,8 +284,6 @@ async function startLocked(
     },
   });
   registerApprovalRoutes(router, { snapshot, approvals, webauthn });
-  // Whatever SERVICE_AUDIT_ARCHIVE says now: files an earlier setting wrote are searched too.
-  const archive = new RetentionArchive(config.audit.archiveDir);
   const erasures = new ErasureDesk({
     store,
     identity,

@@ -20,6 +20,12 @@ export interface ArchiveFile {
 
 const NAME = /^(.+)-([1-9][0-9]*)-([1-9][0-9]*)\.jsonl\.gz$/;
 
+/** Where retention writes the org's events `from`..`to`: `<dir>/<org>/<org>-<from>-<to>.jsonl.gz`. */
+export function archivePath(dir: string, org: string, from: number, to: number): string {
+  const name = fileNameOf(org);
+  return join(dir, name, `${name}-${from}-${to}.jsonl.gz`);
+}
+
 /**
  * The local retention archive (`SERVICE_AUDIT_ARCHIVE=local`) as erasure and DSAR read it: the
  * gzipped JSONL files retention wrote per org (`<dir>/<org>/<org>-<from>-<to>.jsonl.gz`,

@@ -1,17 +1,16 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { dirname, relative } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 import type { ChainLog } from '../audit/chain-log.js';
-import { fileNameOf } from '../audit/jsonl-log.js';
 import type { AuditSink } from '../audit/types.js';
 import type { ChainBridge, JsonValue } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Principal } from '../identity/types.js';
-import { syncAndRename } from './archive.js';
+import { archivePath, syncAndRename } from './archive.js';
 
 const DAY_MS = 86_400_000;
 
@@ -182,10 +181,8 @@ export class RetentionDesk {
    */
   async #archive(org: string, range: PruneRange, lines: Iterable<string>): Promise<JsonValue> {
     const dir = this.#deps.settings.archiveDir;
-    const name = fileNameOf(org);
-    const folder = join(dir, name);
-    await mkdir(folder, { recursive: true, mode: 0o700 });
-    const path = join(folder, `${name}-${range.from_seq}-${range.to_seq}.jsonl.gz`);
+    const path = archivePath(dir, org, range.from_seq, range.to_seq);
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     const tmp = `${path}.tmp`;
     const digest = createHash('sha256');
     let bytes = 0;

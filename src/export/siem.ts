@@ -500,8 +500,6 @@ export class ExportDesk {
   /** Moves a target's cursor past events it does not take; stored within `SKIP_STORE_MS`. */
   #skip(x: Exporter, chain: string, to: number): void {
     x.cursors.set(chain, to);
-    const p = x.pending.get(chain);
-    if (p !== undefined && p.events.length === 0) p.to = to;
     if (x.unstored.has(chain)) return;
     x.unstored.add(chain);
     setTimeout(() => {
