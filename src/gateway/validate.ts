@@ -152,21 +152,69 @@ function checkToolCalls(calls: unknown, param: string): void {
   }
 }
 
-/**
- * OpenAI tool_choice: a string (none, auto, required) or an object; a function or custom choice
- * names its tool.
- */
-function checkOpenaiToolChoice(choice: unknown): void {
-  if (choice === undefined || choice === null || typeof choice === 'string') return;
-  if (!isObject(choice)) bad('tool_choice must be a string or an object', 'tool_choice');
+const TOOL_CHOICE_MODES = new Set(['none', 'auto', 'required']);
+
+/** A tool_choice that names one tool: `{type: function, function: {name}}` or the custom form. */
+function checkNamedToolChoice(choice: Record<string, unknown>, at: string): string {
   if (choice.type === 'function') {
     const fn = choice.function;
     if (!isObject(fn) || typeof fn.name !== 'string')
-      bad('a function tool_choice needs function.name', 'tool_choice.function.name');
-  } else if (choice.type === 'custom') {
+      bad('a function tool_choice needs function.name', `${at}.function.name`);
+    return fn.name;
+  }
+  if (choice.type === 'custom') {
     const custom = choice.custom;
     if (!isObject(custom) || typeof custom.name !== 'string')
-      bad('a custom tool_choice needs custom.name', 'tool_choice.custom.name');
+      bad('a custom tool_choice needs custom.name', `${at}.custom.name`);
+    return custom.name;
+  }
+  bad('a tool_choice type is function, custom or allowed_tools', `${at}.type`);
+}
+
+/**
+ * OpenAI tool_choice: none, auto or required; an object naming a function or custom tool; or
+ * allowed_tools, a subset of the declared tools (mode auto or required) that the call may use.
+ * Anything else is refused, as OpenAI would: a value passed on unread to an Anthropic model
+ * would be dropped, and with it the restriction it asked for.
+ */
+function checkOpenaiToolChoice(choice: unknown, tools: unknown): void {
+  if (choice === undefined || choice === null) return;
+  if (typeof choice === 'string') {
+    if (!TOOL_CHOICE_MODES.has(choice))
+      bad('tool_choice is none, auto, required or an object', 'tool_choice');
+    return;
+  }
+  if (!isObject(choice)) bad('tool_choice must be a string or an object', 'tool_choice');
+  if (choice.type !== 'allowed_tools') {
+    checkNamedToolChoice(choice, 'tool_choice');
+    return;
+  }
+  const allowed = choice.allowed_tools;
+  if (!isObject(allowed))
+    bad('an allowed_tools tool_choice needs allowed_tools', 'tool_choice.allowed_tools');
+  if (allowed.mode !== 'auto' && allowed.mode !== 'required')
+    bad('allowed_tools.mode is auto or required', 'tool_choice.allowed_tools.mode');
+  const list = allowed.tools;
+  if (!Array.isArray(list) || list.length === 0 || list.length > LIMITS.maxTools)
+    bad(`allowed_tools.tools lists 1 to ${LIMITS.maxTools} tools`, 'tool_choice.allowed_tools.tools');
+  const declared = new Set<string>();
+  if (Array.isArray(tools))
+    for (const t of tools) {
+      const name = isObject(t)
+        ? isObject(t.function)
+          ? t.function.name
+          : isObject(t.custom)
+            ? t.custom.name
+            : undefined
+        : undefined;
+      if (typeof name === 'string') declared.add(name);
+    }
+  for (let i = 0; i < list.length; i++) {
+    const at = `tool_choice.allowed_tools.tools[${i}]`;
+    const item: unknown = list[i];
+    if (!isObject(item)) bad('an allowed tool is an object', at);
+    const name = checkNamedToolChoice(item, at);
+    if (!declared.has(name)) bad(`allowed tool ${JSON.stringify(name.slice(0, 64))} is not among tools`, at);
   }
 }
 
@@ -220,7 +268,7 @@ export function validateChatRequest(value: unknown): ChatCompletionRequest {
   )
     bad(`n must be an integer from 1 to ${LIMITS.maxChoices}`, 'n');
   checkTools(value.tools, true);
-  checkOpenaiToolChoice(value.tool_choice);
+  checkOpenaiToolChoice(value.tool_choice, value.tools);
   checkOptional(value, 'parallel_tool_calls', 'boolean');
   checkOptional(value, 'reasoning_effort', 'string');
   checkOptional(value, 'stream', 'boolean');

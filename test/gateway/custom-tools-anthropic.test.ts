@@ -57,6 +57,28 @@ t.test('custom tools on an Anthropic model', async (t) => {
     upstream.anthropicMessage = undefined;
   });
 
+  t.test('allowed_tools: only the allowed tools reach an Anthropic model, and required is any', async (t) => {
+    upstream.requests.length = 0;
+    const body = {
+      model: 'claude-test',
+      messages: [{ role: 'user', content: 'note it' }],
+      tools: [SHELL, { type: 'custom', custom: { name: 'note', format: { type: 'text' } } }],
+      tool_choice: {
+        type: 'allowed_tools',
+        allowed_tools: { mode: 'required', tools: [{ type: 'custom', custom: { name: 'note' } }] },
+      },
+    };
+    await openai.chat.completions.create(body as any);
+    let seen = upstream.requests.at(-1)?.body as any;
+    t.strictSame(seen.tools, [{ name: 'note', input_schema: ONE_STRING }]);
+    t.strictSame(seen.tool_choice, { type: 'any' });
+    body.tool_choice.allowed_tools.mode = 'auto';
+    await openai.chat.completions.create(body as any);
+    seen = upstream.requests.at(-1)?.body as any;
+    t.strictSame(seen.tools, [{ name: 'note', input_schema: ONE_STRING }]);
+    t.strictSame(seen.tool_choice, { type: 'auto' });
+  });
+
   t.test('a text-format tool, its call in the history and tool_choice are translated', async (t) => {
     upstream.anthropicMessage = callsShell('ls -la /tmp');
     upstream.requests.length = 0;

@@ -498,6 +498,46 @@ t.test(
       ],
       ['tool_choice a number', { tool_choice: 3, tools: [openaiTool], messages: [hi] }, 'tool_choice'],
       [
+        'tool_choice an unknown mode',
+        { tool_choice: 'sometimes', tools: [openaiTool], messages: [hi] },
+        'tool_choice',
+      ],
+      [
+        'tool_choice of an unknown type',
+        { tool_choice: { type: 'bogus' }, tools: [openaiTool], messages: [hi] },
+        'tool_choice.type',
+      ],
+      [
+        'allowed_tools without a mode',
+        {
+          tool_choice: { type: 'allowed_tools', allowed_tools: { tools: [openaiTool] } },
+          tools: [openaiTool],
+          messages: [hi],
+        },
+        'tool_choice.allowed_tools.mode',
+      ],
+      [
+        'allowed_tools with no tool',
+        {
+          tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'required', tools: [] } },
+          tools: [openaiTool],
+          messages: [hi],
+        },
+        'tool_choice.allowed_tools.tools',
+      ],
+      [
+        'allowed_tools naming a tool not declared',
+        {
+          tool_choice: {
+            type: 'allowed_tools',
+            allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'g' } }] },
+          },
+          tools: [openaiTool],
+          messages: [hi],
+        },
+        'tool_choice.allowed_tools.tools[0]',
+      ],
+      [
         'tool_calls[0] without function',
         {
           messages: [

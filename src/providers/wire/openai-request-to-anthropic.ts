@@ -15,6 +15,8 @@
  *   0.7 to both, and an Anthropic request that went through OpenAI's shape comes back unchanged.
  * - max_tokens is `max_completion_tokens`, else `max_tokens`, else `opts.defaultMaxTokens`.
  * - tool_choice and parallel_tool_calls are only sent along with at least one tool.
+ * - An `allowed_tools` tool_choice sends only the tools it allows, with `any` (mode required) or
+ *   `auto`: Anthropic has no such choice, and a tool it is not shown cannot be called.
  * - Custom (freeform) tools: a text-format one becomes a tool taking one string, a grammar-format
  *   one is refused with a 400 (custom-tools.ts); their calls become tool_use blocks.
  * - OpenAI-only fields (n, seed, logprobs, response_format, penalties, ...) are not forwarded.
@@ -97,7 +99,7 @@ export function openaiRequestToAnthropic(
   if (typeof req.stream === 'boolean') out.stream = req.stream;
   if (typeof req.user === 'string' && req.user !== '') out.metadata = { user_id: req.user };
 
-  const tools = req.tools ? mapTools(req.tools) : [];
+  const tools = req.tools ? mapTools(allowedTools(req.tools, req.tool_choice)) : [];
   if (tools.length > 0) {
     out.tools = tools;
     const choice = mapToolChoice(req.tool_choice, req.parallel_tool_calls === false);
@@ -239,6 +241,15 @@ function mapTools(tools: OpenaiTool[]): AnthropicTool[] {
   return out;
 }
 
+/** The declared tools an `allowed_tools` choice leaves (Anthropic has no such choice: the rest are not sent). */
+function allowedTools(tools: OpenaiTool[], choice: OpenaiToolChoice | undefined): OpenaiTool[] {
+  if (typeof choice !== 'object' || choice === null || choice.type !== 'allowed_tools') return tools;
+  const names = new Set(
+    choice.allowed_tools.tools.map((t) => (t.type === 'custom' ? t.custom.name : t.function.name)),
+  );
+  return tools.filter((t) => names.has(t.type === 'custom' ? t.custom.name : t.function.name));
+}
+
 function mapToolChoice(
   choice: OpenaiToolChoice | undefined,
   disableParallel: boolean,
@@ -247,7 +258,9 @@ function mapToolChoice(
   let mapped: Exclude<AnthropicToolChoice, { type: 'none' }> | undefined;
   if (choice === 'required') mapped = { type: 'any' };
   else if (choice === 'auto') mapped = { type: 'auto' };
-  else if (typeof choice === 'object' && choice !== null && choice.type === 'function') {
+  else if (typeof choice === 'object' && choice !== null && choice.type === 'allowed_tools') {
+    mapped = { type: choice.allowed_tools.mode === 'required' ? 'any' : 'auto' };
+  } else if (typeof choice === 'object' && choice !== null && choice.type === 'function') {
     mapped = { type: 'tool', name: choice.function.name };
   } else if (typeof choice === 'object' && choice !== null && choice.type === 'custom') {
     mapped = { type: 'tool', name: choice.custom.name };

@@ -135,12 +135,22 @@ export interface OpenaiNamedCustomToolChoice {
   custom: { name: string };
 }
 
+/** Only these of the declared tools may be called (`required`: one of them must be). */
+export interface OpenaiAllowedToolsChoice {
+  type: 'allowed_tools';
+  allowed_tools: {
+    mode: 'auto' | 'required';
+    tools: (OpenaiNamedToolChoice | OpenaiNamedCustomToolChoice)[];
+  };
+}
+
 export type OpenaiToolChoice =
   | 'none'
   | 'auto'
   | 'required'
   | OpenaiNamedToolChoice
-  | OpenaiNamedCustomToolChoice;
+  | OpenaiNamedCustomToolChoice
+  | OpenaiAllowedToolsChoice;
 
 /** POST /v1/chat/completions body. */
 export interface ChatCompletionRequest {
