@@ -128,7 +128,11 @@ export const anthropicFrontEnd: FrontEnd = {
   },
 };
 
-/** A failure after an Anthropic stream started, as Anthropic reports one: an `error` event. */
-export function anthropicStreamError(err: ServiceError): string {
-  return `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: err.code, message: err.message } })}\n\n`;
+/**
+ * A failure after an Anthropic stream started: an `error` event, as Anthropic sends one
+ * (`{type: "error", error: {type, message}}`), whose `error` is the contract's error object
+ * (with its code and request id) like every other error govgate answers.
+ */
+export function anthropicStreamError(err: ServiceError, requestId: string): string {
+  return `event: error\ndata: ${JSON.stringify(errorBody(err.code, err.message, requestId, err.param))}\n\n`;
 }

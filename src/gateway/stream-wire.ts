@@ -292,7 +292,7 @@ export function anthropicWire(
       }
       return out;
     },
-    error: (err) => anthropicStreamError(err),
+    error: anthropicStreamError,
     blocked(text, service) {
       let out = '';
       const g = governor as AnthropicStreamGovernor;

@@ -218,9 +218,23 @@ t.test('an upstream stream that ends before its terminal event is an upstream fa
       // A finish the upstream did send is relayed; none is made up.
       if (!name.includes('finish chunk') && !name.includes('message_delta'))
         t.notMatch(text, /"finish_reason":"stop"|"end_turn"/, `${what}: no finish made up`);
-      if (path === '/v1/messages')
-        t.match(text, /event: error\ndata: \{"type":"error","error":\{"type":"upstream_error"/);
-      else
+      if (path === '/v1/messages') {
+        // Anthropic's error event, whose `error` is the contract's error object.
+        const data = /event: error\ndata: (.*)\n\n/.exec(text)?.[1];
+        t.strictSame(
+          JSON.parse(data ?? 'null'),
+          {
+            type: 'error',
+            error: {
+              type: 'api_error',
+              code: 'upstream_error',
+              message: JSON.parse(data ?? '{"error":{}}').error.message,
+              request_id: res.headers.get('x-request-id'),
+            },
+          },
+          `${what}: error event`,
+        );
+      } else
         t.match(
           text,
           /data: \{"type":"error","error":\{[^\n]*"code":"upstream_error"/,
