@@ -37,7 +37,7 @@ t.test('an event and its receipt from the API verify offline; any change does no
   const chat = await svc.call('/v1/chat/completions', {
     token: svc.agentKey,
     headers: { 'x-session-id': 'sess-receipt' },
-    body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+    body: { model: 'mock-echo', user: 'alice@example.com', messages: [{ role: 'user', content: 'hello' }] },
   });
   t.equal(chat.status, 200);
   const listed = await callEvent(svc, 'sess-receipt');
@@ -84,6 +84,17 @@ t.test('an event and its receipt from the API verify offline; any change does no
   };
   t.equal(await reason('edited.json', { ...event, outcome: 'block' }), 'content_modified');
   t.equal(await reason('other-id.json', { ...event, id: 'ae_someone_else_00000' }), 'content_modified');
+  // Only a personal field's commitment is hashed: a value changed beside its salt is caught too.
+  const personal = event.personal as Record<string, { value: unknown; salt: string; c: string }>;
+  const [field, stored] = Object.entries(personal).find(([, f]) => f.salt !== undefined) ?? [];
+  t.ok(field, 'the event has a personal field with its salt');
+  if (field && stored) {
+    const forged = {
+      ...event,
+      personal: { ...personal, [field]: { ...stored, value: 'mallory@example.com' } },
+    };
+    t.equal(await reason('personal.json', forged), 'content_modified');
+  }
   const r = event.receipt as { inclusion_proof: string[]; tree_size: number; checkpoint: string };
   if (r.inclusion_proof.length > 0) {
     const proof = [...r.inclusion_proof];

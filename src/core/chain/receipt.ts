@@ -1,5 +1,6 @@
 import { fromHex, isHash, toHex } from './bytes.js';
 import { parseCheckpoint } from './checkpoint.js';
+import { checkPersonalField } from './commitment.js';
 import { hashEventUnchecked } from './event.js';
 import { inclusionProof, leafHash, type NodeReader, verifyInclusion } from './merkle.js';
 import { type NoteVerifier, verifyNote } from './note.js';
@@ -44,6 +45,16 @@ export function buildReceipt(
  * Checks a receipt: both seal signatures, the checkpoint's size, then the inclusion proof against
  * the checkpoint's root. With `event`, also recomputes the event hash from the event itself.
  */
+/** Whether every personal field of `event` holds its committed value or a tombstone (shape included). */
+function personalFieldsMatch(event: object): boolean {
+  const personal = (event as { personal?: unknown }).personal;
+  if (personal === undefined || personal === null) return true;
+  if (typeof personal !== 'object' || Array.isArray(personal)) return false;
+  for (const [path, field] of Object.entries(personal))
+    if (checkPersonalField(path, field) === 'mismatch') return false;
+  return true;
+}
+
 export function verifyReceipt(
   receipt: Receipt,
   verifiers: readonly NoteVerifier[],
@@ -61,6 +72,8 @@ export function verifyReceipt(
     if (recomputed !== receipt.event_hash || e.hash !== receipt.event_hash) {
       return { ok: false, reason: 'content_modified' };
     }
+    // Only the commitments are hashed: each personal value must still match its commitment.
+    if (!personalFieldsMatch(event)) return { ok: false, reason: 'content_modified' };
   }
   const verdict = verifyNote(receipt.checkpoint, verifiers);
   if (!verdict.ok) return { ok: false, reason: 'signature_invalid' };
