@@ -35,7 +35,8 @@ const REASON_SPEC = { reason: REASON } as const;
 function leniently<T>(ctx: Ctx, names: readonly string[], spec: Parameters<typeof strictBody>[1]): T {
   const raw = ctx.req.body.length === 0 ? {} : ctx.jsonObject();
   const picked: Record<string, unknown> = {};
-  for (const n of names) picked[n] = raw[n];
+  // A null is what an SDK sends for a field it does not set: absent here.
+  for (const n of names) if (raw[n] !== null) picked[n] = raw[n];
   return strictBody<T>(picked, spec);
 }
 

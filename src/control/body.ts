@@ -10,11 +10,15 @@ export interface FieldSpec {
   readonly max?: number;
   readonly maxLength?: number;
   readonly pattern?: RegExp;
+  /** `null` is a value of this field (it clears it); otherwise a null is refused like a wrong type. */
+  readonly nullable?: boolean;
 }
 
 /**
  * `/api` bodies are validated strictly: unknown fields, missing fields and wrong types are all
- * reported at once (400, every problem in the message, the first one as `param`).
+ * reported at once (400, every problem in the message, the first one as `param`). A `null` is a
+ * value only for a `nullable` field: elsewhere it is refused, not read as absent, so no handler
+ * meets a null it does not expect (a PUT that nulls a number would otherwise store it).
  */
 export function strictBody<T>(body: Record<string, unknown>, spec: Readonly<Record<string, FieldSpec>>): T {
   const problems: { param: string; message: string }[] = [];
@@ -23,8 +27,13 @@ export function strictBody<T>(body: Record<string, unknown>, spec: Readonly<Reco
   }
   for (const [key, s] of Object.entries(spec)) {
     const v = body[key];
-    if (v === undefined || v === null) {
+    if (v === undefined) {
       if (s.required) problems.push({ param: key, message: `${key} is required` });
+      continue;
+    }
+    if (v === null) {
+      if (s.required) problems.push({ param: key, message: `${key} is required` });
+      else if (!s.nullable) problems.push({ param: key, message: `${key} must not be null` });
       continue;
     }
     const ok =

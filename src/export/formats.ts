@@ -150,8 +150,11 @@ export function toCef(e: AuditEvent, source: string, environment: string): strin
     ['cn1Label', 'seq'],
     ['cn1', e.seq],
   ];
+  const given = (v: unknown): boolean => v !== null && v !== undefined && v !== '';
+  const values = new Map(ext);
   const extension = ext
-    .filter(([, v]) => v !== null && v !== undefined && v !== '')
+    // A custom field's label goes only with its value (`cs3Label` with `cs3`).
+    .filter(([k, v]) => given(v) && (!k.endsWith('Label') || given(values.get(k.slice(0, -5)))))
     .map(([k, v]) => `${k}=${cefValue(String(v))}`)
     .join(' ');
   return `CEF:0|govgate|govgate|${cefHeader(VERSION)}|${cefHeader(e.event_type)}|${cefHeader(

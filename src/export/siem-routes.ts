@@ -53,8 +53,27 @@ function names(v: unknown, param: string): string[] | undefined {
 
 const token = (t: ExportTarget): string | null => (t.token_last4 === null ? null : mask(t.token_last4));
 
+/** The deployment-wide export before the first PUT: every field, none set. */
+const UNCONFIGURED: Readonly<Record<string, unknown>> = {
+  enabled: false,
+  destination: null,
+  url: null,
+  auth_token: null,
+  format: null,
+  severity_filter: null,
+  event_types: null,
+  exclude_event_types: null,
+  buffer_size: null,
+  flush_interval_seconds: null,
+  max_retries: null,
+  retry_backoff_seconds: null,
+  source_name: null,
+  environment: null,
+  updated_at: null,
+};
+
 function siemView(t: ExportTarget | undefined): Record<string, unknown> {
-  if (t === undefined) return { enabled: false, destination: null, url: null, auth_token: null };
+  if (t === undefined) return UNCONFIGURED;
   return {
     enabled: t.enabled,
     destination: t.kind,
@@ -123,7 +142,7 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
       enabled: { type: 'boolean' },
       destination: { type: 'string', enum: SIEM_KINDS },
       url: { type: 'string', maxLength: 2_048 },
-      auth_token: { type: 'string', maxLength: 4_096 },
+      auth_token: { type: 'string', maxLength: 4_096, nullable: true },
       format: { type: 'string', enum: EXPORT_FORMATS },
       severity_filter: { type: 'string', enum: SEVERITY_FILTERS },
       event_types: { type: 'array' },
@@ -166,8 +185,8 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
     const b = strictBody<Record<string, unknown>>(raw(ctx), {
       kind: { type: 'string', enum: DESTINATION_KINDS },
       endpoint: { type: 'string', maxLength: 2_048 },
-      secret_header: { type: 'string', maxLength: NAME_MAX, pattern: /^[A-Za-z0-9-]+$/ },
-      token: { type: 'string', maxLength: 4_096 },
+      secret_header: { type: 'string', maxLength: NAME_MAX, pattern: /^[A-Za-z0-9-]+$/, nullable: true },
+      token: { type: 'string', maxLength: 4_096, nullable: true },
       event_filter: { type: 'object' },
       format: { type: 'string', enum: EXPORT_FORMATS },
       enabled: { type: 'boolean' },
@@ -187,8 +206,11 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
     return {
       ...(b.kind !== undefined ? { kind: b.kind as TargetInput['kind'] } : {}),
       ...(b.endpoint !== undefined ? { url: b.endpoint as string } : {}),
-      ...(b.secret_header !== undefined ? { secret_header: (b.secret_header as string).toLowerCase() } : {}),
-      ...(b.token !== undefined ? { token: b.token as string } : {}),
+      // null: back to the kind's own header (Authorization with its scheme).
+      ...(b.secret_header !== undefined
+        ? { secret_header: b.secret_header === null ? null : (b.secret_header as string).toLowerCase() }
+        : {}),
+      ...(b.token !== undefined ? { token: b.token as string | null } : {}),
       ...(b.format !== undefined ? { format: b.format as TargetInput['format'] } : {}),
       ...(b.enabled !== undefined ? { enabled: b.enabled as boolean } : {}),
       event_types: names(f.event_types, 'event_filter.event_types'),

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { Agent } from 'undici';
 import type { AuditEvent, AuditLog } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
@@ -287,6 +288,19 @@ export class ExportDesk {
       if (problem !== undefined)
         throw new ServiceError('invalid_request', `${names.url} ${problem}`, { param: names.url });
     }
+    if (typeof input.token === 'string' && input.token !== mask(before?.token_last4 ?? '')) {
+      // Only its last four characters are ever shown: a shorter token would be shown whole.
+      if (input.token.length < TOKEN_MIN)
+        throw new ServiceError('invalid_request', `${names.token} must be at least ${TOKEN_MIN} characters`, {
+          param: names.token,
+        });
+      if (kind === 'cloud_siem' && merged.secret_header === null && !isBase64Key(input.token))
+        throw new ServiceError(
+          'invalid_request',
+          `a cloud_siem ${names.token} is the workspace's shared key (base64), which signs each batch`,
+          { param: names.token },
+        );
+    }
     let token: string | null | undefined; // undefined: keep
     if (input.token === null) token = null;
     else if (
@@ -525,14 +539,15 @@ export class ExportDesk {
   async #send(x: Exporter, events: readonly AuditEvent[]): Promise<BatchResult> {
     const t = x.target;
     const token = t.token_last4 === null ? undefined : this.#deps.settings.openSecret(t.org_id, slot(t.id));
+    if (token === undefined) {
+      // Spec 5.8: a destination whose token is missing is skipped, never sent unauthenticated.
+      // Nothing is taken: the cursor stays, and the events go once a token is given.
+      x.stats.last_error = NO_TOKEN;
+      x.stats.last_error_at = new Date().toISOString();
+      return { status: 'failed', http_status: null, attempts: 0, events: events.length, error: NO_TOKEN };
+    }
     const { body, contentType } = encodeBatch(t, events);
-    const headers: Record<string, string> = {
-      'content-type': contentType,
-      'user-agent': `govgate/${VERSION}`,
-    };
-    if (token !== undefined)
-      headers[t.secret_header ?? 'authorization'] =
-        t.secret_header !== null ? token : t.kind === 'collector_hec' ? `Splunk ${token}` : `Bearer ${token}`;
+    const headers = deliveryHeaders(t, token, body, contentType);
     const { status, attempts, error } = await postWithRetries(this.#agent, t.url, {
       headers,
       body,
@@ -559,6 +574,57 @@ export class ExportDesk {
       error,
     };
   }
+}
+
+/** Tokens are shown as their last four characters, so they are at least twice that long. */
+const TOKEN_MIN = 8;
+const NO_TOKEN = 'no token is configured: a destination without one is never sent to';
+
+function isBase64Key(s: string): boolean {
+  return /^[A-Za-z0-9+/]+={0,2}$/.test(s) && s.length % 4 === 0;
+}
+
+/**
+ * A batch's credentials (DESIGN C, "Delivery credentials"). A `secret_header` carries the token
+ * as it is. Otherwise, by kind: HEC `Authorization: Splunk <token>`; cloud_siem the Log
+ * Analytics shared-key signature (the token is the workspace's key, the workspace id the URL's
+ * first host label); webhook `Authorization: Bearer <token>` and `X-Service-Signature:
+ * sha256=<HMAC-SHA256 of the body under the token>`, so a receiver can check what it got; OTLP
+ * `Authorization: Bearer <token>`.
+ */
+export function deliveryHeaders(
+  t: ExportTarget,
+  token: string,
+  body: string,
+  contentType: string,
+  now: Date = new Date(),
+): Record<string, string> {
+  const headers: Record<string, string> = { 'content-type': contentType, 'user-agent': `govgate/${VERSION}` };
+  if (t.kind === 'webhook')
+    headers['x-service-signature'] = `sha256=${createHmac('sha256', token).update(body).digest('hex')}`;
+  if (t.secret_header !== null) {
+    headers[t.secret_header] = token;
+    return headers;
+  }
+  if (t.kind === 'collector_hec') headers.authorization = `Splunk ${token}`;
+  else if (t.kind === 'cloud_siem') {
+    const date = now.toUTCString();
+    const workspace = new URL(t.url).hostname.split('.', 1)[0] ?? '';
+    const signed = `POST\n${Buffer.byteLength(body)}\n${contentType}\nx-ms-date:${date}\n/api/logs`;
+    const signature = createHmac('sha256', Buffer.from(token, 'base64'))
+      .update(signed, 'utf8')
+      .digest('base64');
+    headers.authorization = `SharedKey ${workspace}:${signature}`;
+    headers['x-ms-date'] = date;
+    headers['log-type'] = logType(t.source_name);
+  } else headers.authorization = `Bearer ${token}`;
+  return headers;
+}
+
+/** Log Analytics' record type: letters, digits and underscores, at most 100 characters. */
+function logType(source: string): string {
+  const name = source.replace(/[^A-Za-z0-9_]/g, '_').slice(0, 100);
+  return name === '' ? 'govgate' : name;
 }
 
 /** Whether a target takes an event: enabled, its severity filter, its include and exclude lists. */
@@ -661,8 +727,23 @@ function slot(id: string): string {
   return `export:${id}`;
 }
 
+/**
+ * A stored target as the desk runs it. A field of the wrong type (a null an earlier build let a PUT
+ * store) is read as its default: a null batch size would have the reader loop without end.
+ */
 function strip(t: ExportTarget & { record?: string }): ExportTarget {
   const { record: _r, ...rest } = t;
+  const out = rest as Record<string, unknown>;
+  for (const [k, d] of Object.entries(DEFAULTS)) {
+    const v = out[k];
+    if (d === null) continue;
+    const ok = Array.isArray(d)
+      ? Array.isArray(v)
+      : typeof d === 'number'
+        ? Number.isInteger(v) && (v as number) >= (k === 'buffer_size' ? 1 : 0)
+        : typeof v === typeof d;
+    if (!ok) out[k] = d;
+  }
   return rest;
 }
 

@@ -126,4 +126,7 @@ t.test('severity filters and CEF escaping', async (t) => {
   t.match(line, /^CEF:0\|govgate\|govgate\|[^|]+\|llm_call\|a\\\|b=c d\|8\|/);
   t.match(line, /reason=a\|b\\=c\\nd/);
   t.match(line, /suser=bot/);
+  // A custom field without a value goes without its label too.
+  t.match(line, /cs1Label=org_id cs1=o/);
+  t.notMatch(line, /cs3Label|cs4Label/, 'no provider or model: no labels for them');
 });

@@ -27,6 +27,7 @@ t.test(
       body: {
         destination: 'webhook',
         url: `http://127.0.0.1:${hook.port}/siem`,
+        auth_token: 'durable-token-1',
         buffer_size: 5,
         flush_interval_seconds: 1,
         max_retries: 0,

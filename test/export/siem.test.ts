@@ -155,6 +155,7 @@ t.test('org export destinations: webhook OCSF, OTLP logs, masked tokens, tenancy
   const otlp = await add({
     kind: 'otlp',
     endpoint: `http://127.0.0.1:${hook.port}/v1/logs`,
+    token: 'otlp-token-42',
     event_filter: { event_types: ['llm_call'] },
   });
   t.equal(otlp.status, 201);
