@@ -29,8 +29,9 @@ const REVOKED_HEADERS = { 'cache-control': 'no-cache' };
  * Revocation takes `{jti}` or `{token}`. With a token, its signature proves its org: another
  * org's mandate is 404 (a super_admin may revoke any). With a bare jti the org cannot be known
  * (mandates are not recorded when issued, to keep the allow path write-free), so the revocation
- * is recorded for the caller's org (a super_admin's `org_id`); a jti already revoked by another
- * org is 404. Revoking a jti twice is idempotent and keeps the first record. Since a bare jti may
+ * is recorded for the caller's org (a super_admin's `org_id`) and revokes only that org's mandate
+ * of that jti: another org naming it revokes nothing of this one's (the check, and the public
+ * list's entries, carry the org). Revoking a jti twice is idempotent and keeps the first record. Since a bare jti may
  * be made up, an org holds at most MAX_UNPROVEN_REVOCATIONS_PER_ORG live revocations by bare jti
  * (429 beyond; revocation by token is not limited).
  */
@@ -86,9 +87,6 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
       jti = body.jti as string;
       orgId = targetOrg(ctx, p, body.org_id);
     }
-    const existing = mandates.revocation(jti);
-    if (existing !== undefined && existing.org_id !== orgId && p.role !== 'super_admin')
-      throw new ServiceError('not_found', `mandate ${jti} not found`);
     // A bare jti proves nothing was issued: it counts against the org's allowance.
     const { record, created } = await mandates.revoke(jti, orgId, p.id, body.reason, undefined, {
       unproven: body.token === undefined,

@@ -80,7 +80,12 @@ export type MandateVerification =
   | { readonly valid: true; readonly claims: MandateClaims }
   | { readonly valid: false; readonly error: MandateError };
 
-/** One row of `Store.revokedMandates`, keyed by `[jti]`. */
+/**
+ * One row of `Store.revokedMandates`, keyed by `[jti, org_id]`: a revocation applies to the
+ * mandate of that jti issued to that org only, so another org naming a jti (bare, unproven)
+ * revokes nothing of this one's. Rows of earlier builds are keyed `[jti]` (read the same way;
+ * they leave within REVOCATION_RETENTION_MS).
+ */
 export interface RevokedMandate {
   readonly jti: string;
   readonly org_id: string;
@@ -110,7 +115,8 @@ export interface MandateServiceOptions {
 }
 
 export interface RevokedList {
-  readonly revoked: { jti: string; revoked_at: string }[];
+  /** `org_sha256`: the SHA-256 (hex) of the revoking org's id; the revocation is of its mandate only. */
+  readonly revoked: { jti: string; org_sha256: string; revoked_at: string }[];
   /** When this list was produced: it is complete as of this moment. */
   readonly updated_at: string;
 }
@@ -200,10 +206,15 @@ export class MandateService {
     this.delegated = opts.delegated;
     // The one scan of the table: this process is its only writer (the data dir is locked), so
     // from here on the list follows it through revoke() and sweep().
-    const rows: { jti: string; revoked_at: string; unprovenOrg?: string }[] = [];
+    const rows: { jti: string; org: string; revoked_at: string; unprovenOrg?: string }[] = [];
     for (const { value } of store.revokedMandates.getRange()) {
       const r = value as RevokedMandate;
-      rows.push({ jti: r.jti, revoked_at: r.revoked_at, unprovenOrg: r.unproven ? r.org_id : undefined });
+      rows.push({
+        jti: r.jti,
+        org: r.org_id,
+        revoked_at: r.revoked_at,
+        unprovenOrg: r.unproven ? r.org_id : undefined,
+      });
     }
     this.list.load(rows);
   }
@@ -277,7 +288,7 @@ export class MandateService {
     }
     const claims = asClaims(payload);
     if (claims === undefined) return fail('claims_invalid');
-    if (this.revocation(claims.jti) !== undefined) return fail('revoked');
+    if (this.revocation(claims.jti, claims.org) !== undefined) return fail('revoked');
     return { valid: true, claims };
   }
 
@@ -298,8 +309,13 @@ export class MandateService {
     }
   }
 
-  revocation(jti: string): RevokedMandate | undefined {
-    return this.store.revokedMandates.get([jti]) as RevokedMandate | undefined;
+  /** The revocation of `org`'s mandate `jti`, if there is one. */
+  revocation(jti: string, org: string): RevokedMandate | undefined {
+    const db = this.store.revokedMandates;
+    const row = db.get([jti, org]) as RevokedMandate | undefined;
+    if (row !== undefined) return row;
+    const legacy = db.get([jti]) as RevokedMandate | undefined;
+    return legacy?.org_id === org ? legacy : undefined;
   }
 
   /**
@@ -329,7 +345,7 @@ export class MandateService {
     };
     // Taken before the write, so revocations asked at once cannot overshoot the allowance.
     let reserved = false;
-    if (opts.unproven && this.revocation(jti) === undefined) {
+    if (opts.unproven && this.revocation(jti, orgId) === undefined) {
       if (!this.list.reserve(orgId, this.unprovenCap))
         throw new ServiceError(
           'rate_limited',
@@ -340,26 +356,26 @@ export class MandateService {
     let created = true;
     try {
       await this.store.writer.enqueue(() => {
-        const existing = db.get([jti]) as RevokedMandate | undefined;
+        const existing = this.revocation(jti, orgId);
         if (existing !== undefined) {
           record = existing;
           created = false;
         } else {
-          db.putSync([jti], record);
+          db.putSync([jti, orgId], record);
         }
       });
     } catch (err) {
       if (reserved) this.list.release(orgId);
       throw err;
     }
-    if (created) this.list.add(jti, record.revoked_at, record.unproven ? orgId : undefined, reserved);
+    if (created) this.list.add(jti, orgId, record.revoked_at, record.unproven ? orgId : undefined, reserved);
     else if (reserved) this.list.release(orgId);
     return { record, created };
   }
 
   /**
    * The public list as JSON: every revocation younger than REVOCATION_RETENTION_MS (and some up
-   * to REVOKED_LIST_REFRESH_MS older), all orgs, jti only, oldest first. Built from the cached
+   * to REVOKED_LIST_REFRESH_MS older), all orgs, each by jti and its org's digest, oldest first. Built from the cached
    * items, not the table.
    */
   revokedJson(now: number = this.clock()): string {
@@ -395,7 +411,10 @@ export class MandateService {
       const stale = this.list.stale(cutoff, batch);
       if (stale.length === 0) break;
       await this.store.writer.enqueue(() => {
-        for (const e of stale) db.removeSync([e.jti]);
+        for (const e of stale) {
+          db.removeSync([e.jti, e.org]);
+          db.removeSync([e.jti]);
+        }
       });
       this.list.removed(stale);
       n += stale.length;

@@ -1,9 +1,13 @@
+import { createHash } from 'node:crypto';
+
 /** One revocation held by the list: its time and its item of the public list, serialised once. */
 export interface ListedRevocation {
   readonly jti: string;
+  /** The org whose mandate it revokes (a mandate's `org` claim must match). */
+  readonly org: string;
   /** `revoked_at` in ms. */
   readonly at: number;
-  /** `{"jti":…,"revoked_at":…}`, as the public list shows it. */
+  /** `{"jti":…,"org_sha256":…,"revoked_at":…}`, as the public list shows it. */
   readonly item: string;
   /** The org of a revocation by bare jti (counted against that org's allowance), else undefined. */
   readonly unprovenOrg: string | undefined;
@@ -40,8 +44,8 @@ export class RevocationList {
   }
 
   /** Replaces the contents with `rows` (in any order): the load at start. */
-  load(rows: readonly { jti: string; revoked_at: string; unprovenOrg?: string }[]): void {
-    const entries = rows.map((r) => listed(r.jti, r.revoked_at, r.unprovenOrg));
+  load(rows: readonly { jti: string; org: string; revoked_at: string; unprovenOrg?: string }[]): void {
+    const entries = rows.map((r) => listed(r.jti, r.org, r.revoked_at, r.unprovenOrg));
     entries.sort((a, b) => a.at - b.at);
     this.entries = entries;
     this.unproven.clear();
@@ -54,8 +58,8 @@ export class RevocationList {
    * Adds a committed revocation. `reserved` says its org's allowance was already taken with
    * `reserve` (a revocation by bare jti on its way to the store).
    */
-  add(jti: string, revokedAt: string, unprovenOrg?: string, reserved = false): void {
-    const e = listed(jti, revokedAt, unprovenOrg);
+  add(jti: string, org: string, revokedAt: string, unprovenOrg?: string, reserved = false): void {
+    const e = listed(jti, org, revokedAt, unprovenOrg);
     if (unprovenOrg !== undefined && !reserved) this.count(unprovenOrg, 1);
     const n = this.entries.length;
     if (n === 0 || (this.entries[n - 1] as ListedRevocation).at <= e.at) {
@@ -146,11 +150,25 @@ export class RevocationList {
   }
 }
 
-function listed(jti: string, revokedAt: string, unprovenOrg: string | undefined): ListedRevocation {
+/**
+ * How the public list names a revocation's org: the SHA-256 (hex) of its id. A verifier holding
+ * the mandate compares it with its `org` claim; the list itself spells no tenant's name.
+ */
+export function orgDigest(org: string): string {
+  return createHash('sha256').update(org, 'utf8').digest('hex');
+}
+
+function listed(
+  jti: string,
+  org: string,
+  revokedAt: string,
+  unprovenOrg: string | undefined,
+): ListedRevocation {
   return {
     jti,
+    org,
     at: Date.parse(revokedAt),
-    item: JSON.stringify({ jti, revoked_at: revokedAt }),
+    item: JSON.stringify({ jti, org_sha256: orgDigest(org), revoked_at: revokedAt }),
     unprovenOrg,
   };
 }

@@ -1,4 +1,4 @@
-import { createHmac, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
+import { createHash, createHmac, generateKeyPairSync, type KeyObject, sign } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,7 @@ import type { AuditInput, AuditSink } from '../../src/audit/types.js';
 import { MandateKeys } from '../../src/crypto/mandate-keys.js';
 import { registerMandateRoutes } from '../../src/govern/mandate-routes.js';
 import { MandateService } from '../../src/govern/mandates.js';
+import { orgDigest } from '../../src/govern/revocation-list.js';
 import type { IdentityRepo } from '../../src/identity/repo.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
@@ -217,27 +218,46 @@ t.test('revocation', async (t) => {
     revoked_by: 'usr_1',
     reason: 'leaked',
   });
-  t.same(store.revokedMandates.get([a.jti]), first.record, 'stored under [jti]');
+  t.same(store.revokedMandates.get([a.jti, 'default']), first.record, 'stored under [jti, org]');
   t.same(await mandates.verify(a.token, T0 + 2_000), { valid: false, error: 'revoked' });
   t.equal((await mandates.verify(b.token, T0 + 2_000)).valid, true, 'other mandates unaffected');
 
-  const again = await mandates.revoke(a.jti, 'other-org', 'usr_2', undefined, T0 + 5_000);
+  const again = await mandates.revoke(a.jti, 'default', 'usr_2', undefined, T0 + 5_000);
   t.equal(again.created, false, 'idempotent');
   t.same(again.record, first.record, 'the first record is kept');
+  // Another org naming b's jti revokes its own mandate of that jti, if any: not b (org default).
+  const foreign = await mandates.revoke(b.jti, 'other-org', 'usr_3', undefined, T0 + 6_000, {
+    unproven: true,
+  });
+  t.equal(foreign.created, true);
+  t.equal(
+    (await mandates.verify(b.token, T0 + 7_000)).valid,
+    true,
+    "another org's revocation does not apply",
+  );
+  // A row an earlier build keyed by [jti] alone still applies, to its own org's mandate only.
+  const c = await mandates.issue(REQUEST, T0);
+  await store.writer.enqueue(() =>
+    store.revokedMandates.putSync([c.jti], { ...first.record, jti: c.jti, org_id: 'default' }),
+  );
+  t.same(await mandates.verify(c.token, T0 + 7_000), { valid: false, error: 'revoked' }, 'legacy row');
 
   const list = mandates.revoked(T0 + 10_000);
   t.same(list, {
-    revoked: [{ jti: a.jti, revoked_at: first.record.revoked_at }],
+    revoked: [
+      { jti: a.jti, org_sha256: orgDigest('default'), revoked_at: first.record.revoked_at },
+      { jti: b.jti, org_sha256: orgDigest('other-org'), revoked_at: foreign.record.revoked_at },
+    ],
     updated_at: new Date(T0 + 10_000).toISOString(),
   });
-  t.notOk(JSON.stringify(list).includes('default'), 'the public list names no org');
+  t.notOk(JSON.stringify(list).includes('default'), 'the public list spells no org');
 
   // After the retention window it is no longer listed, and sweep deletes it.
-  const later = T0 + 1_000 + 3_600_000 + 1;
+  const later = T0 + 6_000 + 3_600_000 + 1;
   t.same(mandates.revoked(later).revoked, []);
   t.equal(await mandates.sweep(T0 + 2_000), 0, 'nothing stale yet');
-  t.equal(await mandates.sweep(later), 1);
-  t.equal(store.revokedMandates.get([a.jti]), undefined);
+  t.equal(await mandates.sweep(later), 2);
+  t.equal(store.revokedMandates.get([a.jti, 'default']), undefined);
 });
 
 t.test('rotation: old mandates keep verifying; both keys are published', async (t) => {
@@ -533,7 +553,7 @@ t.test('HTTP: jwks, verify, revoked list and revoke', async (t) => {
   const foreign = await h.call('/api/mandates/revoke', { token: otherAdmin, body: { token: issued.token } });
   t.equal(foreign.status, 404);
   t.equal(foreign.body.error.code, 'not_found');
-  t.equal(h.mandates.revocation(issued.jti), undefined);
+  t.equal(h.mandates.revocation(issued.jti, 'default'), undefined);
 
   // The org's admin revokes by token.
   const done = await h.call('/api/mandates/revoke', {
@@ -549,18 +569,26 @@ t.test('HTTP: jwks, verify, revoked list and revoke', async (t) => {
   t.match(events[0]?.details, { jti: issued.jti, reason: 'agent compromised', actor_kind: 'user' });
   t.match(events[0]?.details?.credential_id, /^tok_/, 'and the token it used');
 
-  // Repeating is idempotent (same revoked_at, no second event); another org's admin gets 404.
+  // Repeating is idempotent (same revoked_at, no second event).
   const repeat = await h.call('/api/mandates/revoke', { token: defaultAdmin, body: { jti: issued.jti } });
   t.same([repeat.status, repeat.body.revoked_at], [200, done.body.revoked_at]);
-  const foreignJti = await h.call('/api/mandates/revoke', { token: otherAdmin, body: { jti: issued.jti } });
-  t.equal(foreignJti.status, 404);
   t.equal(h.recorded.filter((e) => e.event_type === 'admin.mandate_revoked').length, 1);
 
-  // Now verify says revoked, and the public list carries it.
+  // Now verify says revoked, and the public list carries it (with its org's digest).
   const after = await h.call('/v1/tokens/verify', { body: { token: issued.token } });
   t.same(after.body, { valid: false, error: 'revoked' });
   const list = await h.call('/v1/mandates/revoked');
-  t.same(list.body.revoked, [{ jti: issued.jti, revoked_at: done.body.revoked_at }]);
+  t.same(list.body.revoked, [
+    { jti: issued.jti, org_sha256: orgDigest('default'), revoked_at: done.body.revoked_at },
+  ]);
+
+  // Another org's admin naming a live mandate's bare jti: recorded for that org, in its trail,
+  // and the mandate (of org default) stays valid, online and offline.
+  const live = await h.mandates.issue(REQUEST);
+  const foreignJti = await h.call('/api/mandates/revoke', { token: otherAdmin, body: { jti: live.jti } });
+  t.equal(foreignJti.status, 200);
+  t.equal(h.recorded.filter((e) => e.event_type === 'admin.mandate_revoked').at(-1)?.org_id, other);
+  t.same((await h.call('/v1/tokens/verify', { body: { token: live.token } })).body.valid, true);
 
   // The super_admin revokes a bare jti on behalf of another org.
   const second = await h.mandates.issue({ ...REQUEST, org: other });
@@ -569,20 +597,25 @@ t.test('HTTP: jwks, verify, revoked list and revoke', async (t) => {
     body: { jti: second.jti },
   });
   t.equal(bySuper.status, 200);
-  t.equal(h.mandates.revocation(second.jti)?.org_id, other);
+  t.equal(h.mandates.revocation(second.jti, other)?.org_id, other);
   t.equal(h.recorded.filter((e) => e.event_type === 'admin.mandate_revoked').at(-1)?.org_id, other);
 
   // Offline, over HTTP: fetch the two documents, then only jose.
   const fresh = await h.mandates.issue(REQUEST);
   const jwksDoc = (await h.call('/.well-known/jwks.json')).body as JSONWebKeySet;
-  const revokedDoc = (await h.call('/v1/mandates/revoked')).body as { revoked: { jti: string }[] };
+  const revokedDoc = (await h.call('/v1/mandates/revoked')).body as {
+    revoked: { jti: string; org_sha256: string }[];
+  };
   const verifyAt = async (token: string): Promise<string> => {
     try {
       const { payload } = await jwtVerify(token, createLocalJWKSet(jwksDoc), {
         algorithms: ['EdDSA'],
         issuer: h.url,
       });
-      return revokedDoc.revoked.some((r) => r.jti === payload.jti) ? 'revoked' : 'valid';
+      const org = createHash('sha256').update(String(payload.org)).digest('hex');
+      return revokedDoc.revoked.some((r) => r.jti === payload.jti && r.org_sha256 === org)
+        ? 'revoked'
+        : 'valid';
     } catch {
       return 'invalid';
     }
@@ -590,4 +623,5 @@ t.test('HTTP: jwks, verify, revoked list and revoke', async (t) => {
   t.equal(await verifyAt(fresh.token), 'valid');
   t.equal(await verifyAt(issued.token), 'revoked');
   t.equal(await verifyAt(second.token), 'revoked');
+  t.equal(await verifyAt(live.token), 'valid', "another org's revocation of its jti, offline too");
 });

@@ -11,6 +11,7 @@ import {
   REVOCATION_RETENTION_MS,
   REVOKED_LIST_REFRESH_MS,
 } from '../../src/govern/mandates.js';
+import { orgDigest } from '../../src/govern/revocation-list.js';
 import type { IdentityRepo } from '../../src/identity/repo.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
@@ -76,8 +77,8 @@ t.test('the list: every live revocation once, oldest first, the newest at once',
   await mandates.revoke(a.jti, 'default', 'usr_1', 'again');
   t.same(mandates.revoked(), {
     revoked: [
-      { jti: a.jti, revoked_at: iso(T0) },
-      { jti: b.jti, revoked_at: iso(T0 + 1_000) },
+      { jti: a.jti, org_sha256: orgDigest('default'), revoked_at: iso(T0) },
+      { jti: b.jti, org_sha256: orgDigest('other'), revoked_at: iso(T0 + 1_000) },
     ],
     updated_at: iso(T0 + 1_000),
   });
@@ -116,17 +117,17 @@ t.test('the list: every live revocation once, oldest first, the newest at once',
   t.equal(mandates.revokedListBuilds, refreshed, 'no rebuild within the refresh interval');
   clock.now = T0 + REVOCATION_RETENTION_MS + 1 + REVOKED_LIST_REFRESH_MS;
   t.same(mandates.revoked(), {
-    revoked: [{ jti: c.jti, revoked_at: iso(T0 + 120_000) }],
+    revoked: [{ jti: c.jti, org_sha256: orgDigest('default'), revoked_at: iso(T0 + 120_000) }],
     updated_at: iso(clock.now),
   });
   t.equal(scans.n, 0, 'the table was never scanned for the list');
 
   // The sweep deletes what expired, from the table and from memory.
   t.equal(await mandates.sweep(), 3);
-  t.equal(store.revokedMandates.get([a.jti]), undefined);
-  t.equal(store.revokedMandates.get([b.jti]), undefined);
-  t.equal(store.revokedMandates.get([d.jti]), undefined);
-  t.ok(store.revokedMandates.get([c.jti]), 'the live one is kept');
+  t.equal(store.revokedMandates.get([a.jti, 'default']), undefined);
+  t.equal(store.revokedMandates.get([b.jti, 'other']), undefined);
+  t.equal(store.revokedMandates.get([d.jti, 'default']), undefined);
+  t.ok(store.revokedMandates.get([c.jti, 'default']), 'the live one is kept');
   t.equal(await mandates.sweep(), 0);
   t.same(
     mandates.revoked().revoked.map((r) => r.jti),
@@ -248,7 +249,7 @@ t.test('HTTP: GET /v1/mandates/revoked serves the cached list, not a scan', asyn
     first.body.revoked.map((r: { jti: string }) => r.jti),
     jtis,
   );
-  for (const r of first.body.revoked) t.same(Object.keys(r), ['jti', 'revoked_at']);
+  for (const r of first.body.revoked) t.same(Object.keys(r), ['jti', 'org_sha256', 'revoked_at']);
   for (let i = 0; i < 20; i++) {
     const again = await h.call('/v1/mandates/revoked');
     t.same(again.body.revoked, first.body.revoked);
@@ -273,7 +274,7 @@ t.test('HTTP: revocations by bare jti are capped per org; by token they are not'
   t.equal(over.status, 429);
   t.equal(over.body.error.code, 'rate_limited');
   t.match(over.body.error.message, /token/);
-  t.equal(h.mandates.revocation(made(3)), undefined, 'nothing recorded');
+  t.equal(h.mandates.revocation(made(3), 'default'), undefined, 'nothing recorded');
   // A repeat of one already revoked is still answered (idempotent).
   t.equal((await h.call('/api/mandates/revoke', { token: admin, body: { jti: made(0) } })).status, 200);
   // Revoking by token proves the mandate is ours: never capped.
