@@ -43,7 +43,9 @@ export function parseAction(body: Record<string, unknown>, at = ''): GovernActio
   // Names are identifiers: they are what an approver reads (an approval's tool and summary).
   const tool = payload.tool == null ? null : toolName(payload.tool, `${at}payload.tool`);
   const server = payload.server == null ? null : toolName(payload.server, `${at}payload.server`);
-  const args = payload.args ?? null;
+  // A tool call without arguments is one with none ({}), as /v1/tools/govern and /v1/tools/execute
+  // read it: its mandate's args_sha256, and its approval's fingerprint, match theirs.
+  const args = payload.args ?? (type === 'TOOL_CALL' ? {} : null);
   if (args !== null && !isObject(args))
     throw new ServiceError('invalid_request', `${at}payload.args must be an object`, {
       param: `${at}payload.args`,

@@ -284,7 +284,16 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         : payload.tool != null
           ? toolName(payload.tool, 'payload.tool')
           : null;
-    const args = body.args ?? payload.args ?? null;
+    if (body.tool != null && payload.tool != null && toolName(payload.tool, 'payload.tool') !== tool)
+      throw new ServiceError('invalid_request', 'tool and payload.tool name different tools', {
+        param: 'tool',
+      });
+    // As /v1/govern reads the action: a TOOL_CALL names its tool, and no arguments are {}.
+    if (type === 'TOOL_CALL' && tool === null)
+      throw new ServiceError('invalid_request', 'a TOOL_CALL needs tool', { param: 'tool' });
+    if (body.args != null && payload.args != null)
+      throw new ServiceError('invalid_request', 'give args or payload.args, not both', { param: 'args' });
+    const args = body.args ?? payload.args ?? (type === 'TOOL_CALL' ? {} : null);
     if (args !== null && !isObject(args))
       throw new ServiceError('invalid_request', 'args must be an object', { param: 'args' });
     if (args !== null) stringsIn(args, 'args');

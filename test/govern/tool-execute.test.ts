@@ -399,3 +399,57 @@ t.test('a tool answer is read up to 1 MiB and no further', async (t) => {
   t.ok(closedEarly, 'govgate stopped reading and closed the connection');
   t.notOk(finished, 'the rest of the 64 MiB was never read');
 });
+
+t.test('a tool call governed without arguments runs without them, whichever route governed it', async (t) => {
+  const tool = await startTool({});
+  const svc = await serviceFor(t, tool);
+  await setUp(svc, [{ name: 'ping', url: tool.url }]);
+  const governed = await svc.call('/v1/govern', {
+    token: svc.agentKey,
+    body: { type: 'TOOL_CALL', payload: { tool: 'ping' } },
+  });
+  t.equal(governed.body.outcome, 'allow');
+  for (const args of [undefined, null, {}]) {
+    const mandate =
+      args === undefined
+        ? (governed.body.mandate as string)
+        : (
+            await svc.call('/v1/govern', {
+              token: svc.agentKey,
+              body: { type: 'TOOL_CALL', payload: { tool: 'ping' } },
+            })
+          ).body.mandate;
+    const run = await svc.call('/v1/tools/execute', {
+      token: svc.agentKey,
+      body: { mandate, name: 'ping', ...(args === undefined ? {} : { arguments: args }) },
+    });
+    t.equal(run.status, 200, `arguments ${JSON.stringify(args)}`);
+  }
+  t.equal(tool.calls.length, 3);
+  t.same(JSON.parse(tool.calls[0]?.body ?? ''), {}, 'sent as {}');
+  // The same action governed through /v1/tools/govern has the same fingerprint.
+  const viaTools = await svc.call('/v1/tools/govern', { token: svc.agentKey, body: { name: 'ping' } });
+  t.equal(viaTools.body.outcome, 'allow');
+  const events = await svc.call('/api/audit?event_type=govern.decision&limit=10', { token: svc.pat });
+  const prints = new Set(events.body.data.map((e: any) => e.details.fingerprint));
+  t.equal(prints.size, 1, 'one fingerprint for the action, by either route');
+});
+
+t.test('/v1/govern/approve reads a TOOL_CALL as /v1/govern does', async (t) => {
+  const tool = await startTool({});
+  const svc = await serviceFor(t, tool);
+  const approve = (body: Record<string, unknown>) =>
+    svc.call('/v1/govern/approve', { token: svc.pat, body: { agent_id: 'default-agent', ...body } });
+  const noTool = await approve({});
+  t.same([noTool.status, noTool.body.error.param], [400, 'tool']);
+  const twoTools = await approve({ tool: 'a.a', payload: { tool: 'b.b' } });
+  t.same([twoTools.status, twoTools.body.error.param], [400, 'tool']);
+  const ok = await approve({ tool: 'ping' });
+  t.equal(ok.status, 200);
+  const governed = await svc.call('/v1/govern', {
+    token: svc.agentKey,
+    body: { type: 'TOOL_CALL', payload: { tool: 'ping' } },
+  });
+  const event = await svc.call(`/api/audit/events/${governed.body.details.event_id}`, { token: svc.pat });
+  t.equal(ok.body.fingerprint, event.body.details.fingerprint, 'the fingerprint /v1/govern gives the action');
+});
