@@ -517,6 +517,8 @@ export class ApprovalStore {
     throw new ServiceError(
       'rate_limited',
       `agent ${agentId} already has ${MAX_LIVE_PER_AGENT} pending or approved approvals; wait for them to be decided, consumed or expired`,
+      // Room comes back as approvals are decided, consumed or expire (within 15 minutes).
+      { headers: { 'retry-after': '60' } },
     );
   }
 

@@ -350,6 +350,8 @@ export class MandateService {
         throw new ServiceError(
           'rate_limited',
           `org ${orgId} holds ${this.unprovenCap} revocations by bare jti from the last hour; revoke by token instead`,
+          // The oldest leave the allowance within the hour; by token it is never limited.
+          { headers: { 'retry-after': '60' } },
         );
       reserved = true;
     }

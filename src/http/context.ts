@@ -156,9 +156,16 @@ export class Ctx {
       if (!this.res.aborted) this.endStream();
       return;
     }
-    this.json(e.status, errorBody(e.code, e.message, this.requestId, e.param, e.problems), e.headers);
+    // DESIGN C: 429 comes with Retry-After; a source that knows no better time says 1 s.
+    const headers =
+      e.status === 429 && e.headers?.['retry-after'] === undefined
+        ? { ...e.headers, ...RETRY_SOON }
+        : e.headers;
+    this.json(e.status, errorBody(e.code, e.message, this.requestId, e.param, e.problems), headers);
   }
 }
+
+const RETRY_SOON = { 'retry-after': '1' } as const;
 
 const SURROGATE_ESCAPE = Buffer.from('\\ud');
 const SURROGATE_ESCAPE_UPPER = Buffer.from('\\uD');

@@ -729,12 +729,10 @@ t.test('store: an agent holds at most MAX_LIVE_PER_AGENT live approvals', async 
   const same = await approvals.create(input({ fingerprint: fp(5) }));
   t.equal(same.status, 'pending', 'the identical call still gets its pending approval at the cap');
   const created = sink.types().length;
-  await rejects(
-    t,
+  await t.rejects(
     approvals.create(input({ fingerprint: fp(MAX_LIVE_PER_AGENT) })),
-    'rate_limited',
-    429,
-    'one more is refused',
+    { code: 'rate_limited', status: 429, headers: { 'retry-after': '60' } },
+    'one more is refused, with when to come back',
   );
   t.equal(sink.types().length, created, 'a refused approval is not recorded as created');
   const other = await approvals.create(input({ agent_uuid: 'agent-2', agent_id: 'name-agent-2' }));

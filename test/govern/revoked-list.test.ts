@@ -273,6 +273,7 @@ t.test('HTTP: revocations by bare jti are capped per org; by token they are not'
   const over = await h.call('/api/mandates/revoke', { token: admin, body: { jti: made(3) } });
   t.equal(over.status, 429);
   t.equal(over.body.error.code, 'rate_limited');
+  t.equal(over.headers.get('retry-after'), '60', 'a 429 says when to come back');
   t.match(over.body.error.message, /token/);
   t.equal(h.mandates.revocation(made(3), 'default'), undefined, 'nothing recorded');
   // A repeat of one already revoked is still answered (idempotent).
