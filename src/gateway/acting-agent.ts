@@ -25,7 +25,13 @@ export function actingAgent(ctx: Ctx, snapshot: Snapshot, bodyAgentId?: unknown)
   const header = ctx.header('x-agent-id');
   if (header === undefined && bodyAgentId != null && typeof bodyAgentId !== 'string')
     throw new ServiceError('invalid_request', 'agent_id must be a string', { param: 'agent_id' });
-  const named = header ?? (typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined);
+  const inBody = typeof bodyAgentId === 'string' && bodyAgentId !== '' ? bodyAgentId : undefined;
+  // Two names for the acting agent that disagree are refused, not settled by picking one.
+  if (header !== undefined && inBody !== undefined && inBody !== header)
+    throw new ServiceError('invalid_request', 'X-Agent-Id and agent_id name different agents', {
+      param: 'agent_id',
+    });
+  const named = header ?? inBody;
   // Where the agent was named, for the errors about it.
   const param = header !== undefined ? 'X-Agent-Id' : 'agent_id';
   if (p.kind === 'agent') {

@@ -462,6 +462,15 @@ t.test('governance on the gateway and the govern API', async (t) => {
     t.equal(spoof.status, 403);
     const asAdmin = await govern({ type: 'LLM_CALL' }, svc.pat, { 'x-agent-id': 'other-agent' });
     t.equal(asAdmin.status, 200, 'an admin may act for an agent');
+    // The header naming itself does not let the body name another: two names that disagree are refused.
+    const both = await govern({ type: 'LLM_CALL', agent_id: 'other-agent' }, svc.agentKey, {
+      'x-agent-id': 'default-agent',
+    });
+    t.same([both.status, both.body.error?.param], [400, 'agent_id']);
+    const agreeing = await govern({ type: 'LLM_CALL', agent_id: 'other-agent' }, svc.pat, {
+      'x-agent-id': 'other-agent',
+    });
+    t.equal(agreeing.status, 200, 'the same agent named twice');
 
     // Flags tighten: a tools denylist blocks; a loosening mode flag is ignored.
     const denied = await govern(
