@@ -42,16 +42,20 @@ function leniently<T>(ctx: Ctx, names: readonly string[], spec: Parameters<typeo
 
 export function registerApprovalRoutes(router: Router<RouteHandler>, deps: ApprovalRouteDeps): void {
   const { snapshot, approvals } = deps;
-  // A decision's assertion is checked (and its challenge used up) before the decision is made.
+  // A decision's assertion is checked (and its challenge used up) before the decision is made,
+  // once the caller may decide and the approval is there to decide (403 and 404 as without one).
   const signed = async (
     p: Principal,
     id: string,
     decision: 'approve' | 'deny',
     webauthn: unknown,
-  ): Promise<WebauthnEvidence | undefined> =>
-    webauthn === undefined || deps.webauthn === undefined
+    orgId: string = p.org_id,
+  ): Promise<WebauthnEvidence | undefined> => {
+    approvals.assertDecidable(id, p, orgId);
+    return webauthn === undefined || deps.webauthn === undefined
       ? undefined
       : deps.webauthn.verify(p, id, decision, webauthn);
+  };
 
   router.add('GET', '/v1/me/approvals', async (ctx) => {
     const p = authenticate(ctx, snapshot);
@@ -111,18 +115,20 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
       DECIDE_SPEC,
     );
     const id = ctx.params.id as string;
-    const evidence = await signed(p, id, b.decision, b.webauthn);
-    ctx.json(200, await approvals.decide(id, p, b.decision, b.reason, evidence));
+    // A super_admin names another org's approval with ?org_id= (DESIGN C, "Scope").
+    const orgId = targetOrg(ctx, p);
+    const evidence = await signed(p, id, b.decision, b.webauthn, orgId);
+    ctx.json(200, await approvals.decide(id, p, b.decision, b.reason, evidence, orgId));
   });
   router.add('POST', '/api/approvals/:id/cancel', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
-    ctx.json(200, await approvals.cancel(ctx.params.id as string, p, b.reason));
+    ctx.json(200, await approvals.cancel(ctx.params.id as string, p, b.reason, targetOrg(ctx, p)));
   });
   router.add('POST', '/api/approvals/:id/revoke', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
-    ctx.json(200, await approvals.revoke(ctx.params.id as string, p, b.reason));
+    ctx.json(200, await approvals.revoke(ctx.params.id as string, p, b.reason, targetOrg(ctx, p)));
   });
 
   router.add('GET', '/api/approvals', async (ctx) => {

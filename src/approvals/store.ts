@@ -344,9 +344,10 @@ export class ApprovalStore {
     decision: ApprovalDecision,
     reason?: string,
     webauthn?: WebauthnEvidence,
+    orgId: string = principal.org_id,
   ): Promise<ApprovalRecord> {
     requireApprover(principal, 'decide');
-    return this.update(id, principal, (rec, now) => {
+    return this.update(id, principal, orgId, (rec, now) => {
       if (rec.status !== 'pending') return notPending(rec, 'pending');
       if (rec.tier === 'signed' && webauthn === undefined) {
         return new ServiceError(
@@ -362,10 +363,26 @@ export class ApprovalStore {
     });
   }
 
+  /**
+   * What deciding `id` would refuse before looking at its state: a caller who may not decide
+   * (403), an approval that is not in `orgId` (404). Checked before a decision's WebAuthn
+   * assertion is, so a missing approval reads as missing whatever the body carries.
+   */
+  assertDecidable(id: string, principal: Principal, orgId: string = principal.org_id): void {
+    requireApprover(principal, 'decide');
+    const found = this.store.approvals.get(id) as ApprovalRecord | undefined;
+    if (found === undefined || found.org_id !== orgId) throw notFound(id);
+  }
+
   /** Cancel a pending request: the agent that asked, or a developer+ human of the org. */
-  async cancel(id: string, principal: Principal, reason?: string): Promise<ApprovalRecord> {
+  async cancel(
+    id: string,
+    principal: Principal,
+    reason?: string,
+    orgId: string = principal.org_id,
+  ): Promise<ApprovalRecord> {
     if (principal.kind === 'user') requireApprover(principal, 'cancel');
-    return this.update(id, principal, (rec, now) => {
+    return this.update(id, principal, orgId, (rec, now) => {
       // Another agent's request is not this agent's business: reported as missing.
       if (principal.kind === 'agent' && rec.agent_uuid !== principal.id) return notFound(id);
       if (rec.status !== 'pending') return notPending(rec, 'pending');
@@ -381,9 +398,14 @@ export class ApprovalStore {
   }
 
   /** Revoke an approval granted and not yet consumed: developer+ humans of the org. */
-  async revoke(id: string, principal: Principal, reason?: string): Promise<ApprovalRecord> {
+  async revoke(
+    id: string,
+    principal: Principal,
+    reason?: string,
+    orgId: string = principal.org_id,
+  ): Promise<ApprovalRecord> {
     requireApprover(principal, 'revoke');
-    return this.update(id, principal, (rec, now) => {
+    return this.update(id, principal, orgId, (rec, now) => {
       if (rec.status !== 'approved') return notPending(rec, 'approved');
       const next: ApprovalRecord = {
         ...rec,
@@ -599,6 +621,7 @@ export class ApprovalStore {
   private async update(
     id: string,
     actor: Principal,
+    orgId: string,
     step: (
       rec: ApprovalRecord,
       now: number,
@@ -610,7 +633,7 @@ export class ApprovalStore {
     let outcome = notFound(id) as ApprovalRecord | ServiceError;
     this.store.root.transactionSync(() => {
       const found = this.store.approvals.get(id) as ApprovalRecord | undefined;
-      if (found === undefined || found.org_id !== actor.org_id) return;
+      if (found === undefined || found.org_id !== orgId) return;
       const rec = this.expireIfDue(found, now, changes);
       const r = step(rec, now);
       if (r instanceof ServiceError) {

@@ -4,7 +4,7 @@ import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Router } from '../http/router.js';
-import { authenticate, requireRole } from '../identity/guard.js';
+import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
 import { roleAtLeast } from '../identity/roles.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { ApprovalStore } from './store.js';
@@ -79,7 +79,8 @@ export function registerWebauthnRoutes(router: Router<RouteHandler>, deps: Webau
         'only a person who may decide (developer or higher) signs a decision',
       );
     const id = ctx.params.id as string;
-    const rec = await approvals.get(id, p.org_id);
+    // A super_admin signs another org's decision with ?org_id=, as it decides it.
+    const rec = await approvals.get(id, targetOrg(ctx, p));
     if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
     if (rec.status !== 'pending')
       throw new ServiceError('approval_not_pending', `approval ${id} is ${rec.status}, not pending`);
