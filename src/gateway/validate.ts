@@ -369,6 +369,38 @@ export function validateMessagesRequest(value: unknown): AnthropicMessagesReques
   return value as AnthropicMessagesRequest;
 }
 
+const isTokenId = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+
+/**
+ * An array `input` is one of OpenAI's three forms, all of its items alike: strings (each
+ * non-empty), token ids (one input), or arrays of token ids (one input each).
+ */
+function checkEmbeddingItems(input: readonly unknown[]): void {
+  const first = input[0];
+  const form =
+    typeof first === 'string'
+      ? 'strings'
+      : isTokenId(first)
+        ? 'tokens'
+        : Array.isArray(first)
+          ? 'token arrays'
+          : undefined;
+  for (let i = 0; i < input.length; i++) {
+    const item = input[i];
+    const fits =
+      form === 'strings'
+        ? typeof item === 'string' && item.length > 0
+        : form === 'tokens'
+          ? isTokenId(item)
+          : form === 'token arrays' && Array.isArray(item) && item.length > 0 && item.every(isTokenId);
+    if (!fits)
+      bad(
+        'input is a string, or an array of non-empty strings, of token ids, or of arrays of token ids (one form throughout)',
+        `input[${i}]`,
+      );
+  }
+}
+
 export function validateEmbeddingRequest(value: unknown): EmbeddingRequest {
   if (!isObject(value)) bad('the request body must be a JSON object', 'body');
   checkModel(value);
@@ -378,8 +410,9 @@ export function validateEmbeddingRequest(value: unknown): EmbeddingRequest {
     (Array.isArray(input) && input.length > 0 && input.length <= LIMITS.maxEmbeddingInputs);
   if (!ok)
     bad(`input must be a non-empty string or an array of 1 to ${LIMITS.maxEmbeddingInputs} items`, 'input');
+  if (Array.isArray(input)) checkEmbeddingItems(input);
   const dims = value.dimensions;
-  if (dims !== undefined && (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1)) {
+  if (dims != null && (typeof dims !== 'number' || !Number.isInteger(dims) || dims < 1)) {
     bad('dimensions must be a positive integer', 'dimensions');
   }
   return value as EmbeddingRequest;

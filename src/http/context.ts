@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
 import type { Principal } from '../identity/types.js';
 import type { OutgoingHeaders, ServerRequest, ServerResponse } from './types.js';
@@ -52,9 +53,22 @@ export class Ctx {
     if (!isJsonish(this.req.headers['content-type'])) {
       throw new ServiceError('unsupported_media_type', 'the request body must be JSON (application/json)');
     }
+    const encoding = this.req.headers['content-encoding'];
+    if (encoding !== undefined && encoding !== '' && encoding.trim().toLowerCase() !== 'identity') {
+      // Bodies are not decompressed: read as it came, a compressed body would be refused as
+      // invalid JSON, or worse, read as something it is not.
+      throw new ServiceError(
+        'unsupported_media_type',
+        'the request body must be sent without Content-Encoding (it is not decompressed)',
+      );
+    }
     const body = this.req.body;
     if (body.length === 0)
       throw new ServiceError('invalid_json', 'the request body is empty; a JSON object is expected');
+    // Bytes that are not UTF-8 would be decoded as U+FFFD, changing the text that is scanned,
+    // recorded and sent on: refused, as an unpaired surrogate escape is below.
+    if (!isUtf8(body))
+      throw new ServiceError('invalid_json', 'the request body is not valid UTF-8; send JSON in UTF-8');
     let value: unknown;
     try {
       value = JSON.parse(body.toString('utf8'));

@@ -368,6 +368,51 @@ for (const engine of ENGINES) {
         body: { model: 'mock-echo', input: 'x' },
       });
       assertOk(t, emb, 'embeddings');
+      // A compressed body is refused (not decompressed, not read as it came); bytes that are not
+      // UTF-8 are refused, not turned into U+FFFD.
+      const raw = (body: Buffer, headers: Record<string, string> = {}) =>
+        fetch(`${svc.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${svc.agentKey}`,
+            'content-type': 'application/json',
+            ...headers,
+          },
+          body,
+        });
+      const plain = Buffer.from(JSON.stringify({ model: 'mock-echo', messages: [MSG] }));
+      const gzipped = await raw(plain, { 'content-encoding': 'gzip' });
+      t.equal(gzipped.status, 415);
+      t.equal(((await gzipped.json()) as any).error.code, 'unsupported_media_type');
+      t.equal((await raw(plain, { 'content-encoding': 'identity' })).status, 200, 'identity is no encoding');
+      const latin = Buffer.concat([
+        Buffer.from('{"model":"mock-echo","messages":[{"role":"user","content":"caf'),
+        Buffer.from([0xe9, 0xff]),
+        Buffer.from('"}]}'),
+      ]);
+      const notUtf8 = await raw(latin);
+      t.equal(notUtf8.status, 400);
+      t.match(((await notUtf8.json()) as any).error, { code: 'invalid_json', message: /UTF-8/ });
+      // An array input is one form throughout: strings, token ids or arrays of token ids.
+      for (const [input, param] of [
+        [[null], 'input[0]'],
+        [[{}], 'input[0]'],
+        [['a', 1], 'input[1]'],
+        [[[null]], 'input[0]'],
+        [[''], 'input[0]'],
+        [[1, -2], 'input[1]'],
+      ] as const) {
+        const r = await svc.call('/v1/embeddings', {
+          token: svc.agentKey,
+          body: { model: 'mock-echo', input },
+        });
+        assertError(t, r, 'invalid_request', param);
+      }
+      const lenient = await svc.call('/v1/embeddings', {
+        token: svc.agentKey,
+        body: { model: 'mock-echo', input: ['a', 'b'], dimensions: null },
+      });
+      assertOk(t, lenient, 'strings, and dimensions null');
       const msg = await svc.call('/v1/messages', {
         token: svc.agentKey,
         body: { model: 'mock-echo', messages: [MSG] },
