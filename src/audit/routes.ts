@@ -119,9 +119,16 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
     ctx.json(200, log.search(org, q as AuditQuery));
   });
 
+  const VIEW_PARAMS = new Set(['limit', 'cursor', 'org_id']);
   const view = (path: string, key: 'session_id' | 'task_id' | 'pipeline_id', what: string): void => {
     router.add('GET', path, (ctx) => {
       const { org } = scope(ctx, 'auditor');
+      // A filter given to a view is refused, not ignored: ignored, it would widen what is read.
+      for (const name of ctx.query.keys())
+        if (!VIEW_PARAMS.has(name))
+          throw new ServiceError('invalid_request', `${name} is not a parameter of this view`, {
+            param: name,
+          });
       const id = ctx.params.id as string;
       const limit = intParam(ctx, 'limit', 1000, 1000);
       const cursor = param(ctx, 'cursor');

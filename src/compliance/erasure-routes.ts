@@ -13,6 +13,9 @@ export interface ErasureRouteDeps {
   readonly orgExists: (id: string) => boolean;
 }
 
+/** What the erasure list reads from its query; anything else is refused, not ignored. */
+const LIST_PARAMS = new Set(['limit', 'cursor', 'org_id']);
+
 /**
  * `/api/compliance/gdpr/erasure` (spec 4.5, DESIGN C): submit (requester and up), list and read
  * (any person of the org: requester is the lowest role; agent keys hold no control-plane role),
@@ -45,7 +48,16 @@ export function registerErasureRoutes(router: Router<RouteHandler>, deps: Erasur
       throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 1000', {
         param: 'limit',
       });
-    ctx.json(200, erasures.list(org, limit, ctx.query.get('cursor') || undefined));
+    for (const name of ctx.query.keys())
+      if (!LIST_PARAMS.has(name))
+        throw new ServiceError('invalid_request', `${name} is not a parameter of this list`, { param: name });
+    const cursor = ctx.query.get('cursor') || undefined;
+    // A page starts after a request of this org's list: anything else would start it anywhere.
+    if (cursor !== undefined && erasures.get(org, cursor) === undefined)
+      throw new ServiceError('invalid_request', 'cursor is not a cursor returned by this endpoint', {
+        param: 'cursor',
+      });
+    ctx.json(200, erasures.list(org, limit, cursor));
   });
 
   router.add('GET', '/api/compliance/gdpr/erasure/:id', (ctx) => {

@@ -261,6 +261,9 @@ t.test('audit endpoints over HTTP', async (t) => {
     assertError(t, await h.call('/api/audit/session/nope', tok), 'not_found');
     assertError(t, await h.call('/api/audit/task/nope', tok), 'not_found');
     assertError(t, await h.call('/api/audit/session/sess-1?limit=0', tok), 'invalid_request');
+    // A filter on a view is refused, not ignored (ignored, it would widen what is read).
+    for (const q of ['agent_id=other', 'foo=1'])
+      assertError(t, await h.call(`/api/audit/session/sess-1?${q}`, tok), 'invalid_request');
     t.equal(s.body.next_cursor, null, 'the whole session in one page says so');
     // A view longer than a page says so, and pages on in order, each event once.
     for (const [path, key, count] of [

@@ -119,6 +119,15 @@ t.test('an executed erasure leaves nothing of the subject and a chain that verif
   t.same((await svc.call('/api/compliance/gdpr/erasure', { token: other.adminPat })).body.data, []);
   t.equal((await svc.call('/api/compliance/gdpr/erasure/er_nothing', { token: svc.pat })).status, 404);
   t.equal((await svc.call('/api/compliance/gdpr/erasure?limit=0', { token: svc.pat })).status, 400);
+  // A cursor that is not one of this list's, or a parameter the list does not read, is refused.
+  for (const query of ['cursor=zzz', `cursor=${id}x`, 'foo=1', 'status=pending'])
+    t.equal((await svc.call(`/api/compliance/gdpr/erasure?${query}`, { token: svc.pat })).status, 400, query);
+  t.equal(
+    (await svc.call(`/api/compliance/gdpr/erasure?cursor=${id}`, { token: other.adminPat })).status,
+    400,
+    "another org's request is no cursor of this org's list",
+  );
+  t.same((await svc.call(`/api/compliance/gdpr/erasure?cursor=${id}`, { token: svc.pat })).body.data, []);
 
   // Execute: org_admin and up, in the request's org only.
   const execute = (token: string) =>
