@@ -159,6 +159,8 @@ function summary(r: VerifyFileResult, files: readonly string[]): string {
   out += row('chain length', int.format(r.chain_length));
   out += row('head', r.current_head);
   out += row('seals', `${int.format(r.seals_checked)} checked (Ed25519 + ML-DSA-65)`);
+  if (r.erasure_authorities > 0)
+    out += row('erasures', `${int.format(r.erasure_authorities)} made later, proven by their receipts`);
   out += row('sealed', r.sealed_through > 0 ? `through seq ${int.format(r.sealed_through)}` : 'nothing');
   out += row('unsealed', int.format(r.unsealed_events));
   out += row('lines', int.format(r.lines));

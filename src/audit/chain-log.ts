@@ -5,8 +5,10 @@ import {
   bridgeRecord,
   type ChainBridge,
   canonicalEventParts,
+  ERASURE_EVENT_TYPE,
   type ErasureTarget,
   erasePersonal,
+  erasureTargets,
   hashFromStoredText,
   type IntegrityResult,
   isTombstone,
@@ -120,6 +122,8 @@ export interface ChainLogOptions {
   readonly warn?: (msg: string, fields: Record<string, unknown>) => void;
 }
 
+/** Erasure authorities a bounded export carries at most (each an erasure of its events). */
+const MAX_AUTHORITIES = 100_000;
 /** Events tombstoned per transaction by `erase`. */
 const ERASE_BATCH = 256;
 /** The end of every stored event's text (and JSONL line): `,"hash":"<64 hex>"}`. */
@@ -778,9 +782,34 @@ export class ChainLog implements AuditLog {
     return this.#reader.exportLines(orgId, boundMs(range.since, 'since'), boundMs(range.until, 'until'));
   }
 
-  /** `exportLines` as JSON text, one string per line (no newline): what the export endpoint streams. */
+  /**
+   * `exportLines` as JSON text, one string per line (no newline): what the export endpoint
+   * streams. An export that ends before the chain does is followed by the erasures made later
+   * that tombstoned its events, each as `{"_erasure_authority": {event, receipt}}`: the erasure
+   * event and its receipt (its inclusion in a later seal), so the tombstones verify offline in
+   * an export that does not hold the erasure events themselves (docs/audit.md, "Export").
+   */
   exportText(orgId: string, range: { since?: string; until?: string } = {}): Iterable<string> {
-    return this.#reader.exportTexts(orgId, boundMs(range.since, 'since'), boundMs(range.until, 'until'));
+    // Checked now, before the caller starts answering: a generator would check at its first line.
+    return this.#exportText(orgId, boundMs(range.since, 'since'), boundMs(range.until, 'until'));
+  }
+
+  *#exportText(orgId: string, since: number | undefined, until: number | undefined): Generator<string> {
+    yield* this.#reader.exportTexts(orgId, since, until);
+    if (until === undefined) return;
+    const { lo, hi: last } = this.#reader.window(orgId, since, until);
+    if (lo > last) return;
+    const end = this.#reader.exportEnd(orgId, last, until);
+    if (end >= this.#reader.lastSeq(orgId)) return;
+    for (const e of this.#search.scan(orgId, { event_type: ERASURE_EVENT_TYPE }, MAX_AUTHORITIES, end + 1)) {
+      const covers = erasureTargets(e).some((t) => (this.#reader.seqOf(orgId, t.event_id) ?? end + 1) <= end);
+      if (!covers) continue;
+      // Unsealed yet (for at most a seal interval): left out, and its tombstones read as unauthorised.
+      const receipt = this.receipt(orgId, e.id);
+      if (receipt === null || receipt === undefined) continue;
+      const { seal: _seal, ...event } = e as AuditEvent & { seal?: unknown };
+      yield JSON.stringify({ _erasure_authority: { event, receipt } });
+    }
   }
 
   /** The seal covering an event: undefined when there is no such event, null while unsealed. */

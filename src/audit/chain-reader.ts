@@ -313,7 +313,7 @@ export class ChainReader {
   *exportTexts(org: string, sinceMs?: number, untilMs?: number): Generator<string> {
     const { lo, hi: last } = this.window(org, sinceMs, untilMs);
     if (lo > last) return;
-    const hi = untilMs === undefined ? last : (this.coveringSeal(org, last)?.size ?? last);
+    const hi = this.exportEnd(org, last, untilMs);
     let start = this.firstSeq(org);
     const stored = this.store.auditMeta.get([org, BRIDGE_KIND]) as Record<string, unknown> | undefined;
     if (stored !== undefined && lo <= start) yield this.bridgeLine(org) as string;
@@ -327,6 +327,14 @@ export class ChainReader {
       }
     }
     for (const l of this.lines(org, start, hi, start - 1)) yield l.line;
+  }
+
+  /**
+   * The last seq of an export whose window ends at `last`: with `until`, the seal boundary at or
+   * after it (when that seal exists yet), else `last`.
+   */
+  exportEnd(org: string, last: number, untilMs: number | undefined): number {
+    return untilMs === undefined ? last : (this.coveringSeal(org, last)?.size ?? last);
   }
 
   /** `exportTexts` as parsed lines. */

@@ -7,16 +7,32 @@ import {
   ChainVerifier,
   checkpointOrigin,
   checkSeal,
+  ERASURE_EVENT_TYPE,
+  erasureTargets,
   fromBase64,
   hashEvent,
+  type IntegrityReason,
   type IntegrityResult,
   keyIdFor,
   type NoteVerifier,
+  parseCheckpoint,
+  parseNote,
+  type Receipt,
   type SealCoverage,
   type SealRecord,
   toHex,
+  verifyReceipt,
 } from '../core/chain/index.js';
 import type { SigningKeyDocument } from './types.js';
+
+/** The origin line of a signed note's checkpoint; undefined when it is not one. */
+function noteOrigin(note: unknown): string | undefined {
+  try {
+    return parseCheckpoint(parseNote(String(note)).body).origin;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The file side of the offline verifier (`govgate verify`): streams exported JSONL chains through
@@ -87,6 +103,8 @@ export interface VerifyFileResult extends Omit<IntegrityResult, 'status'> {
   lines: number;
   /** `_seal` lines pushed to the verifier. */
   seals_checked: number;
+  /** `_erasure_authority` lines (a bounded export's later erasures) whose receipts proved them. */
+  erasure_authorities: number;
   /** The checkpoint origin enforced (`govgate/<org_id>` of the first v2 event), if any. */
   origin: string | null;
   /** The first lines that were not JSON (at most 100). */
@@ -175,6 +193,8 @@ class LineSink {
   origin: string | null = null;
   lines = 0;
   seals = 0;
+  /** `_erasure_authority` lines whose receipts proved their erasure events. */
+  authorities = 0;
   readonly unparseable: UnparseableLine[] = [];
   readonly #checkpoint: SealRecord | undefined;
 
@@ -224,6 +244,10 @@ class LineSink {
       return;
     }
     this.lines++;
+    if (isRecord(value) && Object.hasOwn(value, '_erasure_authority')) {
+      this.#authority(value._erasure_authority);
+      return;
+    }
     if (isRecord(value) && Object.hasOwn(value, '_seal')) {
       this.seals++;
       this.#push({ kind: 'seal', value: value._seal });
@@ -232,6 +256,35 @@ class LineSink {
         this.#checkEvent(value);
       this.#push({ kind: 'event', value, text });
     }
+  }
+
+  /**
+   * An erasure made after a bounded export's end (`{event, receipt}`): its grants count once the
+   * receipt proves the event is in this chain, signed by a trusted key under this chain's
+   * origin. One that does not prove it grants nothing, and is a finding of its own.
+   */
+  #authority(raw: unknown): void {
+    const v = this.#verifier ?? this.#start(undefined);
+    const a = isRecord(raw) ? raw : {};
+    const event = isRecord(a.event) ? a.event : undefined;
+    const receipt = a.receipt as Receipt | undefined;
+    const line = typeof event?.seq === 'number' ? event.seq : 0;
+    const id = typeof event?.id === 'string' ? event.id : null;
+    let reason: IntegrityReason | undefined;
+    if (event === undefined || !isRecord(receipt) || event.event_type !== ERASURE_EVENT_TYPE)
+      reason = 'content_modified';
+    else {
+      const proof = verifyReceipt(receipt, this.#verifiers, event);
+      if (!proof.ok) reason = proof.reason === 'not_included' ? 'chain_broken' : proof.reason;
+      else if (this.origin !== null && noteOrigin(receipt.checkpoint) !== this.origin)
+        reason = 'org_mismatch';
+    }
+    if (reason !== undefined) {
+      if (this.findings.length < MAX_UNPARSEABLE) this.findings.push({ line, event_id: id, reason });
+      return;
+    }
+    this.authorities++;
+    v.authorize(erasureTargets(event));
   }
 
   /** A line too long to hold: counted and reported like any line that is not an event. */
@@ -434,6 +487,7 @@ export async function verifyFile(
     unsealed_events: coverage.unsealed,
     lines: sink.lines,
     seals_checked: sink.seals,
+    erasure_authorities: sink.authorities,
     origin: sink.origin,
     unparseable: sink.unparseable,
     checkpoint:

@@ -393,6 +393,14 @@ export class ChainVerifier {
     else pending.fields.add(field);
   }
 
+  /**
+   * Grants from an erasure event proven to be in this chain some other way than by reading it
+   * here (an export's `_erasure_authority`: the event and its receipt, checked by the caller).
+   */
+  authorize(targets: readonly ErasureTarget[]): void {
+    for (const t of targets) this.#grant(t.event_id, t.fields);
+  }
+
   #grant(eventId: string, fields: readonly string[]): void {
     let set = this.#authorised.get(eventId);
     if (set === undefined) {
