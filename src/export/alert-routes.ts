@@ -170,8 +170,9 @@ export function registerAlertRoutes(router: Router<RouteHandler>, deps: AlertRou
     ctx.json(200, { id: d.id, deleted: true });
   });
 
+  // Spec 5.5: testing a destination takes an admin (an org_admin manages them, an admin tests).
   router.add('POST', '/api/settings/alert-destinations/:id/test', async (ctx) => {
-    const p = requireRole(ctx, snapshot, 'org_admin');
+    const p = requireRole(ctx, snapshot, 'admin');
     const org = targetOrg(ctx, p, undefined, orgExists);
     ctx.json(200, await alerts.test(find(org, ctx.params.id as string), org));
   });

@@ -264,8 +264,9 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
     ctx.json(200, { id: t.id, deleted: true });
   });
 
+  // Spec 5.5: testing a destination takes an admin (an org_admin manages them, an admin tests).
   router.add('POST', '/api/settings/export-destinations/:id/test', async (ctx) => {
-    const p = requireRole(ctx, snapshot, 'org_admin');
+    const p = requireRole(ctx, snapshot, 'admin');
     const org = targetOrg(ctx, p, undefined, orgExists);
     ctx.json(200, await exports.test(find(org, ctx.params.id as string)));
   });

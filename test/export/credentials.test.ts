@@ -138,6 +138,30 @@ t.test('delivery credentials, tokenless destinations, and what the settings refu
     token: svc.pat,
   });
   t.match(tested.body, { status: 'failed', attempts: 0, error: /no token/ });
+  // An org_admin manages its org's destinations; testing one takes an admin (spec 5.5).
+  const orgAdmin = await svc.call('/api/users', {
+    token: svc.pat,
+    body: { email: 'oa@example.com', role: 'org_admin' },
+  });
+  const oaPat = (await svc.call('/api/tokens', { token: svc.pat, body: { user_id: orgAdmin.body.user_id } }))
+    .body.token;
+  t.equal((await svc.call('/api/settings/export-destinations', { token: oaPat })).status, 200);
+  for (const path of [`/api/settings/export-destinations/${bare.body.id}/test`])
+    t.equal((await svc.call(path, { method: 'POST', token: oaPat })).status, 403, `${path}: org_admin`);
+  const alertDest = await svc.call('/api/settings/alert-destinations', {
+    token: oaPat,
+    body: { webhook_type: 'generic', webhook_url: `http://127.0.0.1:${hook.port}/alert` },
+  });
+  t.equal(alertDest.status, 201);
+  t.equal(
+    (
+      await svc.call(`/api/settings/alert-destinations/${alertDest.body.id}/test`, {
+        method: 'POST',
+        token: oaPat,
+      })
+    ).status,
+    403,
+  );
   t.equal(at('/v1/logs').length, 0, 'not even the test');
   t.equal((await edit(bare.body.id, { token: 'otlp-token-77', secret_header: 'x-otlp-key' })).status, 200);
   await waitFor(() => at('/v1/logs').length >= 1, 'the batch that waited', 70_000);
