@@ -8,6 +8,7 @@ import { leafHashUnchecked, MerkleBuilder } from '../core/chain/merkle.js';
 import { ServiceError } from '../core/errors.js';
 import { NoteVerifyPool } from '../crypto/note-verify-pool.js';
 import { lastFour } from '../crypto/vault.js';
+import { orgDigest } from '../govern/revocation-list.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type {
   SnapshotCredential,
@@ -109,6 +110,8 @@ export interface SidecarMandateJwk {
   readonly kid: string;
   readonly alg: 'EdDSA';
   readonly use: 'sig';
+  /** As published: the SHA-256 (hex) of the org whose sidecar holds it (its mandates' `org`). */
+  readonly org_sha256?: string;
 }
 const TOKEN_KEY = 'tok';
 const STATE_KEY = 'st';
@@ -141,6 +144,7 @@ export class SidecarDesk {
   readonly #issuer: () => string;
   #generation = 0;
   #mandateJwks: SidecarMandateJwk[] | undefined;
+  #mandateKeyOrgs = new Map<string, string>();
   #mandateJwksAt = 0;
 
   constructor(deps: {
@@ -393,9 +397,24 @@ export class SidecarDesk {
 
   /** The mandate keys of every sidecar that is not revoked and was seen lately (published in the JWKS). */
   mandateJwks(): SidecarMandateJwk[] {
+    this.#loadMandateKeys();
+    return (this.#mandateJwks ?? []).slice();
+  }
+
+  /**
+   * The org whose sidecar registered mandate key `kid` (live, not revoked); undefined for any
+   * other kid. A mandate signed with a sidecar's key is good for that sidecar's org only.
+   */
+  mandateKeyOrg(kid: string): string | undefined {
+    this.#loadMandateKeys();
+    return this.#mandateKeyOrgs.get(kid);
+  }
+
+  #loadMandateKeys(): void {
     const now = Date.now();
     if (this.#mandateJwks === undefined || now - this.#mandateJwksAt >= 60_000) {
       const out: SidecarMandateJwk[] = [];
+      const orgs = new Map<string, string>();
       for (const { value } of this.#store.sidecars.getRange({
         start: [MANDATE_KEY],
         end: [MANDATE_KEY, '\uffff'],
@@ -404,12 +423,14 @@ export class SidecarDesk {
         if (now - Date.parse(rec.seen_at) > MANDATE_KEY_TTL_MS) continue;
         const r = this.#store.sidecars.get([SIDECAR_KEY, rec.sidecar_id]) as SidecarRecord | undefined;
         if (r === undefined || r.revoked_at !== null) continue;
-        out.push(rec.jwk);
+        // Published with its org's digest: an offline verifier binds the key to that org too.
+        out.push({ ...rec.jwk, org_sha256: orgDigest(r.org_id) });
+        orgs.set(rec.jwk.kid, r.org_id);
       }
       this.#mandateJwks = out;
+      this.#mandateKeyOrgs = orgs;
       this.#mandateJwksAt = now;
     }
-    return this.#mandateJwks.slice();
   }
 
   // ---- ingest

@@ -103,6 +103,8 @@ export interface RevokedMandate {
 export interface DelegatedMandateKeys {
   readonly generation: number;
   mandateJwks(): JWK[];
+  /** The org a delegated key `kid` signs for (its sidecar's); undefined when it is none of them. */
+  mandateKeyOrg(kid: string): string | undefined;
 }
 
 export interface MandateServiceOptions {
@@ -257,6 +259,23 @@ export class MandateService {
     return { token: `${input}.${signature}`, jti, exp };
   }
 
+  /**
+   * Whether key `kid` may sign a mandate of `org`: the service's own keys sign for every org; a
+   * sidecar's key only for its sidecar's org (a sidecar token of one org registering a key must
+   * not mint mandates for another org's agents).
+   */
+  private signsFor(kid: string | undefined, org: string): boolean {
+    if (kid === undefined) return false;
+    if (this.ownKidsGen !== this.keys.generation) {
+      this.ownKids = new Set(this.keys.jwks().keys.map((k) => k.kid as string));
+      this.ownKidsGen = this.keys.generation;
+    }
+    if (this.ownKids.has(kid)) return true;
+    return this.delegated?.mandateKeyOrg(kid) === org;
+  }
+  private ownKids = new Set<string>();
+  private ownKidsGen = -1;
+
   private keySet(): ReturnType<typeof createLocalJWKSet> {
     const gen = `${this.keys.generation}:${this.delegated?.generation ?? 0}`;
     if (this.jwkSet === undefined || this.jwkSetGen !== gen) {
@@ -273,8 +292,12 @@ export class MandateService {
     if (typeof token !== 'string' || token.length === 0 || token.length > MAX_MANDATE_CHARS)
       return fail('malformed');
     let payload: JWTPayload;
+    let kid: string | undefined;
     try {
-      ({ payload } = await jwtVerify(token, this.keySet(), {
+      ({
+        payload,
+        protectedHeader: { kid },
+      } = await jwtVerify(token, this.keySet(), {
         algorithms: ['EdDSA'],
         typ: 'JWT',
         issuer: this.issuerOf(),
@@ -288,6 +311,7 @@ export class MandateService {
     }
     const claims = asClaims(payload);
     if (claims === undefined) return fail('claims_invalid');
+    if (!this.signsFor(kid, claims.org)) return fail('unknown_key');
     if (this.revocation(claims.jti, claims.org) !== undefined) return fail('revoked');
     return { valid: true, claims };
   }
@@ -299,11 +323,14 @@ export class MandateService {
   async inspect(token: string): Promise<MandateClaims | undefined> {
     if (typeof token !== 'string' || token.length === 0 || token.length > MAX_MANDATE_CHARS) return undefined;
     try {
-      const { payload } = await compactVerify(token, this.keySet(), { algorithms: ['EdDSA'] });
+      const { payload, protectedHeader } = await compactVerify(token, this.keySet(), {
+        algorithms: ['EdDSA'],
+      });
       const parsed: unknown = JSON.parse(Buffer.from(payload).toString('utf8'));
       if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined;
       const claims = asClaims(parsed as JWTPayload);
-      return claims?.iss === this.issuerOf() ? claims : undefined;
+      if (claims === undefined || !this.signsFor(protectedHeader.kid, claims.org)) return undefined;
+      return claims.iss === this.issuerOf() ? claims : undefined;
     } catch {
       return undefined;
     }

@@ -1,3 +1,5 @@
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import { decodeJwt, SignJWT } from 'jose';
 import t from 'tap';
 import { type ChainEvent, GENESIS } from '../../src/core/chain/event.js';
 import { TestSigner } from '../audit/helpers.js';
@@ -259,6 +261,49 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
       body: { keys: [{ kty: 'OKP', crv: 'Ed25519', x, kid: 'sidecar-key-1' }] },
     });
     t.equal(taken.status, 409);
+  });
+
+  t.test("a sidecar's mandate key signs for its own org only, online and offline", async (t) => {
+    // Org `other`'s sidecar registers a key and signs a mandate naming org default's agent.
+    const theirs = await createSidecarToken(svc, other.adminPat, 'b-minter');
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'b-minter-key' };
+    const reg = await svc.call('/api/sync/mandate-keys', { token: theirs.token, body: { keys: [jwk] } });
+    t.equal(reg.status, 200);
+    // The issuer a real mandate names.
+    const real = await svc.call('/v1/govern', {
+      token: svc.agentKey,
+      body: { type: 'TOOL_CALL', payload: { tool: 't.x' } },
+    });
+    const iss = decodeJwt(real.body.mandate as string).iss as string;
+    const mint = async (org: string): Promise<string> => {
+      const now = Math.floor(Date.now() / 1000);
+      return new SignJWT({
+        org,
+        behavior_id: 'bh_x',
+        pipeline_id: 'pl_x',
+        cap: { type: 'TOOL_CALL', tool: 'db.delete', args_sha256: 'a'.repeat(64) },
+      })
+        .setProtectedHeader({ alg: 'EdDSA', typ: 'JWT', kid: 'b-minter-key' })
+        .setSubject('default-agent')
+        .setIssuer(iss)
+        .setJti(`mdt_${'x'.repeat(22)}${org.length}`)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 60)
+        .sign(privateKey);
+    };
+    const verify = async (token: string) => (await svc.call('/v1/tokens/verify', { body: { token } })).body;
+    t.same(
+      await verify(await mint('default')),
+      { valid: false, error: 'unknown_key' },
+      "another org's mandate",
+    );
+    t.equal((await verify(await mint(other.orgId))).valid, true, "its own org's mandate");
+    // Offline: the published key names its org by digest.
+    const published = (await svc.call('/.well-known/jwks.json')).body.keys.find(
+      (k: any) => k.kid === 'b-minter-key',
+    );
+    t.equal(published.org_sha256, createHash('sha256').update(other.orgId).digest('hex'));
   });
 
   t.test('approvals asked by a sidecar: agents of its org only', async (t) => {
