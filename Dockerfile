@@ -12,7 +12,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY package.json ./
 RUN mkdir -p /var/lib/govgate && chown node:node /var/lib/govgate
-USER node
+# Numeric: a pod with runAsNonRoot can only check a numeric user (node is 1000 in this image).
+USER 1000:1000
 ENV SERVICE_DATA_DIR=/var/lib/govgate/data SERVICE_KEYS_DIR=/var/lib/govgate/keys
 EXPOSE 8620 15001
 ENTRYPOINT ["node", "dist/src/cli.js"]

@@ -225,12 +225,41 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       path: 'SERVICE_CONTROL_URL',
       message: 'must be an absolute http(s) URL without credentials, query or fragment',
     });
+  const injectUrl = v.SERVICE_INJECT_CONTROL_URL as string | undefined;
+  if (injectUrl !== undefined && baseUrl(injectUrl) === undefined)
+    problems.push({
+      path: 'SERVICE_INJECT_CONTROL_URL',
+      message: 'must be an absolute http(s) URL without credentials, query or fragment',
+    });
+  // The listen address is no answer: in a pod, 127.0.0.1 is the sidecar itself.
+  if (
+    v.SERVICE_INJECTOR_PORT !== undefined &&
+    !problems.some((p) => p.path === 'SERVICE_INJECTOR_PORT') &&
+    injectUrl === undefined &&
+    base === undefined
+  )
+    problems.push({
+      path: 'SERVICE_INJECT_CONTROL_URL',
+      message:
+        'the injector tells sidecars where the control plane is: set SERVICE_INJECT_CONTROL_URL (or SERVICE_PUBLIC_URL)',
+    });
   if (problems.length > 0) throw new ConfigError(problems);
 
   const config: Config = {
     host: v.SERVICE_HOST as string,
     port: v.SERVICE_PORT as number,
     proxyPort: v.SERVICE_PROXY_PORT as number,
+    health:
+      v.SERVICE_HEALTH_PORT === undefined
+        ? undefined
+        : Object.freeze({
+            host: (v.SERVICE_HEALTH_HOST as string | undefined) ?? (v.SERVICE_HOST as string),
+            port: v.SERVICE_HEALTH_PORT as number,
+          }),
+    proxyCaExportDir:
+      v.SERVICE_PROXY_CA_EXPORT_DIR === undefined
+        ? undefined
+        : resolve(v.SERVICE_PROXY_CA_EXPORT_DIR as string),
     dataDir: resolve(v.SERVICE_DATA_DIR as string),
     keysDir: resolve(v.SERVICE_KEYS_DIR as string),
     storeMinFreeMb: v.SERVICE_STORE_MIN_FREE_MB as number,

@@ -3,6 +3,14 @@ export interface Config {
   readonly host: string;
   readonly port: number;
   readonly proxyPort: number;
+  /**
+   * SERVICE_HEALTH_PORT and SERVICE_HEALTH_HOST: `govgate sidecar`'s probe listener, serving the
+   * health routes only (a sidecar's API listens on the pod's loopback, where no kubelet probe
+   * reaches); off without a port.
+   */
+  readonly health: { readonly host: string; readonly port: number } | undefined;
+  /** SERVICE_PROXY_CA_EXPORT_DIR: where `govgate sidecar` also writes its proxy CA certificate. */
+  readonly proxyCaExportDir: string | undefined;
   readonly dataDir: string;
   readonly keysDir: string;
   /** SERVICE_STORE_MIN_FREE_MB: the free space below which the store refuses writes. */
@@ -119,6 +127,24 @@ export const SETTINGS = [
     doc: '`govgate sidecar`: its forward-proxy port, for agents that use HTTPS_PROXY/HTTP_PROXY',
   },
   {
+    env: 'SERVICE_PROXY_CA_EXPORT_DIR',
+    yaml: 'proxy_ca_export_dir',
+    kind: 'string',
+    doc: "`govgate sidecar`: a directory where it writes its forward proxy's CA certificate (`ca.pem`, public) for the agents' containers to trust; unset: only in the keys dir",
+  },
+  {
+    env: 'SERVICE_HEALTH_PORT',
+    yaml: 'health_port',
+    kind: 'port',
+    doc: '`govgate sidecar`: a listener serving only `/health`, `/api/health/live` and `/api/health/ready`, for probes that cannot reach the API on loopback; unset: off',
+  },
+  {
+    env: 'SERVICE_HEALTH_HOST',
+    yaml: 'health_host',
+    kind: 'string',
+    doc: "Address SERVICE_HEALTH_PORT listens on (the injector sets 0.0.0.0: the kubelet probes the pod's IP); unset: SERVICE_HOST",
+  },
+  {
     env: 'SERVICE_DATA_DIR',
     yaml: 'data_dir',
     kind: 'string',
@@ -196,7 +222,7 @@ export const SETTINGS = [
     env: 'SERVICE_INJECT_CONTROL_URL',
     yaml: 'inject_control_url',
     kind: 'string',
-    doc: 'The control plane URL injected sidecars use (default: SERVICE_PUBLIC_URL)',
+    doc: 'The control plane URL injected sidecars use (default: SERVICE_PUBLIC_URL; with the injector on, one of the two is required)',
   },
   {
     env: 'SERVICE_INJECT_CONTROL_CA_CONFIGMAP',

@@ -18,9 +18,17 @@ const DATA_VOLUME = 'govgate-data';
 const DEFAULT_SECRET = 'govgate-sidecar';
 const API_PORT = 8620;
 const PROXY_PORT = 15001;
+const HEALTH_PORT = 15020;
 const DATA_DIR = '/var/lib/govgate';
-/** Where the app containers find the sidecar's proxy CA (the data volume, read-only). */
-const CA_MOUNT = '/var/run/govgate';
+/**
+ * Where the app containers find the sidecar's proxy CA certificate: a volume of its own that the
+ * sidecar writes `ca.pem` to (SERVICE_PROXY_CA_EXPORT_DIR), read-only for them. The data volume,
+ * with the sidecar's private keys, is the sidecar's alone.
+ */
+const CA_VOLUME = 'govgate-proxy-ca';
+const CA_MOUNT = '/var/run/govgate-ca';
+/** The image's user (numeric, so the kubelet can check runAsNonRoot). */
+const IMAGE_UID = 1000;
 const CONTROL_CA_VOLUME = 'govgate-control-ca';
 const CONTROL_CA_DIR = '/etc/govgate/control-ca';
 
@@ -74,9 +82,9 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
   ];
   if (proxy)
     appEnv.push(
-      { name: 'NODE_EXTRA_CA_CERTS', value: `${CA_MOUNT}/keys/proxy/ca.pem` },
-      { name: 'SSL_CERT_FILE', value: `${CA_MOUNT}/keys/proxy/ca.pem` },
-      { name: 'REQUESTS_CA_BUNDLE', value: `${CA_MOUNT}/keys/proxy/ca.pem` },
+      { name: 'NODE_EXTRA_CA_CERTS', value: `${CA_MOUNT}/ca.pem` },
+      { name: 'SSL_CERT_FILE', value: `${CA_MOUNT}/ca.pem` },
+      { name: 'REQUESTS_CA_BUNDLE', value: `${CA_MOUNT}/ca.pem` },
       { name: 'NO_PROXY', value: '127.0.0.1,localhost' },
     );
   if (proxy)
@@ -91,7 +99,7 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
       if (add.length > 0) ops.push({ op: 'add', path: `/spec/containers/${i}/env`, value: add });
     } else for (const e of add) ops.push({ op: 'add', path: `/spec/containers/${i}/env/-`, value: e });
     if (proxy) {
-      const mount = { name: DATA_VOLUME, mountPath: CA_MOUNT, readOnly: true };
+      const mount = { name: CA_VOLUME, mountPath: CA_MOUNT, readOnly: true };
       ops.push(
         c.volumeMounts === undefined
           ? { op: 'add', path: `/spec/containers/${i}/volumeMounts`, value: [mount] }
@@ -100,6 +108,7 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
     }
   });
   const volumes: unknown[] = [{ name: DATA_VOLUME, emptyDir: {} }];
+  if (proxy) volumes.push({ name: CA_VOLUME, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } });
   const caMap = settings.controlCaConfigMap;
   if (caMap !== undefined)
     volumes.push({
@@ -123,23 +132,29 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
         { name: 'SERVICE_PROXY_PORT', value: String(PROXY_PORT) },
         { name: 'SERVICE_DATA_DIR', value: `${DATA_DIR}/data` },
         { name: 'SERVICE_KEYS_DIR', value: `${DATA_DIR}/keys` },
+        // The probes' listener: the API stays on loopback, where the kubelet's probes do not reach.
+        { name: 'SERVICE_HEALTH_PORT', value: String(HEALTH_PORT) },
+        { name: 'SERVICE_HEALTH_HOST', value: '0.0.0.0' },
+        ...(proxy ? [{ name: 'SERVICE_PROXY_CA_EXPORT_DIR', value: CA_MOUNT }] : []),
         ...(caMap === undefined ? [] : [{ name: 'SERVICE_CONTROL_CA', value: `${CONTROL_CA_DIR}/ca.crt` }]),
       ],
       volumeMounts: [
         { name: DATA_VOLUME, mountPath: DATA_DIR },
+        ...(proxy ? [{ name: CA_VOLUME, mountPath: CA_MOUNT }] : []),
         ...(caMap === undefined
           ? []
           : [{ name: CONTROL_CA_VOLUME, mountPath: CONTROL_CA_DIR, readOnly: true }]),
       ],
-      readinessProbe: {
-        httpGet: { path: '/api/health/ready', port: API_PORT, host: '127.0.0.1' },
-        periodSeconds: 2,
+      ports: [{ name: 'govgate-health', containerPort: HEALTH_PORT }],
+      readinessProbe: { httpGet: { path: '/api/health/ready', port: HEALTH_PORT }, periodSeconds: 2 },
+      livenessProbe: { httpGet: { path: '/api/health/live', port: HEALTH_PORT }, periodSeconds: 10 },
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: IMAGE_UID,
+        runAsGroup: IMAGE_UID,
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
       },
-      livenessProbe: {
-        httpGet: { path: '/api/health/live', port: API_PORT, host: '127.0.0.1' },
-        periodSeconds: 10,
-      },
-      securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true },
       resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
     },
   });

@@ -1,5 +1,5 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
@@ -52,6 +52,20 @@ export class ProxyCa {
       writeFileSync(certPath, made.certPem, { mode: 0o644 });
     }
     return new ProxyCa(readFileSync(certPath, 'utf8'), readFileSync(keyPath, 'utf8'));
+  }
+
+  /**
+   * Writes the CA certificate (public, 0644) as `ca.pem` in `dir` (SERVICE_PROXY_CA_EXPORT_DIR),
+   * where the agents' containers read it: a volume of its own, so they mount nothing of the keys
+   * dir, whose private keys stay the sidecar's.
+   */
+  exportTo(dir: string): string {
+    mkdirSync(dir, { recursive: true, mode: 0o755 });
+    const path = join(dir, 'ca.pem');
+    const tmp = `${path}.${process.pid}.tmp`;
+    writeFileSync(tmp, this.certPem, { mode: 0o644 });
+    renameSync(tmp, path);
+    return path;
   }
 
   /** Where `load` keeps the CA certificate, for the agent to trust. */

@@ -42,6 +42,8 @@ export interface RunningSidecar {
   readonly epoch: string;
   /** The forward proxy's port, and the CA certificate agents using it trust (PEM). */
   readonly proxyPort: number;
+  /** The probe listener's port (SERVICE_HEALTH_PORT), when there is one. */
+  readonly healthPort: number | undefined;
   readonly proxyCaPem: string;
   readonly proxyCaPath: string;
   readonly snapshot: RemoteSnapshot;
@@ -58,6 +60,9 @@ export interface RunningSidecar {
 const NO_APPROVALS: ApprovalGate = { granted: () => undefined, consume: () => undefined };
 
 const EPOCH_KEY = 'sidecar_epoch';
+/** What the probe listener serves; any other path is sent to the app as this (404). */
+const HEALTH_PATHS: ReadonlySet<string> = new Set(['/health', ...PROBE_ROUTES]);
+const NOT_A_ROUTE = '/_not_served_on_the_health_port';
 
 /**
  * `govgate sidecar` (DESIGN A.1, docs/sidecar.md): the data plane next to one agent. It serves
@@ -263,10 +268,20 @@ export async function startSidecar(
     });
     const server = await listen(config.httpServer, { host: config.host, port: config.port, tls }, handler);
     closers.push(() => server.close(0));
+    // The probe listener: the health routes of the same app, and nothing else (any other path
+    // is answered as unknown), on an address the kubelet reaches.
+    const health =
+      config.health === undefined
+        ? undefined
+        : await listen(config.httpServer, config.health, (req, res) =>
+            handler(HEALTH_PATHS.has(req.path) ? req : Object.assign({}, req, { path: NOT_A_ROUTE }), res),
+          );
+    if (health !== undefined) closers.push(() => health.close(0));
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
     registerGatewayRoutes(proxyRouter, gateway);
     const ca = ProxyCa.load(config.keysDir);
+    if (config.proxyCaExportDir !== undefined) ca.exportTo(config.proxyCaExportDir);
     const proxy = await startForwardProxy({
       host: config.host,
       port: config.proxyPort,
@@ -289,6 +304,7 @@ export async function startSidecar(
       listenUrl,
       epoch,
       proxyPort: proxy.port,
+      healthPort: health?.port,
       proxyCaPem: ca.certPem,
       proxyCaPath: ProxyCa.certPath(config.keysDir),
       snapshot,
@@ -298,7 +314,7 @@ export async function startSidecar(
         if (closing) return;
         closing = true;
         const started = performance.now();
-        await Promise.all([server.close(graceMs), proxy.close(graceMs)]);
+        await Promise.all([server.close(graceMs), proxy.close(graceMs), health?.close(graceMs)]);
         await work.drained(Math.max(0, graceMs - (performance.now() - started)));
         await log.flushSeals().catch(() => {});
         // What is not shipped now stays in the local log and is shipped by the next start.

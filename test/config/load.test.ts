@@ -131,6 +131,7 @@ t.test(
     const numeric: Record<string, (c: Config) => number> = {
       SERVICE_PORT: (c) => c.port,
       SERVICE_PROXY_PORT: (c) => c.proxyPort,
+      SERVICE_HEALTH_PORT: (c) => c.health?.port as number,
       SERVICE_STORE_MIN_FREE_MB: (c) => c.storeMinFreeMb,
       SERVICE_SNAPSHOT_POLL_MS: (c) => c.snapshotPollMs,
       SERVICE_INJECTOR_PORT: (c) => c.injector.port as number,
@@ -161,7 +162,11 @@ t.test(
       // (the injector's port comes with its TLS files)
       const tls =
         name === 'SERVICE_INJECTOR_PORT'
-          ? { SERVICE_INJECTOR_TLS_CERT: 'c', SERVICE_INJECTOR_TLS_KEY: 'k' }
+          ? {
+              SERVICE_INJECTOR_TLS_CERT: 'c',
+              SERVICE_INJECTOR_TLS_KEY: 'k',
+              SERVICE_PUBLIC_URL: 'https://g.example',
+            }
           : {};
       t.equal(
         read(loadConfig({ [name]: text, ...tls })),
@@ -275,3 +280,30 @@ t.test(
     t.same(yaml.webauthn, { rpId: 'example.org', origins: ['https://a.example.org'] }, 'from the YAML file');
   },
 );
+
+t.test('the injector needs a control plane URL its sidecars can reach, and a valid one', async (t) => {
+  const injector = {
+    SERVICE_INJECTOR_PORT: '8443',
+    SERVICE_INJECTOR_TLS_CERT: 'c',
+    SERVICE_INJECTOR_TLS_KEY: 'k',
+  };
+  const none = t.throws(() => loadConfig(injector)) as ConfigError;
+  t.same(
+    none.problems.map((p) => p.path),
+    ['SERVICE_INJECT_CONTROL_URL'],
+    'the listen address is no answer (in a pod it is the sidecar itself)',
+  );
+  const bad = t.throws(() =>
+    loadConfig({ ...injector, SERVICE_INJECT_CONTROL_URL: 'not a url' }),
+  ) as ConfigError;
+  t.same(
+    bad.problems.map((p) => p.path),
+    ['SERVICE_INJECT_CONTROL_URL'],
+  );
+  t.equal(
+    loadConfig({ ...injector, SERVICE_PUBLIC_URL: 'https://govgate.example' }).injector.controlUrl,
+    'https://govgate.example',
+  );
+  const health = loadConfig({ SERVICE_HEALTH_PORT: '15020' }).health;
+  t.same(health, { host: '127.0.0.1', port: 15020 }, 'the health listener takes SERVICE_HOST by default');
+});

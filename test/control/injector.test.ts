@@ -102,6 +102,13 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
       { name: 'ANTHROPIC_BASE_URL', value: 'http://127.0.0.1:8620' },
     ]);
     t.same(pod.spec.volumes, [{ name: 'govgate-data', emptyDir: {} }]);
+    // The kubelet probes the pod's IP: the probes go to the health listener, not the loopback API.
+    t.equal(env.SERVICE_HEALTH_PORT, '15020');
+    t.equal(env.SERVICE_HEALTH_HOST, '0.0.0.0');
+    t.same(sidecar.readinessProbe.httpGet, { path: '/api/health/ready', port: 15020 });
+    t.same(sidecar.livenessProbe.httpGet, { path: '/api/health/live', port: 15020 });
+    // runAsNonRoot needs a numeric user to check.
+    t.match(sidecar.securityContext, { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 });
     t.equal(pod.metadata.annotations['govgate.io/injected'], 'true');
     t.equal(await patched(pod), undefined, 'a pod injected already is left as it is');
   });
@@ -126,13 +133,27 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
     const env = Object.fromEntries(app.env.map((e: any) => [e.name, e.value]));
     t.equal(env.OPENAI_BASE_URL, 'http://elsewhere/v1', 'not replaced');
     t.equal(env.HTTPS_PROXY, 'http://agent:$(GOVGATE_AGENT_KEY)@127.0.0.1:15001');
-    t.equal(env.NODE_EXTRA_CA_CERTS, '/var/run/govgate/keys/proxy/ca.pem');
+    t.equal(env.NODE_EXTRA_CA_CERTS, '/var/run/govgate-ca/ca.pem');
     t.ok(
       app.env.findIndex((e: any) => e.name === 'GOVGATE_AGENT_KEY') <
         app.env.findIndex((e: any) => e.name === 'HTTPS_PROXY'),
       'the key is listed before the variable that expands it',
     );
-    t.same(app.volumeMounts, [{ name: 'govgate-data', mountPath: '/var/run/govgate', readOnly: true }]);
+    // The app mounts the CA's own volume, never the sidecar's data (its private keys are there).
+    t.same(app.volumeMounts, [
+      { name: 'govgate-proxy-ca', mountPath: '/var/run/govgate-ca', readOnly: true },
+    ]);
+    t.same(pod.spec.volumes, [
+      { name: 'govgate-data', emptyDir: {} },
+      { name: 'govgate-proxy-ca', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+    ]);
+    const sidecarEnv = Object.fromEntries(sidecar.env.map((e: any) => [e.name, e.value]));
+    t.equal(sidecarEnv.SERVICE_PROXY_CA_EXPORT_DIR, '/var/run/govgate-ca');
+    t.ok(
+      sidecar.volumeMounts.some(
+        (m: any) => m.name === 'govgate-proxy-ca' && m.mountPath === '/var/run/govgate-ca',
+      ),
+    );
   });
 
   t.test('pods that do not ask, and what is not a review', async (t) => {
