@@ -27,6 +27,12 @@ const CONDITION_KEYS = new Set<string>([...NAME_KEYS, 'all', 'any', 'not', 'fiel
 const MAX_DEPTH = 32;
 const MAX_LIST = 10_000;
 const MAX_NAME = 256;
+/**
+ * The longest string a `matches` condition reads (64 Ki characters; at most a few hundred ms on
+ * the linear-time engine, on the event loop). A longer one takes the value that makes the rule
+ * match (docs/policy.md, "matches"): one request must not hold the gateway for seconds.
+ */
+export const MAX_MATCH_INPUT = 65_536;
 
 type Primitive = string | number | boolean | null;
 
@@ -231,7 +237,10 @@ function compileOp(
       }
       if (!checked.ok) return bad(checked.message);
       const re = checked.regex;
-      return (x) => typeof x === 'string' && re.test(x);
+      // The linear-time engine costs ~0.5-5 µs a character: a value longer than the bound is not
+      // read; the condition takes the value that makes its rule match (fails closed).
+      const closed = restrictive ?? true;
+      return (x) => typeof x === 'string' && (x.length > MAX_MATCH_INPUT ? closed : re.test(x));
     }
     case 'exists': {
       const want = value ?? true;

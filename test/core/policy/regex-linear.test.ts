@@ -1,4 +1,5 @@
 import t from 'tap';
+import { MAX_MATCH_INPUT } from '../../../src/core/policy/conditions.js';
 import { compilePolicy, evaluate } from '../../../src/core/policy/index.js';
 import { checkRegex, foldCase } from '../../../src/core/policy/regex-safety.js';
 import { action, compileOk, problemsOf, THEN } from './helpers.js';
@@ -11,7 +12,8 @@ const POLYNOMIAL: [string, string, string][] = [
   ['.*.*.*.*.*.*.*.*.*.*X', '', 'a'],
   ['^(\\w+\\s?)*$', '', 'ab '],
 ];
-const ADVERSARIAL = 100_000;
+// Up to the longest string a `matches` reads (longer ones fail closed: below).
+const ADVERSARIAL = MAX_MATCH_INPUT;
 
 const rule = (value: string, flags = '', then = 'block') => ({
   rules: [
@@ -32,7 +34,7 @@ t.test('every accepted rule regex runs on the linear-time engine', async (t) => 
   }
 });
 
-t.test('polynomial patterns are refused or linear on a 100 KB adversarial input', async (t) => {
+t.test('polynomial patterns are refused or linear on a 64 KB adversarial input', async (t) => {
   for (const [p, flags, unit] of POLYNOMIAL) {
     const c = compilePolicy(rule(p, flags));
     const ps = c.ok ? [] : c.problems;
@@ -51,7 +53,7 @@ t.test('polynomial patterns are refused or linear on a 100 KB adversarial input'
       continue;
     }
     const policy = compileOk(rule(p, flags));
-    const s = unit.repeat(Math.ceil(ADVERSARIAL / unit.length));
+    const s = unit.repeat(Math.ceil(ADVERSARIAL / unit.length)).slice(0, ADVERSARIAL);
     const start = process.hrtime.bigint();
     const d = evaluate(policy, action({ args: { s } }));
     const ms = Number(process.hrtime.bigint() - start) / 1e6;
@@ -65,6 +67,32 @@ t.test('polynomial patterns are refused or linear on a 100 KB adversarial input'
     evaluate(compileOk(rule(SQL, 'i')), action({ args: { s: 'DELETE FROM t WHERE 1 = 1' } })).outcome,
     'block',
   );
+});
+
+t.test('a string past MAX_MATCH_INPUT is not searched: the condition fails closed', async (t) => {
+  const long = `${'x'.repeat(MAX_MATCH_INPUT)}y`;
+  const on = (r: unknown, s: string) => evaluate(compileOk(r), action({ args: { s } })).outcome;
+  // A deny rule fires whether or not the pattern is in it (padding does not slip past it)...
+  t.equal(on(rule('^nothing-like-this$'), long), 'block');
+  t.equal(on(rule('^nothing-like-this$'), 'short'), 'allow', 'a short one is searched');
+  // ...an allow rule does not, and under `not` the polarity flips.
+  const allowIt = {
+    rules: [{ id: 'a', when: { field: 'args.s', op: 'matches', value: 'x' }, [THEN]: 'allow' }],
+  };
+  t.not(evaluate(compileOk(allowIt), action({ args: { s: long } })).rule_id, 'a');
+  const notRule = {
+    rules: [{ id: 'n', when: { not: { field: 'args.s', op: 'matches', value: 'x' } }, [THEN]: 'block' }],
+  };
+  t.equal(
+    evaluate(compileOk(notRule), action({ args: { s: long } })).outcome,
+    'block',
+    'not: fails closed too',
+  );
+  // And it costs nothing: the string is not read.
+  const huge = 'delete from where '.repeat(250_000);
+  const start = process.hrtime.bigint();
+  on(rule(SQL, 'i'), huge);
+  t.ok(Number(process.hrtime.bigint() - start) / 1e6 < 1_000, '4.5 MB is not searched');
 });
 
 t.test('what the linear-time engine cannot run is refused with the rule path', async (t) => {
