@@ -1,6 +1,7 @@
 // Compiles a rule's `when` (and the conditions nested in all / any / not) into one predicate.
 // Problems are collected with their path; a type mismatch at evaluation time is false, never a throw.
 
+import { PII_TYPES, SECRET_TYPES, UNICODE_TYPES } from '../detect/index.js';
 import { compileFieldPath } from './field-path.js';
 import { compileNameTest } from './glob.js';
 import { checkRegex } from './regex-safety.js';
@@ -127,6 +128,28 @@ function compileName(key: NameKey, value: unknown, path: string, problems: Probl
   }
 }
 
+const DETECTION_TYPES: Readonly<Record<string, readonly string[]>> = {
+  'detections.pii': PII_TYPES,
+  'detections.secrets': SECRET_TYPES,
+  'detections.unicode': UNICODE_TYPES,
+};
+
+/**
+ * A condition on `detections.pii`, `.secrets` or `.unicode` names types the detectors report: a
+ * misspelt one would never match, silently (docs/policy.md), so it is a validation error.
+ */
+function checkDetectionTypes(field: string, value: unknown, path: string, problems: Problem[]): void {
+  const known = DETECTION_TYPES[field];
+  if (known === undefined) return;
+  const names = typeof value === 'string' ? [value] : Array.isArray(value) ? value : [];
+  for (const name of names)
+    if (typeof name === 'string' && !known.includes(name))
+      problems.push({
+        path,
+        message: `unknown ${field.slice('detections.'.length)} type "${name}" (known: ${known.join(', ')})`,
+      });
+}
+
 function compileLeaf(
   node: Record<string, unknown>,
   path: string,
@@ -155,6 +178,7 @@ function compileLeaf(
     if (compiled.ok) get = compiled.get;
     else problems.push({ path: `${path}.field`, message: compiled.message });
   }
+  if (typeof field === 'string') checkDetectionTypes(field, node.value, `${path}.value`, problems);
   if (typeof op !== 'string' || !(OPS as readonly string[]).includes(op)) return TRUE;
   const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs, onClosed, restrictive);
   if (get === null || test === null || problems.length > start) return TRUE;

@@ -182,6 +182,31 @@ t.test('operand validation', async (t) => {
   t.same(one({ field: 'tool.name', op: 'eq', value: 1 }), ['rules[0].when.all[0].field']);
   t.same(one({ field: 'detections.pii.email', op: 'eq', value: 1 }), ['rules[0].when.all[0].field']);
   t.same(one({ field: 'detections.dlp', op: 'eq', value: 1 }), ['rules[0].when.all[0].field']);
+  // A detection type the detectors do not report would never match: refused, in any form.
+  for (const [field, op, value] of [
+    ['detections.pii', 'contains', 'emial'],
+    ['detections.pii', 'contains', 'passport'],
+    ['detections.secrets', 'contains', 'aws_key'],
+    ['detections.unicode', 'contains', 'zalgo'],
+    ['detections.pii', 'in', ['email', 'emial']],
+  ] as const)
+    t.same(
+      one({ field, op, value }),
+      ['rules[0].when.all[0].value'],
+      `${field} ${op} ${JSON.stringify(value)}`,
+    );
+  t.ok(
+    compilePolicy({
+      rules: [
+        {
+          id: 'r',
+          when: { all: [{ field: 'detections.pii', op: 'contains', value: 'email' }] },
+          then: 'block',
+        },
+      ],
+    }).ok,
+    'a known type',
+  );
   t.same(one({ op: 'eq', value: 1 }), ['rules[0].when.all[0].field']);
   t.same(one({ field: 'args.a', value: 1 }), ['rules[0].when.all[0].op']);
   t.same(one({}), ['rules[0].when.all[0]']);
