@@ -117,16 +117,28 @@ function onStopSignals(logger: ReturnType<typeof createLogger>, close: () => Pro
   process.on('SIGTERM', () => stop('SIGTERM'));
 }
 
+/** The services take no arguments (their settings are SERVICE_* variables): help, or a usage error. */
+function serviceArgs(rest: readonly string[]): number | undefined {
+  if (rest.length === 0) return undefined;
+  if (rest[0] === '--help' || rest[0] === '-h' || rest[0] === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  process.stderr.write(`unexpected argument: ${rest[0]} (settings are SERVICE_* variables)\n\n${USAGE}\n`);
+  return 2;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command] = argv;
   switch (command) {
     case 'start':
     case 'control':
-      await start();
+    case 'sidecar': {
+      const early = serviceArgs(argv.slice(1));
+      if (early !== undefined) return early;
+      await (command === 'sidecar' ? sidecar() : start());
       return -1;
-    case 'sidecar':
-      await sidecar();
-      return -1;
+    }
     case 'keys':
       return (await import('./cli-keys.js')).runKeys(argv.slice(1), {
         stdout: process.stdout,
@@ -165,6 +177,16 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** A file system refusal with its path (a data or keys dir that is a file, not writable, …). */
+function isFileSystemError(err: unknown): err is NodeJS.ErrnoException {
+  const e = err as NodeJS.ErrnoException | null;
+  return (
+    e instanceof Error &&
+    typeof e.path === 'string' &&
+    ['EACCES', 'EPERM', 'EEXIST', 'ENOTDIR', 'EISDIR', 'EROFS', 'ENOSPC', 'ENOENT'].includes(e.code ?? '')
+  );
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     if (code >= 0) process.exitCode = code;
@@ -175,6 +197,10 @@ main(process.argv.slice(2)).then(
     if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
     else if (err instanceof Error && OPERATOR_ERRORS.has(err.name))
       process.stderr.write(`govgate: ${err.message}\n`);
+    else if (isFileSystemError(err))
+      process.stderr.write(
+        `govgate: ${err.message} (check SERVICE_DATA_DIR and SERVICE_KEYS_DIR: each must be a directory this user can write, or a path where one can be made)\n`,
+      );
     else
       process.stderr.write(`govgate: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);

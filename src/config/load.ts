@@ -92,6 +92,11 @@ function readSetting(s: Setting, raw: unknown, problems: ConfigProblem[]): unkno
   if (raw === undefined || raw === null || raw === '') return s.default;
   switch (s.kind) {
     case 'string':
+      // A YAML map or list is not text: String() would make it "[object Object]" or "a,b".
+      if (typeof raw === 'object') {
+        problems.push({ path: where, message: 'must be text, not a map or a list' });
+        return undefined;
+      }
       return String(raw);
     case 'list':
       if (Array.isArray(raw)) return raw.map(String);
@@ -242,6 +247,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       path: 'SERVICE_INJECT_CONTROL_URL',
       message:
         'the injector tells sidecars where the control plane is: set SERVICE_INJECT_CONTROL_URL (or SERVICE_PUBLIC_URL)',
+    });
+  // Spans asked for must have somewhere to go: silently off is what an operator would not notice.
+  const otlp = v.OTEL_EXPORTER_OTLP_ENDPOINT as string | undefined;
+  if (otlp !== undefined && baseUrl(otlp) === undefined)
+    problems.push({
+      path: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+      message: 'must be an absolute http(s) URL without credentials, query or fragment',
+    });
+  if (v.SERVICE_OTLP_AUDIT_SPANS === '1' && otlp === undefined)
+    problems.push({
+      path: 'SERVICE_OTLP_AUDIT_SPANS',
+      message: 'spans go to the OTLP collector: set OTEL_EXPORTER_OTLP_ENDPOINT too',
     });
   if (problems.length > 0) throw new ConfigError(problems);
 

@@ -307,3 +307,19 @@ t.test('the injector needs a control plane URL its sidecars can reach, and a val
   const health = loadConfig({ SERVICE_HEALTH_PORT: '15020' }).health;
   t.same(health, { host: '127.0.0.1', port: 15020 }, 'the health listener takes SERVICE_HOST by default');
 });
+
+t.test('OTLP spans asked for need a valid collector URL; a YAML map is not text', async (t) => {
+  const paths = (env: Record<string, string>) =>
+    (t.throws(() => loadConfig(env)) as ConfigError).problems.map((p) => p.path);
+  t.same(paths({ SERVICE_OTLP_AUDIT_SPANS: '1' }), ['SERVICE_OTLP_AUDIT_SPANS'], 'spans with nowhere to go');
+  t.same(paths({ SERVICE_OTLP_AUDIT_SPANS: '1', OTEL_EXPORTER_OTLP_ENDPOINT: 'notaurl' }), [
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+  ]);
+  t.equal(
+    loadConfig({ SERVICE_OTLP_AUDIT_SPANS: '1', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).audit
+      .otlpEndpoint,
+    'http://collector:4318',
+  );
+  const path = yamlFile(t, 'region:\n  a: 1\nmetrics_token: [x, y]\n');
+  t.same(paths({ SERVICE_CONFIG: path }), ['SERVICE_REGION', 'SERVICE_METRICS_TOKEN']);
+});
