@@ -17,6 +17,7 @@ import { hasDigit, scanPii } from './pii.js';
 import { piiMask } from './pii-mask.js';
 import { scanSecrets } from './secrets.js';
 import type { DetectionResult, DetectOptions, Finding, InjectionScores } from './types.js';
+import { INVISIBLE } from './uchar.js';
 import { scanUnicode } from './unicode.js';
 
 export function detect(text: string, opts: DetectOptions = {}): DetectionResult {
@@ -46,6 +47,16 @@ export function detect(text: string, opts: DetectOptions = {}): DetectionResult 
     if (secrets) scanSecrets(view.text, findings);
     mapBack(findings, 0, view);
     scores = injection ? scanInjectionView(view, digits, findings) : emptyInjectionScores();
+    // An invisible character is removed from the view, which joins the words it sat between
+    // ("Ignore\u200ball\u200bprevious…" reads as one word): such text is scanned once more with
+    // each one as a space, and a trigger found either way counts.
+    if (injection && (view.present & INVISIBLE) !== 0) {
+      const from = findings.length;
+      const spaced = scanInjectionView(normalizedView(text, ' '), digits, findings);
+      dropRepeated(findings, from);
+      for (const k of Object.keys(scores) as (keyof InjectionScores)[])
+        if (spaced[k] > scores[k]) scores[k] = spaced[k];
+    }
     if (opts.unicode !== false) scanUnicode(text, findings, view.present);
   }
   if (findings.length > 1) {
@@ -74,6 +85,21 @@ function scanInjectionView(view: View, digits: boolean, findings: Finding[]): In
   mapBack(findings, from, folded);
   mapBack(findings, from, view);
   return scores;
+}
+
+/** Drops findings[from..] that repeat one before `from` (same category, type and span). */
+function dropRepeated(findings: Finding[], from: number): void {
+  let w = from;
+  for (let r = from; r < findings.length; r++) {
+    const f = findings[r]!;
+    let seen = false;
+    for (let k = 0; k < from && !seen; k++) {
+      const g = findings[k]!;
+      seen = g.category === f.category && g.type === f.type && g.start === f.start && g.end === f.end;
+    }
+    if (!seen) findings[w++] = f;
+  }
+  findings.length = w;
 }
 
 /** Maps the view offsets of findings[from..] to spans of the text the view was made from. */

@@ -12,7 +12,7 @@
 // shapes, which composition does not create.
 
 import { BEYOND_LATIN1 } from './chars.js';
-import { CHANGES, codePointAt, FOLDS, flagsOf, formOf, LATIN, WORD } from './uchar.js';
+import { CHANGES, codePointAt, FOLDS, flagsOf, formOf, INVISIBLE, LATIN, WORD } from './uchar.js';
 
 /**
  * True when every code unit is ASCII (the detectors' fast path): one SIMD pass over a one-byte string
@@ -44,8 +44,12 @@ export interface View {
 // diacritics, ordinal indicators, superscripts, the micro sign, fractions.
 const LATIN1_CHANGES = /[\xa0\xa8\xaa\xad\xaf\xb2-\xb5\xb8-\xba\xbc-\xbe]/;
 
-/** `text` without default-ignorable/format characters and with NFKC compatibility forms. */
-export function normalizedView(text: string): View {
+/**
+ * `text` without default-ignorable/format characters and with NFKC compatibility forms. With
+ * `invisibleAs`, each of those characters becomes that text instead (a space: the view where an
+ * invisible character between two words still separates them).
+ */
+export function normalizedView(text: string, invisibleAs = ''): View {
   // Text with no character past U+00FF (most western European prose that has no typographic quotes
   // or dashes) is checked by two regexes, which V8 runs on its one-byte strings far faster than the
   // walk below (the first fails at once). Such text holds no invisible, Cyrillic or Greek character
@@ -85,7 +89,7 @@ export function normalizedView(text: string): View {
     }
     if (i >= n) break;
     // The unchanged stretch before the character, then its form.
-    const form = formOf(cp);
+    const form = invisibleAs !== '' && (flagsOf(cp) & INVISIBLE) !== 0 ? invisibleAs : formOf(cp);
     out += text.slice(pos, i) + form;
     j += i - pos;
     pos = i + (cp > 0xffff ? 2 : 1);

@@ -55,18 +55,37 @@ export function referenceDetect(text: string, opts: DetectOptions = {}): Detecti
   if (secrets) scanSecrets(scanned, findings);
   if (view !== undefined) mapBack(findings, 0, view);
   if (injection) {
-    const from = findings.length;
-    const folded = referenceInjectionView(scanned);
-    // A pattern written in one case matches no span that had an accent taken off.
-    const unaccented = (s: number, e: number): boolean => {
-      for (let i = folded.start[s]!; i < folded.end[e - 1]!; i++) {
-        if (isAccented(codePointAt(scanned, i))) return false;
-      }
-      return true;
+    const injectionOf = (v: ReferenceView | undefined): InjectionScores => {
+      const scannedText = v === undefined ? text : v.text;
+      const from = findings.length;
+      const folded = referenceInjectionView(scannedText);
+      // A pattern written in one case matches no span that had an accent taken off.
+      const unaccented = (s: number, e: number): boolean => {
+        for (let i = folded.start[s]!; i < folded.end[e - 1]!; i++) {
+          if (isAccented(codePointAt(scannedText, i))) return false;
+        }
+        return true;
+      };
+      const sc = scanInjection(foldLeet(folded.text), findings, unaccented);
+      mapBack(findings, from, folded);
+      if (v !== undefined) mapBack(findings, from, v);
+      return sc;
     };
-    scores = scanInjection(foldLeet(folded.text), findings, unaccented);
-    mapBack(findings, from, folded);
-    if (view !== undefined) mapBack(findings, from, view);
+    scores = injectionOf(view);
+    // Invisible characters as spaces too (they separate the words they sit between).
+    if ([...text].some((c) => (flagsOf(c.codePointAt(0) as number) & INVISIBLE) !== 0)) {
+      const from = findings.length;
+      const spaced = injectionOf(referenceView(text, ' '));
+      const before = new Set(
+        findings.slice(0, from).map((f) => `${f.category}:${f.type}:${f.start}:${f.end}`),
+      );
+      const added = findings
+        .splice(from)
+        .filter((f) => !before.has(`${f.category}:${f.type}:${f.start}:${f.end}`));
+      findings.push(...added);
+      for (const k of Object.keys(scores) as (keyof InjectionScores)[])
+        if (spaced[k] > scores[k]) scores[k] = spaced[k];
+    }
   } else {
     scores = emptyInjectionScores();
   }
@@ -102,7 +121,7 @@ function dropContainedPii(sorted: Finding[]): void {
  * The normalized view, every code unit mapped (each unit of a changed character's form to the whole
  * character, each unit of an unchanged one to itself); undefined when nothing changes.
  */
-export function referenceView(text: string): ReferenceView | undefined {
+export function referenceView(text: string, invisibleAs = ''): ReferenceView | undefined {
   const start: number[] = [];
   const end: number[] = [];
   let out = '';
@@ -111,7 +130,7 @@ export function referenceView(text: string): ReferenceView | undefined {
     const cp = codePointAt(text, i);
     const len = cp > 0xffff ? 2 : 1;
     if (cp >= 0x80 && (flagsOf(cp) & CHANGES) !== 0) {
-      const form = formOf(cp);
+      const form = invisibleAs !== '' && (flagsOf(cp) & INVISIBLE) !== 0 ? invisibleAs : formOf(cp);
       out += form;
       for (let k = 0; k < form.length; k++) {
         start.push(i);
