@@ -10,6 +10,8 @@ import {
   type DetectionSummary,
   type EffectiveFlags,
   evaluate,
+  mergeFlags,
+  parseFlags,
   policyFlags,
 } from '../core/policy/index.js';
 import type { AuditEvent } from './types.js';
@@ -184,6 +186,14 @@ export function replayedAction(e: AuditEvent): ReplayedAction | undefined {
   if (args !== undefined) action.args = args;
   const payload = personalValue(personal, 'payload');
   if (payload !== undefined) action.payload = payload;
+  else if (e.event_type === 'llm_call') {
+    // A model call's payload (what the policy read: its declared tools, whether it streams) is
+    // recorded in its details, not as personal data.
+    action.payload = {
+      tools: Array.isArray(details.tools) ? details.tools : [],
+      stream: details.stream === true,
+    };
+  }
   action.detections = storedDetections(e.detections);
   const oldRuleId = str(decision?.rule_id) ?? str(e.rule_id) ?? null;
   return { action, oldOutcome, oldRuleId };
@@ -233,6 +243,21 @@ export class ReplayRun {
     }));
   }
 
+  /**
+   * The flags each candidate decides `e` under: the X-Service-Flags the call carried (recorded
+   * with its decision), merged under that candidate as the live path merges them under the org
+   * policy; the candidate's own settings when the call carried none.
+   */
+  private flagsOf(e: AuditEvent): readonly EffectiveFlags[] {
+    const details = isRecord(e.details) ? e.details : undefined;
+    const decision = isRecord(details?.decision) ? details.decision : undefined;
+    const raw = decision?.flags;
+    if (typeof raw !== 'string' || raw === '') return this.flags;
+    const parsed = parseFlags(raw);
+    if (!parsed.ok) return this.flags;
+    return this.candidates.map((c) => mergeFlags(c, parsed.flags).flags);
+  }
+
   /** Re-decides one event; false (and `truncated`) once `maxEvents` were read and more come. */
   add(e: AuditEvent): boolean {
     const results = this.out;
@@ -247,9 +272,10 @@ export class ReplayRun {
       return true;
     }
     const { action, oldOutcome } = replayed;
+    const flags = this.flagsOf(e);
     for (let i = 0; i < results.length; i++) {
       const r = results[i] as ReplayResult;
-      const d = evaluate(this.candidates[i] as CompiledPolicy, action, this.flags[i]);
+      const d = evaluate(this.candidates[i] as CompiledPolicy, action, flags[i]);
       r.evaluated++;
       if (d.outcome === oldOutcome) {
         r.summary.unchanged++;

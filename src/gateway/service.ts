@@ -424,6 +424,8 @@ export class GatewayService {
           endpoint: fe.endpoint,
           format: fe.format,
           stream: request.stream === true,
+          // What the policy read of the call besides its texts (its payload), for replay.
+          tools: payload.tools.length === 0 ? payload.tools : payload.tools.map(recordable),
           credential_id: agent.principal.credential_id,
           acting_admin: agent.actingAdmin,
           idempotency_key: idem === undefined ? null : recordable(idem.key),
