@@ -67,7 +67,9 @@ export const DEFS: readonly Def[] = [
     weight: 0.85,
     triggers: 'ignore disregard forget',
     tail:
-      '\\s+(?:all|everything|anything)\\s+(?:(?:of\\s+)?(?:the\\s+)?(?:above|before|previous(?:ly)?|prior)|' +
+      // "previous" or "prior" followed by a word names what to ignore: only instructions and
+      // their kin ("ignore all previous warnings in the build log" is prose, not an injection).
+      `\\s+(?:all|everything|anything)\\s+(?:(?:of\\s+)?(?:the\\s+)?(?:above|before|(?:previous(?:ly)?|prior)(?!\\s+(?!(?:${RULES}|messages?|text|input|conversation|content|requests?|tasks?|steps?|system|settings|context|and|then|now|so|instead|ones?)\\b)\\w))|` +
       "(?:that\\s+)?you(?:'ve|\\s+have)?\\s+(?:been\\s+|were\\s+)?(?:told|taught|instructed|given)|" +
       '(?:that\\s+)?(?:came|was\\s+said)\\s+before)',
   },
