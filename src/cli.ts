@@ -47,6 +47,9 @@ async function start(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const { startAllInOne } = await import('./server.js');
   const service = await startAllInOne(config, logger);
+  // Before the banner: whoever waits for it (an operator, a supervisor, a test) may signal at once,
+  // and a signal that comes before the handlers would kill the process without its drain.
+  onStopSignals(logger, () => service.close());
   // The try-it lines run on this machine, where the public URL may not route yet.
   const base = service.listenUrl;
   const publicUrl = service.baseUrl === base ? '' : `, public URL ${service.baseUrl}`;
@@ -76,7 +79,6 @@ async function start(): Promise<void> {
       );
     }
   }
-  onStopSignals(logger, () => service.close());
 }
 
 async function sidecar(): Promise<void> {
@@ -84,13 +86,13 @@ async function sidecar(): Promise<void> {
   const logger = createLogger(config.logLevel);
   const { startSidecar } = await import('./sidecar/server.js');
   const sc = await startSidecar(config, logger);
+  onStopSignals(logger, () => sc.close());
   process.stdout.write(
     `govgate ${VERSION} sidecar listening on ${sc.listenUrl} (${sc.server.engine}, control plane ${config.controlUrl}, ` +
       `log epoch ${sc.epoch}, data in ${config.dataDir})\n` +
       `forward proxy on port ${sc.proxyPort}: agents using it trust ${sc.proxyCaPath} ` +
       `and give their agent key as the proxy credential (http://agent:<agent key>@host:${sc.proxyPort})\n`,
   );
-  onStopSignals(logger, () => sc.close());
 }
 
 /** Ctrl-C and SIGTERM drain and close; a second signal later stops at once. */
