@@ -1,11 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
-import { CLI, exited, type Running, startCli } from '../helpers/cli-process.js';
+import { exited, type Running, startCli } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { RawConnection } from '../helpers/raw-http.js';
@@ -100,48 +99,6 @@ t.test('a start an operator must fix says why in one line, without a stack trace
   );
   t.notMatch(second ?? '', /\n\s+at /, 'no stack trace');
 });
-
-t.test('a data or keys dir the service cannot use is said in one line, without a stack trace', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const file = join(dir, 'a-file');
-  writeFileSync(file, 'x');
-  for (const name of ['SERVICE_DATA_DIR', 'SERVICE_KEYS_DIR']) {
-    const why = await startCli(dir, `gk_pat_${randomBase62(40)}`, /listening on/, { [name]: file }).then(
-      () => 'it started',
-      (err: Error) => err.message,
-    );
-    t.match(
-      why,
-      /exited \(1\) before listening: govgate: EEXIST.*a-file.*check SERVICE_DATA_DIR and SERVICE_KEYS_DIR/,
-      name,
-    );
-    t.notMatch(why, /\n\s+at /, `${name}: no stack trace`);
-  }
-});
-
-t.test(
-  'the services take no arguments: --help is help, anything else a usage error, and nothing starts',
-  async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-    for (const command of ['start', 'control', 'sidecar']) {
-      for (const [arg, code] of [
-        ['--help', 0],
-        ['--port=9000', 2],
-      ] as const) {
-        const r = spawnSync(process.execPath, [CLI, command, arg], {
-          cwd: dir,
-          encoding: 'utf8',
-          timeout: 20_000,
-        });
-        t.equal(r.status, code, `${command} ${arg}`);
-        t.match(`${r.stdout}${r.stderr}`, /Usage:/);
-      }
-    }
-    t.same(readdirSync(dir), [], 'no data or keys dir was made');
-  },
-);
 
 t.test('key material an operator supplied or protected wrongly is said in one line', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
