@@ -57,7 +57,9 @@ function run(file) {
     const child = spawn(process.execPath, ['--enable-source-maps', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
-      env: { ...process.env, TAP_COLOR: '0' },
+      // tap's own limit (30 s a test by default) cut long files short when the machine was busy
+      // (two flakes in one session); this runner's limit per file bounds every file instead.
+      env: { ...process.env, TAP_COLOR: '0', TAP_TIMEOUT: process.env.TAP_TIMEOUT ?? '110' },
     });
     running.add(child.pid);
     const chunks = [];
