@@ -178,7 +178,10 @@ function compileLeaf(
     if (compiled.ok) get = compiled.get;
     else problems.push({ path: `${path}.field`, message: compiled.message });
   }
-  if (typeof field === 'string') checkDetectionTypes(field, node.value, `${path}.value`, problems);
+  // Checked when a rule set is submitted; a stored version an earlier release accepted with such
+  // a type keeps compiling (its condition matches nothing, as then) rather than failing its org closed.
+  if (closedAs === undefined && typeof field === 'string')
+    checkDetectionTypes(field, node.value, `${path}.value`, problems);
   if (typeof op !== 'string' || !(OPS as readonly string[]).includes(op)) return TRUE;
   const test = compileOp(op as Op, node, `${path}.value`, problems, closedAs, onClosed, restrictive);
   if (get === null || test === null || problems.length > start) return TRUE;

@@ -195,6 +195,21 @@ t.test('operand validation', async (t) => {
       ['rules[0].when.all[0].value'],
       `${field} ${op} ${JSON.stringify(value)}`,
     );
+  // A published version an earlier release stored with such a type still compiles (it matched
+  // nothing then and matches nothing now) instead of failing its org closed.
+  const stored = compilePolicy(
+    {
+      rules: [
+        {
+          id: 'r',
+          when: { all: [{ field: 'detections.pii', op: 'contains', value: 'emial' }] },
+          then: 'block',
+        },
+      ],
+    },
+    { stored: true },
+  );
+  t.ok(stored.ok, 'a stored version keeps compiling');
   t.ok(
     compilePolicy({
       rules: [
