@@ -7,8 +7,8 @@ import {
   fromHex,
   isHash,
   parseCheckpoint,
-  parseNote,
   type Receipt,
+  receiptOrigin,
   verifyConsistency,
   verifyNote,
   verifyReceipt,
@@ -73,12 +73,7 @@ export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<nu
     return 2;
   }
 
-  let origin: string | null = null;
-  try {
-    origin = parseNote(receipt.checkpoint).body.split('\n', 1)[0] ?? null;
-  } catch {
-    origin = null;
-  }
+  const origin = receiptOrigin(receipt) ?? null;
   let verdict: { ok: true } | { ok: false; reason: string } = verifyReceipt(receipt, verifiers, event);
   if (verdict.ok && event !== undefined && event.id !== receipt.event_id)
     verdict = { ok: false, reason: 'content_modified' };

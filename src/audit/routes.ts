@@ -95,9 +95,7 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
 
   router.add('GET', '/api/audit', (ctx) => {
     const { org } = scope(ctx, 'auditor');
-    for (const name of ctx.query.keys())
-      if (!KNOWN_PARAMS.has(name))
-        throw new ServiceError('invalid_request', `${name} is not a search parameter`, { param: name });
+    ctx.onlyParams(KNOWN_PARAMS, 'a search parameter');
     const q: Record<string, string | number> = { limit: intParam(ctx, 'limit', 1000, 100) };
     for (const name of SEARCH_PARAMS) {
       const v = param(ctx, name);
@@ -123,12 +121,7 @@ export function registerAuditRoutes(router: Router<RouteHandler>, deps: AuditRou
   const view = (path: string, key: 'session_id' | 'task_id' | 'pipeline_id', what: string): void => {
     router.add('GET', path, (ctx) => {
       const { org } = scope(ctx, 'auditor');
-      // A filter given to a view is refused, not ignored: ignored, it would widen what is read.
-      for (const name of ctx.query.keys())
-        if (!VIEW_PARAMS.has(name))
-          throw new ServiceError('invalid_request', `${name} is not a parameter of this view`, {
-            param: name,
-          });
+      ctx.onlyParams(VIEW_PARAMS, 'a parameter of this view');
       const id = ctx.params.id as string;
       const limit = intParam(ctx, 'limit', 1000, 1000);
       const cursor = param(ctx, 'cursor');

@@ -15,24 +15,14 @@ import {
   type IntegrityResult,
   keyIdFor,
   type NoteVerifier,
-  parseCheckpoint,
-  parseNote,
   type Receipt,
+  receiptOrigin,
   type SealCoverage,
   type SealRecord,
   toHex,
   verifyReceipt,
 } from '../core/chain/index.js';
 import type { SigningKeyDocument } from './types.js';
-
-/** The origin line of a signed note's checkpoint; undefined when it is not one. */
-function noteOrigin(note: unknown): string | undefined {
-  try {
-    return parseCheckpoint(parseNote(String(note)).body).origin;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * The file side of the offline verifier (`govgate verify`): streams exported JSONL chains through
@@ -276,8 +266,7 @@ class LineSink {
     else {
       const proof = verifyReceipt(receipt, this.#verifiers, event);
       if (!proof.ok) reason = proof.reason === 'not_included' ? 'chain_broken' : proof.reason;
-      else if (this.origin !== null && noteOrigin(receipt.checkpoint) !== this.origin)
-        reason = 'org_mismatch';
+      else if (this.origin !== null && receiptOrigin(receipt) !== this.origin) reason = 'org_mismatch';
     }
     if (reason !== undefined) {
       if (this.findings.length < MAX_UNPARSEABLE) this.findings.push({ line, event_id: id, reason });

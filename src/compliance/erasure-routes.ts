@@ -13,7 +13,7 @@ export interface ErasureRouteDeps {
   readonly orgExists: (id: string) => boolean;
 }
 
-/** What the erasure list reads from its query; anything else is refused, not ignored. */
+/** What the erasure list reads from its query. */
 const LIST_PARAMS = new Set(['limit', 'cursor', 'org_id']);
 
 /**
@@ -48,9 +48,7 @@ export function registerErasureRoutes(router: Router<RouteHandler>, deps: Erasur
       throw new ServiceError('invalid_request', 'limit must be an integer from 1 to 1000', {
         param: 'limit',
       });
-    for (const name of ctx.query.keys())
-      if (!LIST_PARAMS.has(name))
-        throw new ServiceError('invalid_request', `${name} is not a parameter of this list`, { param: name });
+    ctx.onlyParams(LIST_PARAMS, 'a parameter of this list');
     const cursor = ctx.query.get('cursor') || undefined;
     // A page starts after a request of this org's list: anything else would start it anywhere.
     if (cursor !== undefined && erasures.get(org, cursor) === undefined)

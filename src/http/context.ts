@@ -48,6 +48,16 @@ export class Ctx {
     return this.parsedQuery;
   }
 
+  /**
+   * Refuses (400, naming it) a query parameter not in `allowed`: a misspelt or unsupported filter
+   * is an error, not ignored (ignored, it would widen what is read). `what`: "a search parameter".
+   */
+  onlyParams(allowed: ReadonlySet<string>, what: string): void {
+    for (const name of this.query.keys())
+      if (!allowed.has(name))
+        throw new ServiceError('invalid_request', `${name} is not ${what}`, { param: name });
+  }
+
   /** The body parsed as JSON (400 when it is not JSON, 415 for other media types). */
   jsonBody(): unknown {
     if (!isJsonish(this.req.headers['content-type'])) {

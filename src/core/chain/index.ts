@@ -80,7 +80,13 @@ export {
   signNote,
   verifyNote,
 } from './note.js';
-export { buildReceipt, type Receipt, type ReceiptVerification, verifyReceipt } from './receipt.js';
+export {
+  buildReceipt,
+  type Receipt,
+  type ReceiptVerification,
+  receiptOrigin,
+  verifyReceipt,
+} from './receipt.js';
 export {
   type BrokenEvent,
   ChainVerifier,

@@ -3,7 +3,7 @@ import { parseCheckpoint } from './checkpoint.js';
 import { checkPersonalField } from './commitment.js';
 import { hashEventUnchecked } from './event.js';
 import { inclusionProof, leafHash, type NodeReader, verifyInclusion } from './merkle.js';
-import { type NoteVerifier, verifyNote } from './note.js';
+import { type NoteVerifier, parseNote, verifyNote } from './note.js';
 
 /**
  * Proof that one event is in a sealed tree: the RFC 6962 inclusion proof of its leaf
@@ -45,6 +45,15 @@ export function buildReceipt(
  * Checks a receipt: both seal signatures, the checkpoint's size, then the inclusion proof against
  * the checkpoint's root. With `event`, also recomputes the event hash from the event itself.
  */
+/** The origin line of a receipt's seal (`govgate/<org_id>`); undefined when it is no signed note. */
+export function receiptOrigin(receipt: Pick<Receipt, 'checkpoint'>): string | undefined {
+  try {
+    return parseNote(String(receipt.checkpoint)).body.split('\n', 1)[0];
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether every personal field of `event` holds its committed value or a tombstone (shape included). */
 function personalFieldsMatch(event: object): boolean {
   const personal = (event as { personal?: unknown }).personal;
