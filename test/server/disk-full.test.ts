@@ -17,6 +17,7 @@ type Answer = { status: number; headers: Headers; body: any };
 
 const FIRST_START = /agent key \([^)]*\): gk_agent_\w+\n/;
 const LOGGED_ONCE = /"msg":"the store cannot commit writes/g;
+const RECOVERED = /"msg":"the store commits writes again"/g;
 
 const call = (base: string, path: string, token?: string, body?: unknown): Promise<Answer> =>
   callHttp(`${base}${path}`, {
@@ -88,7 +89,17 @@ async function checkFailedClosed(t: Test, run: Running, key: string, pat: string
   t.equal(integrity.body.status, 'intact', 'the committed chain is intact');
   t.equal(run.child.exitCode, null, 'the process did not exit');
   t.equal(run.child.signalCode, null, 'the process was not killed by a signal');
-  t.equal(run.out().match(LOGGED_ONCE)?.length, 1, `the failure is logged once: ${run.out().slice(-3000)}`);
+  // Logged once per change of state, not per refused request. On a real file system whose free
+  // space hovers at the reserve, a probe write can succeed in between (logged as a recovery), and
+  // the next failure is then a change of state too.
+  const failures = run.out().match(LOGGED_ONCE)?.length ?? 0;
+  const recoveries = run.out().match(RECOVERED)?.length ?? 0;
+  t.ok(failures >= 1, 'the failure is logged');
+  t.equal(
+    failures,
+    recoveries + 1,
+    `each failure logged follows a logged recovery (${failures} failures, ${recoveries} recoveries)`,
+  );
 }
 
 t.test('a restart on a disk below the free-space reserve: up, not ready, refusing writes', async (t) => {
