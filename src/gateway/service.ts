@@ -1,4 +1,5 @@
 import type { AuditInput, AuditSink } from '../audit/types.js';
+import { canonicalize } from '../core/chain/jcs.js';
 import type { Finding } from '../core/detect/index.js';
 import { isServiceError, ServiceError, UnsentError } from '../core/errors.js';
 import {
@@ -240,7 +241,7 @@ function idempotencyKey(
   ctx: Ctx,
   endpoint: string,
   bound?: string,
-): { key: string; hash: string } | undefined {
+): { key: string; hash: string; legacyHash: () => string } | undefined {
   const key = ctx.header('idempotency-key');
   if (key === undefined) return undefined;
   if (key.length === 0 || key.length > 255)
@@ -248,12 +249,26 @@ function idempotencyKey(
       param: 'Idempotency-Key',
     });
   const extra = bound === undefined ? undefined : ctx.header(bound);
+  const tail = extra === undefined ? '' : `\0${extra}`;
+  const raw = ctx.req.body.toString('utf8');
   return {
     key,
-    hash: sha256Hex(
-      `${endpoint}\0${ctx.req.body.toString('utf8')}${extra === undefined ? '' : `\0${extra}`}`,
-    ),
+    hash: sha256Hex(`${endpoint}\0${canonicalBody(raw)}${tail}`),
+    legacyHash: () => sha256Hex(`${endpoint}\0${raw}${tail}`),
   };
+}
+
+/**
+ * The body a key binds: its JSON canonical (RFC 8785), so a client that re-serializes the same
+ * request (members in another order, other spacing) replays it. A body JCS cannot write (a number
+ * beyond a double's range, nesting past its depth) binds as it came.
+ */
+function canonicalBody(raw: string): string {
+  try {
+    return canonicalize(JSON.parse(raw));
+  } catch {
+    return raw;
+  }
 }
 
 interface CallRecord {
@@ -336,7 +351,13 @@ export class GatewayService {
     // The beta features asked for change the answer as much as the body does.
     const idem = idempotencyKey(ctx, fe.endpoint, 'anthropic-beta');
     if (idem !== undefined) {
-      const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idem.key, idem.hash);
+      const stored = this.deps.idempotency.begin(
+        agent.orgId,
+        agent.agentUuid,
+        idem.key,
+        idem.hash,
+        idem.legacyHash,
+      );
       if (stored) {
         this.replay(ctx, agent, stored, idem.key);
         return;
@@ -1108,7 +1129,13 @@ export class GatewayService {
       await this.embed(ctx, agent, request, ids, undefined);
       return;
     }
-    const stored = this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idem.key, idem.hash);
+    const stored = this.deps.idempotency.begin(
+      agent.orgId,
+      agent.agentUuid,
+      idem.key,
+      idem.hash,
+      idem.legacyHash,
+    );
     if (stored) {
       this.replay(ctx, agent, stored, idem.key);
       return;

@@ -57,6 +57,7 @@ export class IdempotencyStore {
     agentUuid: string,
     key: string,
     bodyHash: string,
+    legacyHash?: () => string,
     now = Date.now(),
   ): StoredResponse | undefined {
     const id = `${orgId}\0${agentUuid}\0${key}`;
@@ -69,7 +70,9 @@ export class IdempotencyStore {
     const k: Key = [orgId, agentUuid, key];
     const rec = this.store.idempotency.get(k) as StoredRecord | undefined;
     if (rec !== undefined && rec.created_ms + this.ttlMs > now) {
-      if (rec.body_hash !== bodyHash) {
+      // Records kept before keys bound the canonical body hash its bytes; they still match those
+      // bytes (they live one TTL at most).
+      if (rec.body_hash !== bodyHash && rec.body_hash !== legacyHash?.()) {
         throw new ServiceError(
           'idempotency_mismatch',
           'this Idempotency-Key was used with a different request body',

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
+import { callHttp } from '../helpers/http.js';
 import { createOrg, serviceOnMockUpstream, useMockUpstream } from '../helpers/service.js';
 
 t.test('Idempotency-Key replays the stored response without a second upstream call', async (t) => {
@@ -183,3 +184,31 @@ t.test(
     t.equal(upstream.requests.length, 4);
   },
 );
+
+/**
+ * The key binds the request, not its bytes: a client retrying the same body re-serialized (its
+ * members in another order, other whitespace) gets the stored answer; another value is still 409.
+ */
+t.test('Idempotency-Key: the same body in another member order or spacing is a replay', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  const url = `${svc.url}/v1/chat/completions`;
+  const send = (body: string) =>
+    callHttp(url, { token: svc.agentKey, headers: { 'idempotency-key': 'k-order' }, body });
+  upstream.requests.length = 0;
+  const first = await send(
+    '{"model":"gpt-test","messages":[{"role":"user","content":"charge once"}],"temperature":0.5}',
+  );
+  t.equal(first.status, 200);
+  const reordered = await send(
+    '{ "temperature": 0.50, "messages": [ { "content": "charge once", "role": "user" } ], "model": "gpt-test" }',
+  );
+  t.equal(reordered.status, 200, reordered.text);
+  t.equal(reordered.headers.get('idempotent-replayed'), 'true');
+  t.same(reordered.body, first.body, 'the stored answer');
+  t.equal(upstream.requests.length, 1, 'the upstream saw one call');
+  const other = await send(
+    '{"temperature":0.6,"messages":[{"content":"charge once","role":"user"}],"model":"gpt-test"}',
+  );
+  t.equal(other.status, 409);
+  t.equal((other.body as { error: { code: string } }).error.code, 'idempotency_mismatch');
+});

@@ -43,10 +43,23 @@ t.test('sweep removes expired replays, keeps live ones, and yields to other work
   sweeping = false;
   t.equal(removed, 500, 'the expired half');
   t.ok(turns >= 5, `other work ran while it swept (${turns} turns)`);
-  t.equal(idem.begin('org', 'agent', 'k-0', 'h', T0), undefined, 'an expired key is free again');
+  t.equal(idem.begin('org', 'agent', 'k-0', 'h', undefined, T0), undefined, 'an expired key is free again');
   idem.complete('org', 'agent', 'k-0', 'h', undefined);
-  t.equal(idem.begin('org', 'agent', 'k-1', 'h', T0)?.pipeline_id, 'pl_1', 'a live one still replays');
+  t.equal(
+    idem.begin('org', 'agent', 'k-1', 'h', undefined, T0)?.pipeline_id,
+    'pl_1',
+    'a live one still replays',
+  );
   t.equal(await idem.sweep(T0), 0, 'nothing left to remove');
+  // A record kept when keys bound the body's bytes matches those bytes (the legacy hash) too.
+  t.equal(
+    idem.begin('org', 'agent', 'k-3', 'canonical', () => 'h', T0)?.pipeline_id,
+    'pl_3',
+    'a record of the bytes replays',
+  );
+  t.throws(() => idem.begin('org', 'agent', 'k-5', 'canonical', () => 'other bytes', T0), {
+    code: 'idempotency_mismatch',
+  });
 });
 
 t.test("an org's kept answers are counted, again by each sweep, and past the quota not kept", async (t) => {
