@@ -15,12 +15,13 @@ const DASH = 45;
 const DOT = 46;
 const SLASH = 47;
 const COLON = 58;
+const UNDERSCORE = 95;
 
 // Where a numeric PII value can start: an international prefix, an opening parenthesis, a long digit
 // run, or a short run followed by a separator and a digit. Plain numbers ("3 incidents", "2024,",
 // "$49.99 total") mostly never become candidates. IBANs start with their country code instead.
 const CANDIDATE = /\+\d|\(\d|\d{9,19}(?!\d)|\d{1,4}(?=[-. /]\d)/g;
-const IBAN_START = /\b[A-Z]{2}\d{2}/g;
+const IBAN_START = /\b(?:[A-Z]{2}|[a-z]{2})\d{2}/g;
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 const IPV4 = new RegExp(`${OCTET}(?:\\.${OCTET}){3}`, 'y');
 const SSN_DASHED = /\d{3}-\d{2}-\d{4}/y;
@@ -89,6 +90,9 @@ export function scanNumericPii(text: string, mask: number, out: Finding[]): void
       if (end < 0) end = matchDigitsAt(text, at + 1, mask, out);
     } else if (prevOk(text, at)) {
       end = matchDigitsAt(text, at, mask, out);
+    } else if (cardMarkBefore(text, at)) {
+      end = matchCard(text, at);
+      if (end > 0) pushPii(out, mask, 'card', at, end);
     }
     if (end > re.lastIndex) re.lastIndex = end;
   }
@@ -112,6 +116,17 @@ function prevOk(text: string, i: number): boolean {
     return !(isDigit(b) || b === COLON);
   }
   return true;
+}
+
+/**
+ * A mark a label or a path puts before a number (`#`, `_`, `/`): a number there is read as a card
+ * only. Its issuer prefix and Luhn digit tell a card from a reference; a phone or date shape after
+ * one stays a reference (`issue #212-555-0187`, `/2024-01-05/`).
+ */
+function cardMarkBefore(text: string, at: number): boolean {
+  if (at === 0) return false;
+  const c = text.charCodeAt(at - 1);
+  return c === 35 || c === UNDERSCORE || c === SLASH;
 }
 
 /** Does a token end cleanly at `e`? No word character, and no `.`/`-`/`/`/`:` followed by a digit. */
@@ -307,7 +322,8 @@ function matchCard(text: string, at: number): number {
   for (let j = k; j >= 1; j--) {
     if (!cardLayout(j)) continue;
     const e = groupEnd[j - 1]!;
-    if (!endOk(text, e) || !luhnValid(text, at, e)) continue;
+    // `_` may follow a card (`pan_4111…_exp`), as it may come before one.
+    if ((text.charCodeAt(e) !== UNDERSCORE && !endOk(text, e)) || !luhnValid(text, at, e)) continue;
     const digits = j === 1 ? text.slice(at, e) : text.slice(at, e).replace(/[ -]/g, '');
     if (cardPrefixValid(digits)) return e;
   }
@@ -327,20 +343,22 @@ function cardLayout(groups: number): boolean {
 
 /** An IBAN from `s` in compact or space-grouped form, with the country's length and mod-97. */
 function matchIban(text: string, s: number, mask: number, out: Finding[]): number {
-  const len = ibanLength(text.slice(s, s + 2));
+  const len = ibanLength(text.slice(s, s + 2).toUpperCase());
   if (len === 0) return -1;
+  // One letter case throughout, as the country code is written (`DE89…` or `de89…`).
+  const lower = !isUpper(text.charCodeAt(s));
   let compact = '';
   let i = s;
   while (compact.length < len && i < text.length) {
     const c = text.charCodeAt(i);
-    if (isDigit(c) || isUpper(c)) {
+    if (isDigit(c) || (lower ? c >= 97 && c <= 122 : isUpper(c))) {
       compact += text[i];
       i++;
     } else if (c === SPACE && compact.length >= 4 && isAsciiAlnum(text.charCodeAt(i + 1))) i++;
     else break;
   }
   if (compact.length !== len || isAsciiAlnum(text.charCodeAt(i))) return -1;
-  if (!ibanValid(compact)) return -1;
+  if (!ibanValid(lower ? compact.toUpperCase() : compact)) return -1;
   pushPii(out, mask, 'iban', s, i);
   return i;
 }

@@ -50,6 +50,22 @@ t.test('cards: layouts, Luhn and issuer', async (t) => {
   t.same(pii('4111111111111111234'), [], '19 digits failing Luhn');
   t.same(pii('x4111111111111111'), [], 'glued to a word');
   t.same(pii('4111-1111-1111-1111-2'), [], 'longer dashed number');
+  // A card is found after the marks a label or a path puts before it: its issuer prefix and
+  // Luhn digit, not the character before it, tell it from other numbers.
+  t.same(pii('card #4111111111111111 declined'), [['card', '4111111111111111']], 'after #');
+  t.same(pii('card_4111111111111111'), [['card', '4111111111111111']], 'after _');
+  t.same(pii('GET /cards/4111111111111111/charges'), [['card', '4111111111111111']], 'in a path');
+  t.same(pii('pan=5500005555555559_exp'), [['card', '5500005555555559']], 'before _');
+  t.same(pii('#4111111111111112'), [], 'after # but failing Luhn');
+  t.same(pii('issue #212-555-0187'), [], 'after # a phone shape stays a reference');
+});
+
+t.test('IBANs: any letter case, checked by length and mod-97', async (t) => {
+  t.same(pii('DE89 3704 0044 0532 0130 00'), [['iban', 'DE89 3704 0044 0532 0130 00']]);
+  t.same(pii('iban: de89 3704 0044 0532 0130 00.'), [['iban', 'de89 3704 0044 0532 0130 00']]);
+  t.same(pii('gb82west12345698765432'), [['iban', 'gb82west12345698765432']]);
+  t.same(pii('gb83west12345698765432'), [], 'wrong check digits');
+  t.same(pii('xde89370400440532013000'), [], 'glued to a word');
 });
 
 t.test('phones: formats and look-alikes', async (t) => {
