@@ -270,6 +270,10 @@ function compileOp(
       return (x) => typeof x === 'string' && (x.length > MAX_MATCH_INPUT ? closed : re.test(x));
     }
     case 'exists': {
+      // No value means true. A null (a YAML `value:` left empty) is refused when a rule set is
+      // submitted; a stored version an earlier release accepted with one reads it as true, as then.
+      if (value === null && closedAs === undefined)
+        return bad('exists needs true or false (or no value, meaning true), got null');
       const want = value ?? true;
       if (typeof want !== 'boolean') return bad(`exists needs true or false, got ${typeName(value)}`);
       return want ? (x) => x !== undefined && x !== null : (x) => x === undefined || x === null;

@@ -210,6 +210,18 @@ t.test('operand validation', async (t) => {
     { stored: true },
   );
   t.ok(stored.ok, 'a stored version keeps compiling');
+  // `exists` takes true, false or no value; a null (a YAML `value:` left empty) is refused when
+  // submitted, and a stored version an earlier release accepted with it keeps reading it as true.
+  const existsNull = {
+    rules: [{ id: 'r', when: { all: [{ field: 'args.c', op: 'exists', value: null }] }, then: 'block' }],
+  };
+  t.same(paths(problemsOf(existsNull)), ['rules[0].when.all[0].value'], 'exists null refused');
+  const kept = compilePolicy(existsNull, { stored: true });
+  t.ok(kept.ok, 'a stored exists null still compiles');
+  if (kept.ok) {
+    t.equal(evaluate(kept.policy, action({ args: { c: 1 } })).effect, 'block');
+    t.equal(evaluate(kept.policy, action({ args: {} })).effect, 'allow');
+  }
   t.ok(
     compilePolicy({
       rules: [
