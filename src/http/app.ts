@@ -6,7 +6,7 @@ import type { InFlight } from './in-flight.js';
 import { repeatedHeader } from './once-headers.js';
 import { requestIdFor } from './request-id.js';
 import type { Router } from './router.js';
-import type { HttpHandler } from './types.js';
+import { type HttpHandler, MAX_BODY_BYTES } from './types.js';
 
 export type RouteHandler = (ctx: Ctx) => void | Promise<void>;
 
@@ -126,7 +126,12 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
       return;
     }
     if (req.bodyError === 'too_large') {
-      ctx.fail(new ServiceError('payload_too_large', 'the request body is larger than 5 MiB'));
+      ctx.fail(
+        new ServiceError(
+          'payload_too_large',
+          `the request body is larger than ${sizeText(req.bodyLimit ?? MAX_BODY_BYTES)}`,
+        ),
+      );
       return;
     }
     let result: void | Promise<void>;
@@ -163,4 +168,12 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     }
     ctx.fail(err);
   }
+}
+
+/** A byte count as the limits are written (`5 MiB`, `96 MiB`, `512 KiB`). */
+function sizeText(bytes: number): string {
+  const mib = bytes / (1024 * 1024);
+  if (Number.isInteger(mib)) return `${mib} MiB`;
+  const kib = bytes / 1024;
+  return Number.isInteger(kib) ? `${kib} KiB` : `${bytes} bytes`;
 }

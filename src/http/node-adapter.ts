@@ -305,8 +305,8 @@ export function requestListener(
     const headers = flatHeaders(req);
     const method = (req.method ?? 'GET').toUpperCase();
     const repeated = repeatedIn(req, headers);
-    const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      handler({ method, path, query, headers, body, bodyError, repeated, draining }, out);
+    const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError'], bodyLimit?: number): void => {
+      handler({ method, path, query, headers, body, bodyError, bodyLimit, repeated, draining }, out);
     };
     if (repeated !== undefined) {
       socket[REFUSED] = true;
@@ -317,7 +317,7 @@ export function requestListener(
     const declared = headers['content-length'] === undefined ? -1 : Number(headers['content-length']);
     if (declared > MAX_BODY_BYTES && declared > largeLimit(largeBodyLimit, path, headers)) {
       req.resume();
-      dispatch(EMPTY, 'too_large');
+      dispatch(EMPTY, 'too_large', largeLimit(largeBodyLimit, path, headers));
       return;
     }
     const chunks: Buffer[] = [];
@@ -336,7 +336,7 @@ export function requestListener(
       if (received > max) {
         refused = true;
         chunks.length = 0;
-        dispatch(EMPTY, 'too_large');
+        dispatch(EMPTY, 'too_large', max);
         return;
       }
       chunks.push(chunk);

@@ -12,6 +12,8 @@ export interface ServerRequest {
   readonly body: Buffer;
   /** Set when the body was refused while reading it; the body is then empty. */
   readonly bodyError: 'too_large' | undefined;
+  /** With `too_large`: the limit it passed, in bytes (MAX_BODY_BYTES, or a `LargeBodyLimit`'s). */
+  readonly bodyLimit?: number;
   /**
    * A header that may come once (`ONCE_HEADERS`: framing, host, credentials) that came more than
    * once, lower case. The body is then empty and unread: the application refuses the request and

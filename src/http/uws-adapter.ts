@@ -303,8 +303,18 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     const declared = lengthHeader === undefined ? -1 : Number(lengthHeader);
     const chunked = headers['transfer-encoding'] !== undefined;
 
-    const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError']): void => {
-      const request: ServerRequest = { method, path, query, headers, body, bodyError, repeated, draining };
+    const dispatch = (body: Buffer, bodyError: ServerRequest['bodyError'], bodyLimit?: number): void => {
+      const request: ServerRequest = {
+        method,
+        path,
+        query,
+        headers,
+        body,
+        bodyError,
+        bodyLimit,
+        repeated,
+        draining,
+      };
       handler(request, out);
     };
 
@@ -318,7 +328,7 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
       return;
     }
     if (declared > MAX_BODY_BYTES && declared > largeLimit(opts.largeBodyLimit, path, headers)) {
-      dispatch(EMPTY, 'too_large');
+      dispatch(EMPTY, 'too_large', largeLimit(opts.largeBodyLimit, path, headers));
       return;
     }
     if (declared <= 0 && !chunked) {
@@ -340,11 +350,12 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
         asked = true;
         max = largeLimit(opts.largeBodyLimit, path, headers);
       }
-      if (received + n > (body ? body.length : max)) {
+      const limit = body ? body.length : max;
+      if (received + n > limit) {
         refused = true;
         body = undefined;
         chunks = undefined;
-        dispatch(EMPTY, 'too_large');
+        dispatch(EMPTY, 'too_large', limit);
         return;
       }
       if (body) Buffer.from(ab).copy(body, received);

@@ -65,7 +65,8 @@ for (const engine of ENGINES)
         // A stream has no length: undici sends it chunked.
         body: chunked ? Readable.from(chunksOf(body)) : body,
       });
-      const json = (await res.body.json()) as { error: { code: string } };
+      const json = (await res.body.json()) as { error: { code: string; message: string } };
+      if (res.statusCode === 413) t.match(json.error.message, /larger than 5 MiB$/, 'the limit it passed');
       return `${res.statusCode} ${json.error.code}`;
     };
     for (const chunked of [false, true]) {
@@ -83,4 +84,18 @@ for (const engine of ENGINES)
         `the sidecar's token, ${how}: read, then refused`,
       );
     }
+    // Past a batch's own limit, the refusal names that limit, not the 5 MiB of other requests.
+    const huge = await request(`${control.url}/api/sync/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: Readable.from(
+        (function* () {
+          const mib = Buffer.alloc(1024 * 1024, 0x20);
+          for (let i = 0; i < 97; i++) yield mib;
+        })(),
+      ),
+    });
+    const refused = (await huge.body.json()) as { error: { code: string; message: string } };
+    t.equal(huge.statusCode, 413);
+    t.match(refused.error.message, /larger than 96 MiB$/);
   });
