@@ -85,7 +85,7 @@ export class Ctx {
     } catch (err) {
       throw new ServiceError(
         'invalid_json',
-        `the request body is not valid JSON: ${(err as Error).message}`,
+        `the request body is not valid JSON: ${parseProblem(err as Error)}`,
         { cause: err },
       );
     }
@@ -216,4 +216,13 @@ function loneSurrogateAt(v: unknown, path: string): string | undefined {
     if (at !== undefined) return at;
   }
   return undefined;
+}
+
+/**
+ * What JSON.parse found wrong, without the excerpt of the body V8 quotes in some messages
+ * (`Unexpected token 's', "{"key": sk-live-…"... is not valid JSON`): a body can hold a secret.
+ */
+function parseProblem(err: Error): string {
+  const cut = err.message.search(/, (?:\.\.\.)?".*(?:\.\.\.)? is not valid JSON$/s);
+  return cut === -1 ? err.message : err.message.slice(0, cut);
 }

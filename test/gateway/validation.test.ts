@@ -253,6 +253,13 @@ for (const engine of ENGINES) {
       });
       assertError(t, empty, 'invalid_json');
       assertError(t, await chat('[1, 2]'), 'invalid_request');
+      // The parser's message quotes the body's first characters: the answer says where, not what.
+      const leaked = await chat('{"api_key": sk-live-4f9a8c7e6d5b4a3f, "model": "mock-echo"}');
+      assertError(t, leaked, 'invalid_json');
+      t.notMatch(leaked.body.error.message, /sk-live|api_key/, 'the body is not echoed');
+      t.match(leaked.body.error.message, /unexpected token/i);
+      const where = await chat('{"model": "mock-echo" "messages": []}');
+      t.match(where.body.error.message, /at position 22/, 'where the parser stopped');
     });
 
     t.test('a string with an unpaired surrogate is 400 invalid_json, naming where', async (t) => {
