@@ -426,6 +426,7 @@ async function startLocked(
                   ...(config.injector.controlCaConfigMap === undefined
                     ? {}
                     : { controlCaConfigMap: config.injector.controlCaConfigMap }),
+                  nativeSidecar: config.injector.nativeSidecar,
                 },
               },
               logger,

@@ -298,6 +298,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       image: v.SERVICE_SIDECAR_IMAGE as string,
       controlUrl: (v.SERVICE_INJECT_CONTROL_URL as string | undefined) ?? base,
       controlCaConfigMap: v.SERVICE_INJECT_CONTROL_CA_CONFIGMAP as string | undefined,
+      nativeSidecar: v.SERVICE_INJECT_NATIVE_SIDECAR === 'true',
     }),
     bootstrapToken: token,
     egressAllow: Object.freeze([...(v.SERVICE_EGRESS_ALLOW as string[])]),

@@ -31,6 +31,7 @@ export interface Config {
     readonly image: string;
     readonly controlUrl: string | undefined;
     readonly controlCaConfigMap: string | undefined;
+    readonly nativeSidecar: boolean;
   };
   readonly bootstrapToken: string | undefined;
   /** Exact `host:port` pairs that egress to otherwise-forbidden addresses may use. */
@@ -229,6 +230,14 @@ export const SETTINGS = [
     yaml: 'inject_control_ca_configmap',
     kind: 'string',
     doc: "A ConfigMap (key ca.crt, in each pod's namespace) whose CA injected sidecars trust for an https control plane",
+  },
+  {
+    env: 'SERVICE_INJECT_NATIVE_SIDECAR',
+    yaml: 'inject_native_sidecar',
+    kind: 'enum',
+    values: ['true', 'false'],
+    default: 'true',
+    doc: "`true`: the sidecar is injected as a native sidecar (an init container with `restartPolicy: Always`, Kubernetes 1.29+), started before the pod's containers; `false`: a plain container",
   },
   {
     env: 'SERVICE_BOOTSTRAP_TOKEN',

@@ -42,6 +42,14 @@ export interface InjectorSettings {
    * plane (SERVICE_INJECT_CONTROL_CA_CONFIGMAP; a trust-manager Bundle, say). None: the image's roots.
    */
   readonly controlCaConfigMap?: string;
+  /**
+   * Inject a native sidecar (SERVICE_INJECT_NATIVE_SIDECAR, default true): the first init
+   * container, `restartPolicy: Always`, with a startup probe. The kubelet starts the pod's own
+   * containers only once that probe passes, so the gateway, the forward proxy and the CA file an
+   * app reads when it starts (NODE_EXTRA_CA_CERTS is read once) are there first. False: a plain
+   * container beside the app's, for clusters before Kubernetes 1.29.
+   */
+  readonly nativeSidecar?: boolean;
 }
 
 type JsonPatchOp = { op: 'add'; path: string; value: unknown };
@@ -54,7 +62,7 @@ interface Container {
 
 interface Pod {
   metadata?: { annotations?: Record<string, string>; name?: string; generateName?: string };
-  spec?: { containers?: Container[]; volumes?: unknown[] };
+  spec?: { containers?: Container[]; initContainers?: Container[]; volumes?: unknown[] };
 }
 
 /** JSON Pointer escaping of one path segment (RFC 6901). */
@@ -70,8 +78,14 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
   const annotations = pod.metadata?.annotations ?? {};
   if (annotations[INJECT_ANNOTATION] !== 'true') return undefined;
   const containers = pod.spec?.containers ?? [];
-  if (annotations[INJECTED_ANNOTATION] === 'true' || containers.some((c) => c.name === SIDECAR_NAME))
+  const inits = pod.spec?.initContainers;
+  if (
+    annotations[INJECTED_ANNOTATION] === 'true' ||
+    containers.some((c) => c.name === SIDECAR_NAME) ||
+    inits?.some((c) => c.name === SIDECAR_NAME)
+  )
     return undefined;
+  const native = settings.nativeSidecar !== false;
   const secret = annotations[TOKEN_SECRET_ANNOTATION] || DEFAULT_SECRET;
   const proxy = annotations[PROXY_ANNOTATION] === 'true';
   const ops: JsonPatchOp[] = [];
@@ -117,47 +131,58 @@ export function injectionPatch(pod: Pod, settings: InjectorSettings): JsonPatchO
     });
   if (pod.spec?.volumes === undefined) ops.push({ op: 'add', path: '/spec/volumes', value: volumes });
   else for (const v of volumes) ops.push({ op: 'add', path: '/spec/volumes/-', value: v });
-  ops.push({
-    op: 'add',
-    path: '/spec/containers/-',
-    value: {
-      name: SIDECAR_NAME,
-      image: settings.image,
-      args: ['sidecar'],
-      env: [
-        { name: 'SERVICE_CONTROL_URL', value: settings.controlUrl },
-        { name: 'SERVICE_SIDECAR_TOKEN', valueFrom: { secretKeyRef: { name: secret, key: 'token' } } },
-        { name: 'SERVICE_HOST', value: '127.0.0.1' },
-        { name: 'SERVICE_PORT', value: String(API_PORT) },
-        { name: 'SERVICE_PROXY_PORT', value: String(PROXY_PORT) },
-        { name: 'SERVICE_DATA_DIR', value: `${DATA_DIR}/data` },
-        { name: 'SERVICE_KEYS_DIR', value: `${DATA_DIR}/keys` },
-        // The probes' listener: the API stays on loopback, where the kubelet's probes do not reach.
-        { name: 'SERVICE_HEALTH_PORT', value: String(HEALTH_PORT) },
-        { name: 'SERVICE_HEALTH_HOST', value: '0.0.0.0' },
-        ...(proxy ? [{ name: 'SERVICE_PROXY_CA_EXPORT_DIR', value: CA_MOUNT }] : []),
-        ...(caMap === undefined ? [] : [{ name: 'SERVICE_CONTROL_CA', value: `${CONTROL_CA_DIR}/ca.crt` }]),
-      ],
-      volumeMounts: [
-        { name: DATA_VOLUME, mountPath: DATA_DIR },
-        ...(proxy ? [{ name: CA_VOLUME, mountPath: CA_MOUNT }] : []),
-        ...(caMap === undefined
-          ? []
-          : [{ name: CONTROL_CA_VOLUME, mountPath: CONTROL_CA_DIR, readOnly: true }]),
-      ],
-      ports: [{ name: 'govgate-health', containerPort: HEALTH_PORT }],
-      readinessProbe: { httpGet: { path: '/api/health/ready', port: HEALTH_PORT }, periodSeconds: 2 },
-      livenessProbe: { httpGet: { path: '/api/health/live', port: HEALTH_PORT }, periodSeconds: 10 },
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: IMAGE_UID,
-        runAsGroup: IMAGE_UID,
-        allowPrivilegeEscalation: false,
-        readOnlyRootFilesystem: true,
-      },
-      resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+  const sidecar = {
+    name: SIDECAR_NAME,
+    image: settings.image,
+    args: ['sidecar'],
+    env: [
+      { name: 'SERVICE_CONTROL_URL', value: settings.controlUrl },
+      { name: 'SERVICE_SIDECAR_TOKEN', valueFrom: { secretKeyRef: { name: secret, key: 'token' } } },
+      { name: 'SERVICE_HOST', value: '127.0.0.1' },
+      { name: 'SERVICE_PORT', value: String(API_PORT) },
+      { name: 'SERVICE_PROXY_PORT', value: String(PROXY_PORT) },
+      { name: 'SERVICE_DATA_DIR', value: `${DATA_DIR}/data` },
+      { name: 'SERVICE_KEYS_DIR', value: `${DATA_DIR}/keys` },
+      // The probes' listener: the API stays on loopback, where the kubelet's probes do not reach.
+      { name: 'SERVICE_HEALTH_PORT', value: String(HEALTH_PORT) },
+      { name: 'SERVICE_HEALTH_HOST', value: '0.0.0.0' },
+      ...(proxy ? [{ name: 'SERVICE_PROXY_CA_EXPORT_DIR', value: CA_MOUNT }] : []),
+      ...(caMap === undefined ? [] : [{ name: 'SERVICE_CONTROL_CA', value: `${CONTROL_CA_DIR}/ca.crt` }]),
+    ],
+    volumeMounts: [
+      { name: DATA_VOLUME, mountPath: DATA_DIR },
+      ...(proxy ? [{ name: CA_VOLUME, mountPath: CA_MOUNT }] : []),
+      ...(caMap === undefined
+        ? []
+        : [{ name: CONTROL_CA_VOLUME, mountPath: CONTROL_CA_DIR, readOnly: true }]),
+    ],
+    ports: [{ name: 'govgate-health', containerPort: HEALTH_PORT }],
+    ...(native
+      ? {
+          restartPolicy: 'Always',
+          // The health listener opens last, once the gateway, the proxy and the CA file are up.
+          startupProbe: {
+            httpGet: { path: '/api/health/live', port: HEALTH_PORT },
+            periodSeconds: 1,
+            failureThreshold: 60,
+          },
+        }
+      : {}),
+    readinessProbe: { httpGet: { path: '/api/health/ready', port: HEALTH_PORT }, periodSeconds: 2 },
+    livenessProbe: { httpGet: { path: '/api/health/live', port: HEALTH_PORT }, periodSeconds: 10 },
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: IMAGE_UID,
+      runAsGroup: IMAGE_UID,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
     },
-  });
+    resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+  };
+  if (!native) ops.push({ op: 'add', path: '/spec/containers/-', value: sidecar });
+  else if (inits === undefined) ops.push({ op: 'add', path: '/spec/initContainers', value: [sidecar] });
+  // First, so the pod's own init containers already have the gateway and the proxy.
+  else ops.push({ op: 'add', path: '/spec/initContainers/0', value: sidecar });
   if (pod.metadata?.annotations === undefined)
     ops.push({ op: 'add', path: '/metadata/annotations', value: { [INJECTED_ANNOTATION]: 'true' } });
   else ops.push({ op: 'add', path: `/metadata/annotations/${pointer(INJECTED_ANNOTATION)}`, value: 'true' });

@@ -268,15 +268,6 @@ export async function startSidecar(
     });
     const server = await listen(config.httpServer, { host: config.host, port: config.port, tls }, handler);
     closers.push(() => server.close(0));
-    // The probe listener: the health routes of the same app, and nothing else (any other path
-    // is answered as unknown), on an address the kubelet reaches.
-    const health =
-      config.health === undefined
-        ? undefined
-        : await listen(config.httpServer, config.health, (req, res) =>
-            handler(HEALTH_PATHS.has(req.path) ? req : Object.assign({}, req, { path: NOT_A_ROUTE }), res),
-          );
-    if (health !== undefined) closers.push(() => health.close(0));
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
     registerGatewayRoutes(proxyRouter, gateway);
@@ -298,6 +289,16 @@ export async function startSidecar(
       logger,
     });
     closers.push(() => proxy.close(0));
+    // The probe listener: the health routes of the same app, and nothing else (any other path
+    // is answered as unknown), on an address the kubelet reaches. It opens last: a native
+    // sidecar's startup probe passing means the gateway, the proxy and the CA file are there.
+    const health =
+      config.health === undefined
+        ? undefined
+        : await listen(config.httpServer, config.health, (req, res) =>
+            handler(HEALTH_PATHS.has(req.path) ? req : Object.assign({}, req, { path: NOT_A_ROUTE }), res),
+          );
+    if (health !== undefined) closers.push(() => health.close(0));
     listenUrl = localUrl(config.host, server.port, tls !== undefined);
     return {
       server,

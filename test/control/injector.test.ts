@@ -87,7 +87,14 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
 
   t.test('a pod that asks gets the sidecar, and its containers point at it', async (t) => {
     const pod = await patched(agentPod({ 'govgate.io/inject': 'true' }));
-    const [app, sidecar] = pod.spec.containers;
+    // A native sidecar (an init container that keeps running): the kubelet starts the app's
+    // containers only once its startup probe passes, so the API, the proxy and the CA file the
+    // app reads at its start are there before it.
+    t.equal(pod.spec.containers.length, 1, 'the app containers are the pod own');
+    const [app] = pod.spec.containers;
+    const [sidecar] = pod.spec.initContainers;
+    t.equal(sidecar.restartPolicy, 'Always');
+    t.same(sidecar.startupProbe.httpGet, { path: '/api/health/live', port: 15020 });
     t.equal(sidecar.name, 'govgate-sidecar');
     t.equal(sidecar.image, 'registry.example/govgate:1.2.3');
     t.same(sidecar.args, ['sidecar']);
@@ -111,6 +118,22 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
     t.match(sidecar.securityContext, { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000 });
     t.equal(pod.metadata.annotations['govgate.io/injected'], 'true');
     t.equal(await patched(pod), undefined, 'a pod injected already is left as it is');
+    const own = { name: 'migrate', image: 'agent:1' };
+    const withInit = await patched({
+      ...agentPod({ 'govgate.io/inject': 'true' }),
+      spec: { ...agentPod({}).spec, initContainers: [own] },
+    });
+    t.same(
+      withInit.spec.initContainers.map((c: any) => c.name),
+      ['govgate-sidecar', 'migrate'],
+      "first, before the pod's own init containers",
+    );
+    const { annotations: _, ...bare } = pod.metadata;
+    t.equal(
+      await patched({ metadata: { ...bare, annotations: { 'govgate.io/inject': 'true' } }, spec: pod.spec }),
+      undefined,
+      'a pod that has the sidecar among its init containers is left as it is',
+    );
   });
 
   t.test('what the pod sets stays; its own secret; the proxy mode', async (t) => {
@@ -127,7 +150,8 @@ t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
         ],
       ),
     );
-    const [app, sidecar] = pod.spec.containers;
+    const [app] = pod.spec.containers;
+    const [sidecar] = pod.spec.initContainers;
     const token = sidecar.env.find((e: any) => e.name === 'SERVICE_SIDECAR_TOKEN');
     t.equal(token.valueFrom.secretKeyRef.name, 'team-a-sidecar');
     const env = Object.fromEntries(app.env.map((e: any) => [e.name, e.value]));
@@ -184,7 +208,7 @@ t.test(
     };
     const settings = { image: 'govgate:1', controlUrl: 'https://govgate-control.govgate.svc:8620' };
     const plain = applyAdds(pod, injectionPatch(pod, settings) ?? []);
-    const plainSidecar = plain.spec.containers[1];
+    const plainSidecar = plain.spec.initContainers[0];
     t.notOk(
       plainSidecar.env.some((e: any) => e.name === 'SERVICE_CONTROL_CA'),
       'without one, the image roots',
@@ -193,7 +217,7 @@ t.test(
       pod,
       injectionPatch(pod, { ...settings, controlCaConfigMap: 'govgate-ca' }) ?? [],
     );
-    const sidecar = withCa.spec.containers[1];
+    const sidecar = withCa.spec.initContainers[0];
     const env = Object.fromEntries(sidecar.env.map((e: any) => [e.name, e.value]));
     t.equal(env.SERVICE_CONTROL_CA, '/etc/govgate/control-ca/ca.crt');
     t.same(sidecar.volumeMounts, [
@@ -211,3 +235,22 @@ t.test(
     t.same(withCa.spec.containers[0].volumeMounts, undefined, "the app's containers do not get it");
   },
 );
+
+t.test('SERVICE_INJECT_NATIVE_SIDECAR=false: a plain container, for clusters before 1.29', async (t) => {
+  const { injectionPatch } = await import('../../src/control/injector.js');
+  const pod = {
+    metadata: { annotations: { 'govgate.io/inject': 'true' } },
+    spec: { containers: [{ name: 'agent' }] },
+  };
+  const settings = { image: 'govgate:1', controlUrl: 'http://c:8620', nativeSidecar: false };
+  const out = applyAdds(pod, injectionPatch(pod, settings) ?? []);
+  t.same(
+    out.spec.containers.map((c: any) => c.name),
+    ['agent', 'govgate-sidecar'],
+  );
+  t.equal(out.spec.initContainers, undefined);
+  t.equal(out.spec.containers[1].restartPolicy, undefined, 'a container has no restart policy of its own');
+  t.equal(injectionPatch(out, settings), undefined, 'injected once');
+  t.equal(loadConfig({ SERVICE_INJECT_NATIVE_SIDECAR: 'false' }).injector.nativeSidecar, false);
+  t.equal(loadConfig({}).injector.nativeSidecar, true, 'native by default');
+});

@@ -37,5 +37,5 @@ t.test('the Kubernetes manifests parse, and name only settings govgate has', asy
   // The example agent pod is one the injector injects.
   const [pod] = docs('agent-example.yaml');
   const patch = injectionPatch(pod, { image: 'img', controlUrl: 'http://c' });
-  t.ok(patch?.some((o) => o.path === '/spec/containers/-' && (o.value as any).name === SIDECAR_NAME));
+  t.ok(patch?.some((o) => o.path === '/spec/initContainers' && (o.value as any)[0].name === SIDECAR_NAME));
 });
