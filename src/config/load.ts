@@ -186,10 +186,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const rpId =
     (v.SERVICE_WEBAUTHN_RP_ID as string | undefined) ?? (base ? new URL(base).hostname : 'localhost');
-  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(rpId)) {
+  // A domain name; its last label is never all digits, so an IPv4 address is refused (no RP id).
+  // One derived from a SERVICE_PUBLIC_URL that names an address is kept: it starts, and a browser
+  // refuses to sign for it (README: the signed tier needs a domain name).
+  const explicitRpId = v.SERVICE_WEBAUTHN_RP_ID !== undefined;
+  if (
+    !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(rpId) ||
+    (explicitRpId && /(^|\.)\d+$/.test(rpId))
+  ) {
     problems.push({ path: 'SERVICE_WEBAUTHN_RP_ID', message: `"${rpId}" is not a domain name` });
   }
   const origins = v.SERVICE_WEBAUTHN_ORIGINS as string[];
+  const rpHost = rpId.toLowerCase();
   for (const o of origins) {
     const asBase = baseUrl(o);
     if (asBase === undefined || asBase !== o || new URL(o).pathname !== '/') {
@@ -197,7 +205,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         path: 'SERVICE_WEBAUTHN_ORIGINS',
         message: `"${o}" is not an origin (scheme://host[:port], no path)`,
       });
+      continue;
     }
+    const host = new URL(o).hostname.toLowerCase();
+    if (host !== rpHost && !host.endsWith(`.${rpHost}`))
+      problems.push({
+        path: 'SERVICE_WEBAUTHN_ORIGINS',
+        message: `"${o}" is not on the RP id "${rpId}" or below it: a browser there cannot sign for it`,
+      });
   }
   for (const pair of v.SERVICE_EGRESS_ALLOW as string[]) {
     if (!/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:.]+\]:\d{1,5}$/.test(pair)) {

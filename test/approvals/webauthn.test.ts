@@ -8,7 +8,7 @@ import { SoftAuthenticator } from '../helpers/webauthn.js';
 // one approval, and decides it with the assertion; the decision's audit event carries the
 // assertion, and every way of reusing, forging or borrowing one is refused.
 
-const RP_ID = 'approvals.govgate.test';
+const RP_ID = 'govgate.test';
 const ORIGIN = 'https://console.govgate.test';
 
 async function setup(t: Test): Promise<{

@@ -13,7 +13,7 @@ import { SoftAuthenticator } from '../helpers/webauthn.js';
 // the signed erasure event holds. The chain still verifies, online and offline, and nothing of the
 // subject is left in the org's files; another org's trail is untouched.
 
-const RP_ID = 'erasure.govgate.test';
+const RP_ID = 'govgate.test';
 const ORIGIN = 'https://console.govgate.test';
 const ALICE = 'alice@example.com';
 

@@ -249,11 +249,31 @@ t.test(
     t.same(
       loadConfig({
         SERVICE_WEBAUTHN_RP_ID: 'example.com',
-        SERVICE_WEBAUTHN_ORIGINS: 'https://console.example.com,http://localhost:3000',
+        SERVICE_WEBAUTHN_ORIGINS: 'https://console.example.com,https://example.com:8443',
       }).webauthn,
-      { rpId: 'example.com', origins: ['https://console.example.com', 'http://localhost:3000'] },
+      { rpId: 'example.com', origins: ['https://console.example.com', 'https://example.com:8443'] },
     );
-    for (const rpId of ['127.0.0.1:8620', 'https://example.com', 'exa mple.com', '-bad.com', 'example.com.'])
+    // A browser signs for an RP id only from an origin whose host is that domain or below it.
+    for (const origin of ['http://localhost:3000', 'https://other.example.org', 'https://notexample.com'])
+      t.same(
+        (
+          t.throws(
+            () => loadConfig({ SERVICE_WEBAUTHN_RP_ID: 'example.com', SERVICE_WEBAUTHN_ORIGINS: origin }),
+            origin,
+          ) as ConfigError
+        ).problems.map((p) => p.path),
+        ['SERVICE_WEBAUTHN_ORIGINS'],
+        `${origin} is not under example.com`,
+      );
+    for (const rpId of [
+      '127.0.0.1:8620',
+      '127.0.0.1',
+      '10.1.2.3',
+      'https://example.com',
+      'exa mple.com',
+      '-bad.com',
+      'example.com.',
+    ])
       t.same(
         (t.throws(() => loadConfig({ SERVICE_WEBAUTHN_RP_ID: rpId }), rpId) as ConfigError).problems.map(
           (p) => p.path,
