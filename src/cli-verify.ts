@@ -126,12 +126,12 @@ const EXIT: Record<VerifyFileResult['status'], number> = { intact: 0, empty: 0, 
 
 /**
  * The GET /api/audit/integrity shape (spec 2.6; `status` may also be `unsealed`), with what the
- * seals cover, nothing else file-specific.
+ * seals cover and how many later erasures the file's authorities prove, nothing else file-specific.
  */
 function integrityOnly(
   r: VerifyFileResult,
 ): Omit<IntegrityResult, 'status'> &
-  Pick<VerifyFileResult, 'status' | 'origin' | 'sealed_through' | 'unsealed_events'> &
+  Pick<VerifyFileResult, 'status' | 'origin' | 'sealed_through' | 'unsealed_events' | 'erasure_authorities'> &
   Partial<Pick<VerifyFileResult, 'checkpoint'>> {
   const out = {
     status: r.status,
@@ -144,6 +144,7 @@ function integrityOnly(
     origin: r.origin,
     sealed_through: r.sealed_through,
     unsealed_events: r.unsealed_events,
+    erasure_authorities: r.erasure_authorities,
   };
   return r.checkpoint === null ? out : Object.assign(out, { checkpoint: r.checkpoint });
 }

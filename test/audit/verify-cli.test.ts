@@ -233,7 +233,13 @@ const INTACT: IntegrityResult = {
   current_head: head,
 };
 /** What --json prints for it: the integrity result and what the seals cover. */
-const INTACT_JSON = { ...INTACT, origin: ORIGIN, sealed_through: N, unsealed_events: 0 };
+const INTACT_JSON = {
+  ...INTACT,
+  origin: ORIGIN,
+  sealed_through: N,
+  unsealed_events: 0,
+  erasure_authorities: 0,
+};
 
 /** A copy of the base chain's lines with `edit` applied. */
 function edited(edit: (lines: string[]) => void): string[] {
