@@ -79,6 +79,11 @@ export class Ctx {
     // recorded and sent on: refused, as an unpaired surrogate escape is below.
     if (!isUtf8(body))
       throw new ServiceError('invalid_json', 'the request body is not valid UTF-8; send JSON in UTF-8');
+    if (body.length > DEPTH_SCAN_FROM && nestedDeeperThan(body, MAX_JSON_DEPTH))
+      throw new ServiceError(
+        'invalid_json',
+        `the request body is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`,
+      );
     let value: unknown;
     try {
       value = JSON.parse(body.toString('utf8'));
@@ -199,21 +204,27 @@ const SURROGATE_ESCAPE_UPPER = Buffer.from('\\uD');
  * or undefined. I-JSON (RFC 7493) forbids them, RFC 8785 cannot canonicalize them, and the
  * providers refuse them ("no low surrogate in string"): such a body is refused whole.
  */
-function loneSurrogateAt(v: unknown, path: string): string | undefined {
-  if (typeof v === 'string') return v.isWellFormed() ? undefined : path;
-  if (v === null || typeof v !== 'object') return undefined;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const at = loneSurrogateAt(v[i], `${path}[${i}]`);
-      if (at !== undefined) return at;
+function loneSurrogateAt(root: unknown, rootPath: string): string | undefined {
+  // Depth first, in document order, on a stack of its own: JSON.parse nests as deep as the body
+  // does, and a recursive walk would overflow the call stack on a body a few thousand levels deep.
+  const stack: Array<{ v: unknown; path: string }> = [{ v: root, path: rootPath }];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const { v, path } = top;
+    if (typeof v === 'string') {
+      if (!v.isWellFormed()) return path;
+      continue;
     }
-    return undefined;
-  }
-  for (const [k, x] of Object.entries(v)) {
-    const here = path ? `${path}.${k}` : k;
-    if (!k.isWellFormed()) return here.toWellFormed();
-    const at = loneSurrogateAt(x, here);
-    if (at !== undefined) return at;
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: `${path}[${i}]` });
+      continue;
+    }
+    const entries = Object.entries(v);
+    for (const [k] of entries) if (!k.isWellFormed()) return (path ? `${path}.${k}` : k).toWellFormed();
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i] as [string, unknown];
+      stack.push({ v: x, path: path ? `${path}.${k}` : k });
+    }
   }
   return undefined;
 }
@@ -225,4 +236,32 @@ function loneSurrogateAt(v: unknown, path: string): string | undefined {
 function parseProblem(err: Error): string {
   const cut = err.message.search(/, (?:\.\.\.)?".*(?:\.\.\.)? is not valid JSON$/s);
   return cut === -1 ? err.message : err.message.slice(0, cut);
+}
+
+/** The nesting a request body may have (a tool's JSON schema is the deepest thing sent). */
+const MAX_JSON_DEPTH = 256;
+/**
+ * Bodies up to this size are parsed without a depth scan: they cannot nest more than 32 Ki levels,
+ * which JSON.parse and the walks after it take in about a millisecond. A 5 MiB body of brackets
+ * held the event loop over a second in JSON.parse alone.
+ */
+const DEPTH_SCAN_FROM = 64 * 1024;
+
+/** Does the JSON text in `body` open more than `max` arrays and objects at once? (Strings skipped.) */
+function nestedDeeperThan(body: Buffer, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i] as number;
+    if (c === 0x22) {
+      // A string: to its closing quote, an escaped character skipped whole.
+      for (i++; i < body.length; i++) {
+        const d = body[i] as number;
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
 }

@@ -283,6 +283,21 @@ for (const engine of ENGINES) {
       assertError(t, upper, 'invalid_json', 'messages[0].content');
       t.match(upper.body.error.message, /unpaired UTF-16 surrogate/);
       assertError(t, await lone('ok', { metadata: { '\ud800': 1 } }), 'invalid_json', 'metadata.\ufffd');
+      // The walk that finds it holds no stack per level: a deeply nested body is a 400, not a 500.
+      const deep = `{"x":${'['.repeat(20_000)}${']'.repeat(20_000)},"y":"\\ud800"}`;
+      assertError(t, await chat(deep), 'invalid_json', 'y');
+      // A large body nested past 256 levels is refused before it is parsed (parsing 2.5 million
+      // levels held the event loop over a second); brackets inside strings do not count.
+      const deeper = await chat(`{"x":${'['.repeat(600_000)}${']'.repeat(600_000)}}`);
+      assertError(t, deeper, 'invalid_json');
+      t.match(deeper.body.error.message, /nested deeper than 256 levels/);
+      const nested = (n: number) => `${'['.repeat(n)}1${']'.repeat(n)}`;
+      const wide = JSON.stringify({ ...base, metadata: { pad: '['.repeat(100_000) } }).replace(
+        '"metadata"',
+        `"deep":${nested(60)},"metadata"`,
+      );
+      t.ok(wide.length > 64 * 1024, 'large enough to be scanned');
+      assertOk(t, await chat(wide), 'a nested value, and brackets in a string');
       // Pairs are well formed, whether escaped (Python's json.dumps writes them so) or not.
       assertOk(t, await lone('an emoji \ud83d\ude00'), 'a pair in the text');
       assertOk(t, await chat(JSON.stringify(base).replace('"hello"', '"\\ud83d\\ude00"')), 'an escaped pair');
