@@ -232,7 +232,9 @@ function toolCallNames(choices: ChatCompletion['choices']): string[] {
   return names;
 }
 
-/** What every audit event of one chat call shares. */
+/** Keeps an allowed answer for its Idempotency-Key's replays; resolves once it is committed. */
+type Keep = (response: StoredResponse) => Promise<void>;
+
 /**
  * The call's Idempotency-Key (1-255 characters) and the hash binding it to the endpoint, the body
  * and the `bound` header; undefined when the call has none.
@@ -363,7 +365,7 @@ export class GatewayService {
         return;
       }
     }
-    let kept: StoredResponse | undefined;
+    const keep = idem === undefined ? undefined : this.keeper(agent, idem);
     try {
       let provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
       const t0 = performance.now();
@@ -462,32 +464,39 @@ export class GatewayService {
       }
       const guard = outputGuard(gov.policy, gov.flags);
       if (request.stream === true) {
-        const keep = idem !== undefined;
-        kept =
-          forward && provider.messagesApi
-            ? await this.stream(
-                ctx,
-                provider,
-                request.model,
-                record,
-                anthropicWire(provider.messagesApi.stream(forward.request, forward.call), guard),
-                keep,
-              )
-            : await this.stream(
-                ctx,
-                provider,
-                request.model,
-                record,
-                canonicalWire(fe, provider, request, ctx.res, guard),
-                keep,
-              );
+        if (forward && provider.messagesApi)
+          await this.stream(
+            ctx,
+            provider,
+            request.model,
+            record,
+            anthropicWire(provider.messagesApi.stream(forward.request, forward.call), guard),
+            keep,
+          );
+        else
+          await this.stream(
+            ctx,
+            provider,
+            request.model,
+            record,
+            canonicalWire(fe, provider, request, ctx.res, guard),
+            keep,
+          );
         return;
       }
-      kept = await this.complete(ctx, fe, provider, request, rawBody, forward, record, guard);
+      await this.complete(ctx, fe, provider, request, rawBody, forward, record, guard, keep);
     } finally {
-      if (idem !== undefined)
-        this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idem.key, idem.hash, kept);
+      if (idem !== undefined) this.deps.idempotency.release(agent.orgId, agent.agentUuid, idem.key);
     }
+  }
+
+  /**
+   * What keeps an allowed answer for its Idempotency-Key's replays, awaited before the answer is
+   * sent (IdempotencyStore.keep).
+   */
+  private keeper(agent: ActingAgent, idem: { key: string; hash: string }): Keep {
+    return (response) =>
+      this.deps.idempotency.keep(agent.orgId, agent.agentUuid, idem.key, idem.hash, response);
   }
 
   /**
@@ -669,7 +678,8 @@ export class GatewayService {
     forward: { request: AnthropicMessagesRequest; call: MessagesCall } | undefined,
     record: CallRecord,
     guard: OutputGuard,
-  ): Promise<StoredResponse | undefined> {
+    keep: Keep | undefined,
+  ): Promise<void> {
     const t0 = performance.now();
     let completion: ChatCompletion;
     // The provider's own answer, for a forwarded Anthropic call (given back as it came, guarded).
@@ -800,10 +810,9 @@ export class GatewayService {
       throw err;
     }
     this.deps.metrics.phase('audit', (performance.now() - t1) / 1000);
+    if (keep !== undefined && outcome === 'allow')
+      await keep({ status: 200, content_type: 'application/json', body, pipeline_id: record.ids.pipelineId });
     ctx.sendRaw(200, 'application/json', body);
-    return outcome === 'allow'
-      ? { status: 200, content_type: 'application/json', body, pipeline_id: record.ids.pipelineId }
-      : undefined;
   }
 
   /**
@@ -904,8 +913,9 @@ export class GatewayService {
 
   /**
    * Streams the answer. Headers wait for the first batch, so an early failure is a plain error.
-   * With `keep` (an Idempotency-Key was sent) the rendered stream is also collected and returned
-   * for replay; without it nothing of the answer is held beyond the event being written.
+   * With `keep` (an Idempotency-Key was sent) the rendered stream is also collected and kept for
+   * replay before its end is sent; without it nothing of the answer is held beyond the event being
+   * written.
    */
   private async stream<E>(
     ctx: Ctx,
@@ -913,8 +923,8 @@ export class GatewayService {
     model: string,
     record: CallRecord,
     wire: StreamWire<E>,
-    keep: boolean,
-  ): Promise<StoredResponse | undefined> {
+    keep: Keep | undefined,
+  ): Promise<void> {
     const t0 = performance.now();
     const iterator = wire.events;
     const metrics = this.deps.metrics;
@@ -956,7 +966,7 @@ export class GatewayService {
       for (const e of events) {
         const text = wire.render(e);
         if (text === '') continue;
-        if (keep) transcript += text;
+        if (keep !== undefined) transcript += text;
         if (!res.write(text)) return false;
         wire.written(e);
       }
@@ -1088,14 +1098,14 @@ export class GatewayService {
       return undefined;
     }
     const tail = wire.finish(record.service);
+    if (keep !== undefined)
+      await keep({
+        status: 200,
+        content_type: 'text/event-stream; charset=utf-8',
+        body: transcript + tail,
+        pipeline_id: record.ids.pipelineId,
+      });
     ctx.endStream(tail);
-    if (!keep) return undefined;
-    return {
-      status: 200,
-      content_type: 'text/event-stream; charset=utf-8',
-      body: transcript + tail,
-      pipeline_id: record.ids.pipelineId,
-    };
   }
 
   private replay(ctx: Ctx, agent: ActingAgent, stored: StoredResponse, key: string): void {
@@ -1140,11 +1150,10 @@ export class GatewayService {
       this.replay(ctx, agent, stored, idem.key);
       return;
     }
-    let kept: StoredResponse | undefined;
     try {
-      kept = await this.embed(ctx, agent, request, ids, idem.key);
+      await this.embed(ctx, agent, request, ids, idem.key, this.keeper(agent, idem));
     } finally {
-      this.deps.idempotency.complete(agent.orgId, agent.agentUuid, idem.key, idem.hash, kept);
+      this.deps.idempotency.release(agent.orgId, agent.agentUuid, idem.key);
     }
   };
 
@@ -1155,7 +1164,8 @@ export class GatewayService {
     request: EmbeddingRequest,
     ids: CallIds,
     idemKey: string | undefined,
-  ): Promise<StoredResponse | undefined> {
+    keep?: Keep,
+  ): Promise<void> {
     let provider = this.deps.snapshot.providers(agent.orgId).resolve(request.model);
     const inputs =
       typeof request.input === 'string'
@@ -1315,8 +1325,9 @@ export class GatewayService {
     );
     result.service = service;
     const body = JSON.stringify(result);
+    if (keep !== undefined)
+      await keep({ status: 200, content_type: 'application/json', body, pipeline_id: ids.pipelineId });
     ctx.sendRaw(200, 'application/json', body);
-    return { status: 200, content_type: 'application/json', body, pipeline_id: ids.pipelineId };
   }
 
   readonly models = async (ctx: Ctx): Promise<void> => {

@@ -25,7 +25,7 @@ type Key = [string, string, string];
  * The answers an org's replays keep are capped at `maxBytesPerOrg` (UTF-8 bytes of the bodies):
  * an answer past it is not kept, only that it was not, and the key's replay is refused (409
  * `idempotency_not_kept`) rather than made again upstream. One org's agents cannot fill the disk
- * every org writes to. The count is kept in memory: `complete` adds to it, and every sweep
+ * every org writes to. The count is kept in memory: `keep` adds to it, and every sweep
  * (at a start, then hourly) counts the records again, so a start counts what earlier processes
  * kept and an answer replaced under its key is counted once again.
  */
@@ -94,15 +94,24 @@ export class IdempotencyStore {
     return undefined;
   }
 
-  complete(
+  /** Lets the key go: the call under it is over (its answer kept or not). */
+  release(orgId: string, agentUuid: string, key: string): void {
+    this.running.delete(`${orgId}\0${agentUuid}\0${key}`);
+  }
+
+  /**
+   * Keeps `response` for the key's replays; resolves once the record is committed. The gateway
+   * sends the answer only then, so a crash after the answer cannot lose the replay and let the
+   * retry call the provider again. A write that fails (the store closing) resolves too: the
+   * answer is sent, without a replay.
+   */
+  keep(
     orgId: string,
     agentUuid: string,
     key: string,
     bodyHash: string,
-    response: StoredResponse | undefined,
-  ): void {
-    this.running.delete(`${orgId}\0${agentUuid}\0${key}`);
-    if (response === undefined) return;
+    response: StoredResponse,
+  ): Promise<void> {
     const bytes = Buffer.byteLength(response.body, 'utf8');
     const rec: StoredRecord =
       this.keptBytes(orgId) + bytes <= this.maxBytesPerOrg
@@ -120,10 +129,10 @@ export class IdempotencyStore {
       this.count(this.kept, orgId, bytes);
       if (this.sweeping !== undefined) this.count(this.sweeping.added, orgId, bytes);
     }
-    this.store.writer
+    return this.store.writer
       .enqueue(() => this.store.idempotency.putSync([orgId, agentUuid, key] as Key, rec))
       .catch(() => {
-        /* store closing: the replay record is lost, the call itself was answered */
+        /* store closing: the replay record is lost, the call itself is answered */
       });
   }
 

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
+import { IdempotencyStore } from '../../src/store/idempotency.js';
 import { callHttp } from '../helpers/http.js';
 import { createOrg, serviceOnMockUpstream, useMockUpstream } from '../helpers/service.js';
 
@@ -211,4 +212,52 @@ t.test('Idempotency-Key: the same body in another member order or spacing is a r
   );
   t.equal(other.status, 409);
   t.equal((other.body as { error: { code: string } }).error.code, 'idempotency_mismatch');
+});
+
+/**
+ * A replay record is committed before its answer is sent: a crash right after the answer (kill -9
+ * under load lost it, and the retry called the provider again) cannot lose it. The record's write
+ * is slowed here; each answer must still come only after it, whole or streamed, chat or embeddings.
+ */
+t.test('an answer under an Idempotency-Key is sent only once its replay is committed', async (t) => {
+  const { svc, upstream } = await serviceOnMockUpstream(t);
+  const original = IdempotencyStore.prototype.keep;
+  let committedAt = 0;
+  IdempotencyStore.prototype.keep = async function (this: IdempotencyStore, ...args) {
+    committedAt = 0;
+    await new Promise((r) => setTimeout(r, 150));
+    await original.apply(this, args);
+    committedAt = performance.now();
+  };
+  t.teardown(() => {
+    IdempotencyStore.prototype.keep = original;
+  });
+  const calls: Array<[string, string, Record<string, unknown>]> = [
+    ['chat', '/v1/chat/completions', { model: 'gpt-test', messages: [{ role: 'user', content: 'once' }] }],
+    [
+      'stream',
+      '/v1/chat/completions',
+      { model: 'gpt-test', stream: true, messages: [{ role: 'user', content: 'once' }] },
+    ],
+    ['embeddings', '/v1/embeddings', { model: 'text-embedding-3-small', input: 'once' }],
+  ];
+  for (const [what, path, body] of calls) {
+    upstream.requests.length = 0;
+    const res = await callHttp(`${svc.url}${path}`, {
+      token: svc.agentKey,
+      headers: { 'idempotency-key': `slow-${what}` },
+      body: JSON.stringify(body),
+    });
+    const answeredAt = performance.now();
+    t.equal(res.status, 200, what);
+    t.ok(committedAt > 0 && committedAt <= answeredAt, `${what}: the replay was committed first`);
+    const again = await callHttp(`${svc.url}${path}`, {
+      token: svc.agentKey,
+      headers: { 'idempotency-key': `slow-${what}` },
+      body: JSON.stringify(body),
+    });
+    t.equal(again.headers.get('idempotent-replayed'), 'true', `${what}: replayed`);
+    t.equal(again.text, res.text, `${what}: the same answer`);
+    t.equal(upstream.requests.length, 1, `${what}: one provider call`);
+  }
 });

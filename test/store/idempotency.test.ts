@@ -44,7 +44,7 @@ t.test('sweep removes expired replays, keeps live ones, and yields to other work
   t.equal(removed, 500, 'the expired half');
   t.ok(turns >= 5, `other work ran while it swept (${turns} turns)`);
   t.equal(idem.begin('org', 'agent', 'k-0', 'h', undefined, T0), undefined, 'an expired key is free again');
-  idem.complete('org', 'agent', 'k-0', 'h', undefined);
+  idem.release('org', 'agent', 'k-0');
   t.equal(
     idem.begin('org', 'agent', 'k-1', 'h', undefined, T0)?.pipeline_id,
     'pl_1',
@@ -76,15 +76,17 @@ t.test("an org's kept answers are counted, again by each sweep, and past the quo
     pipeline_id: 'pl_x',
   });
   const idem = new IdempotencyStore(store, 24 * HOUR, 10_000);
-  const call = (s: IdempotencyStore, org: string, key: string, body: string): void => {
+  const call = async (s: IdempotencyStore, org: string, key: string, body: string): Promise<void> => {
     t.equal(s.begin(org, 'agent', key, 'h'), undefined, `${org} ${key} runs`);
-    s.complete(org, 'agent', key, 'h', answer(body));
+    await s.keep(org, 'agent', key, 'h', answer(body));
+    // Committed when keep resolves: what the gateway waits for before it answers.
+    t.ok(store.idempotency.get([org, 'agent', key]), `${org} ${key} is in the store`);
+    s.release(org, 'agent', key);
   };
-  call(idem, 'org_a', 'k-1', 'é'.repeat(3_000)); // 6,000 bytes of UTF-8
-  call(idem, 'org_a', 'k-2', 'x'.repeat(3_000));
-  call(idem, 'org_a', 'k-3', 'x'.repeat(2_000)); // 11,000 bytes: not kept
-  call(idem, 'org_b', 'k-1', 'x'.repeat(9_000));
-  await store.writer.enqueue(() => {}); // the records written
+  await call(idem, 'org_a', 'k-1', 'é'.repeat(3_000)); // 6,000 bytes of UTF-8
+  await call(idem, 'org_a', 'k-2', 'x'.repeat(3_000));
+  await call(idem, 'org_a', 'k-3', 'x'.repeat(2_000)); // 11,000 bytes: not kept
+  await call(idem, 'org_b', 'k-1', 'x'.repeat(9_000));
   t.equal(idem.keptBytes('org_a'), 9_000, "org_a's kept answers, in UTF-8 bytes");
   t.equal(idem.keptBytes('org_b'), 9_000, "org_b's");
   t.equal(idem.begin('org_a', 'agent', 'k-2', 'h')?.body.length, 3_000, 'a kept one replays');
@@ -101,8 +103,7 @@ t.test("an org's kept answers are counted, again by each sweep, and past the quo
   t.equal(await again.sweep(), 0);
   t.equal(again.keptBytes('org_a'), 9_000, 'counted again after a restart');
   t.equal(again.keptBytes('org_b'), 9_000);
-  call(again, 'org_b', 'k-2', 'x'.repeat(2_000));
-  await store.writer.enqueue(() => {});
+  await call(again, 'org_b', 'k-2', 'x'.repeat(2_000));
   t.throws(
     () => again.begin('org_b', 'agent', 'k-2', 'h'),
     { code: 'idempotency_not_kept' },
