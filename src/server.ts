@@ -342,6 +342,7 @@ async function startLocked(
     audit: events,
     orgExists,
     mandateKidTaken: (kid) => mandateKeys.entries().some((e) => e.kid === kid),
+    durable: () => store.durable(),
   });
   registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });

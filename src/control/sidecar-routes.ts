@@ -20,6 +20,8 @@ export interface SidecarRouteDeps {
   readonly orgExists: (id: string) => boolean;
   /** Whether the control plane's own mandate keys use this key id. */
   readonly mandateKidTaken: (kid: string) => boolean;
+  /** Resolves once the store's commits so far are on disk (Store.durable). */
+  readonly durable: () => Promise<void>;
 }
 
 const MAX_NAME = 100;
@@ -139,6 +141,9 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
         },
       );
     const s = await sidecars.ingest(sc, epoch, entries, seals);
+    // Acknowledged only once on disk: the sidecar cuts what it was told is taken in, and a crash
+    // of this machine must not take back entries the sidecar no longer holds.
+    await deps.durable();
     ctx.json(200, { epoch: s.epoch, index: s.index, hash: s.hash, ingested: s.ingested });
   });
 

@@ -22,7 +22,7 @@ import { loadTlsFiles, trustWith } from '../http/tls.js';
 import type { HttpServer } from '../http/types.js';
 import { Metrics } from '../metrics/index.js';
 import { UpstreamPools } from '../providers/upstream.js';
-import { openStore } from '../store/db.js';
+import { openStore, type Store } from '../store/db.js';
 import { IdempotencyStore } from '../store/idempotency.js';
 import { lockDataDir } from '../store/lock.js';
 import { newId } from '../util/ids.js';
@@ -50,6 +50,8 @@ export interface RunningSidecar {
   readonly shipper: Shipper;
   /** The sidecar's own log (what it has not shipped, and what it keeps until it cuts it). */
   readonly log: ChainLog;
+  /** The local store the log and the snapshot are in. */
+  readonly store: Store;
   close(graceMs?: number): Promise<void>;
 }
 
@@ -157,13 +159,10 @@ export async function startSidecar(
       () => shipper.retryNow(),
     );
     closers.push(() => poller.close());
-    const shipper: Shipper = new Shipper(
-      control,
-      log,
-      epoch,
-      logger,
-      seams.pruneAfter === undefined ? {} : { pruneAfter: seams.pruneAfter },
-    );
+    const shipper: Shipper = new Shipper(control, log, epoch, logger, {
+      durable: () => store.durable(),
+      ...(seams.pruneAfter === undefined ? {} : { pruneAfter: seams.pruneAfter }),
+    });
     const metrics = new Metrics();
     metrics.watchStore(() => store.health.writable);
     if (tls) metrics.watchCertificate(tls.notAfter);
@@ -311,6 +310,7 @@ export async function startSidecar(
       snapshot,
       shipper,
       log,
+      store,
       async close(graceMs = 10_000) {
         if (closing) return;
         closing = true;

@@ -9,6 +9,8 @@ import type { RemoteSnapshot } from './snapshot.js';
 
 /** The last snapshot, kept sealed in the local store so a restart decides before the control plane answers. */
 const SNAPSHOT_KEY = 'sidecar_snapshot';
+/** The mandate key ids the control plane last took, and when: `{kids, at}`. */
+const MANDATE_KEYS_KEY = 'sidecar_mandate_keys_registered';
 const SNAPSHOT_AAD = 'sidecar/snapshot';
 
 /** How often the sidecar registers its mandate keys again. */
@@ -43,8 +45,24 @@ export class SnapshotPoller {
     private readonly onRecovered: () => void = () => {},
   ) {}
 
-  /** Loads the snapshot kept from the last run, if any (it may be older than the control plane's). */
+  /** The key ids of this sidecar's mandate keys, in order. */
+  #kids(): string {
+    return this.mandateJwks()
+      .map((k) => String((k as { kid?: unknown }).kid))
+      .join(',');
+  }
+
+  /**
+   * Loads the snapshot kept from the last run, if any (it may be older than the control plane's),
+   * and whether the control plane took the mandate keys this sidecar has now: a restart while it is
+   * away keeps deciding and stays ready (it verifies the mandates of keys it took).
+   */
   loadKept(): boolean {
+    const keys = this.store.meta.get(MANDATE_KEYS_KEY) as { kids: string; at: number } | undefined;
+    if (keys !== undefined && keys.kids === this.#kids()) {
+      this.mandateKeysRegistered = true;
+      this.#keysAt = keys.at;
+    }
     const sealed = this.store.meta.get(SNAPSHOT_KEY) as
       | { etag: string; at: number; doc: SealedSecret }
       | undefined;
@@ -96,6 +114,8 @@ export class SnapshotPoller {
         await this.client.registerMandateKeys(this.mandateJwks());
         this.mandateKeysRegistered = true;
         this.#keysAt = Date.now();
+        const record = { kids: this.#kids(), at: this.#keysAt };
+        await this.store.writer.enqueue(() => this.store.meta.putSync(MANDATE_KEYS_KEY, record));
       }
       if (this.failures > 0) this.onRecovered();
       this.failures = 0;
@@ -111,7 +131,12 @@ export class SnapshotPoller {
           );
         this.snapshot.clear();
         this.mandateKeysRegistered = false;
-        await this.store.writer.enqueue(() => this.store.meta.removeSync(SNAPSHOT_KEY)).catch(() => {});
+        await this.store.writer
+          .enqueue(() => {
+            this.store.meta.removeSync(SNAPSHOT_KEY);
+            this.store.meta.removeSync(MANDATE_KEYS_KEY);
+          })
+          .catch(() => {});
       } else if (this.failures === 1 || this.failures % 60 === 0) {
         this.logger.warn(
           'the control plane cannot be reached for the snapshot; deciding from the one in force',
@@ -163,15 +188,18 @@ export class Shipper {
   /** Acknowledged entries past the last cut before the log is cut again. */
   readonly #pruneAfter: number;
   #pruning: Promise<void> | undefined;
+  /** Resolves once the local store's commits so far are on disk (Store.durable). */
+  readonly #durable: () => Promise<void>;
 
   constructor(
     private readonly client: ControlClient,
     private readonly log: ChainLog,
     private readonly epoch: string,
     private readonly logger: Logger,
-    opts: { pruneAfter?: number } = {},
+    opts: { pruneAfter?: number; durable?: () => Promise<void> } = {},
   ) {
     this.#pruneAfter = opts.pruneAfter ?? PRUNE_AFTER;
+    this.#durable = opts.durable ?? (() => Promise.resolve());
   }
 
   /** The org whose chain this sidecar writes (known from the snapshot). */
@@ -238,6 +266,10 @@ export class Shipper {
           break;
         }
         try {
+          // Only what is on this machine's disk is shipped: an entry the control plane holds and a
+          // crash of this machine then took from the local log (the fsync runs every 100 ms)
+          // would fork the log, and every later entry would be refused.
+          await this.#durable();
           this.acked = (await this.client.push(this.epoch, batch.texts, batch.seals)).index;
         } catch (err) {
           if (err instanceof ControlError && err.status === 409) {

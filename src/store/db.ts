@@ -48,6 +48,12 @@ export interface Store {
   /** Audit seals, seal sizes, overview rollups and bridges, keyed by [org, kind, …]. */
   readonly auditMeta: AnyDb;
   readonly writer: BatchWriter;
+  /**
+   * Resolves once every commit made before the call is on disk (fsynced): what is sent to another
+   * machine as done (a sidecar's shipped entries, a control plane's acknowledgement of them) must
+   * outlive a crash of this one, which the 100 ms fsync timer alone does not promise.
+   */
+  durable(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -140,20 +146,39 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
   // An fsync runs on an LMDB worker thread; closing the env under it crashes the process, so
   // at most one runs at a time and close() waits for it.
   let syncing: Promise<void> | undefined;
+  // A sync asked for by durable() that waits for the running one: it starts after the call, so
+  // it covers every commit made before it; callers meanwhile share it.
+  let queued: Promise<void> | undefined;
   const syncNow = (): Promise<void> =>
     new Promise<void>((resolve) => {
       (root as unknown as { sync(cb: (err?: unknown) => void): void }).sync(() => resolve());
     });
+  const startSync = (): Promise<void> => {
+    dirty = false;
+    const run: Promise<void> = syncNow().finally(() => {
+      if (syncing === run) syncing = undefined;
+    });
+    syncing = run;
+    return run;
+  };
   if (syncMs > 0) {
     timer = setInterval(() => {
-      if (!dirty || syncing) return;
-      dirty = false;
-      syncing = syncNow().finally(() => {
-        syncing = undefined;
-      });
+      if (!dirty || syncing || queued) return;
+      void startSync();
     }, syncMs);
     timer.unref();
   }
+  const durable = (): Promise<void> => {
+    if (syncMs <= 0) return Promise.resolve(); // every commit is fsynced
+    if (queued) return queued;
+    const after = syncing ?? Promise.resolve();
+    const next: Promise<void> = after.then(() => {
+      queued = undefined;
+      return startSync();
+    });
+    queued = next;
+    return next;
+  };
   const store: Store = {
     dataDir,
     root,
@@ -182,9 +207,11 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     auditNodes: db('audit_nodes'),
     auditMeta: db('audit_meta'),
     writer,
+    durable,
     async close() {
       if (timer) clearInterval(timer);
       writer.close();
+      await queued;
       await syncing;
       await root.close();
     },

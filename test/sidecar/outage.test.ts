@@ -51,6 +51,9 @@ t.test('the control plane goes away and comes back: the sidecar decides on, and 
   await sc.close(true);
   sc = await startTestSidecar({ controlUrl: control.url, token, dir: sc.dir });
   t.ok(sc.sidecar.snapshot.loaded, 'the kept snapshot is in force');
+  // The control plane has its mandate keys from before (kept with them): it is ready, as it was.
+  const ready = await sc.call('/api/health/ready');
+  t.equal(ready.status, 200, `the registration of its keys is remembered: ${JSON.stringify(ready.body)}`);
   pipelines.push(await chat(sc, agentKey, 'after a restart'));
 
   control = await startService({
