@@ -231,8 +231,17 @@ export class Metrics {
       readonly snapshotAgeSeconds: number;
       readonly snapshotFailures: number;
       readonly shipFailures: number;
+      readonly diverged: boolean;
     },
   ): void {
+    new Gauge({
+      name: 'govgate_sidecar_log_diverged',
+      help: 'The control plane holds this sidecar log further than its store does (restored from a copy): nothing written since can be shipped (1), or not (0)',
+      registers: [this.registry],
+      collect() {
+        this.set(source().diverged ? 1 : 0);
+      },
+    });
     new Gauge({
       name: 'govgate_sidecar_unshipped_events',
       help: 'Audit events committed in the sidecar log and not yet acknowledged by the control plane',

@@ -172,6 +172,7 @@ export async function startSidecar(
         snapshot.confirmedAt === undefined ? -1 : (Date.now() - snapshot.confirmedAt) / 1000,
       snapshotFailures: poller.failures,
       shipFailures: shipper.failures,
+      diverged: shipper.diverged !== undefined,
     }));
     const idempotency = new IdempotencyStore(
       store,
@@ -224,6 +225,7 @@ export async function startSidecar(
       checks: () => ({
         snapshot: snapshot.loaded,
         mandate_keys: poller.mandateKeysRegistered,
+        audit_log: shipper.diverged === undefined,
         store_writable: store.health.writable,
         accepting: !closing,
       }),

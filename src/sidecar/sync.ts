@@ -176,6 +176,12 @@ const RETRY_MAX_MS = 30_000;
 export class Shipper {
   /** The last index the control plane acknowledged (-1: not asked yet). */
   acked = -1;
+  /**
+   * Set when the control plane holds this log further than the local store does, or another
+   * entry at its head: the store went back in time (restored from a copy, a disk that lost
+   * writes). Nothing written since can join the org chain; the sidecar says so and keeps it.
+   */
+  diverged: { readonly control: number; readonly local: number } | undefined;
   failures = 0;
   #org: string | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -207,14 +213,55 @@ export class Shipper {
     if (org !== this.#org) {
       this.#org = org;
       this.acked = -1;
+      this.#startSeq = org === undefined ? 0 : this.log.lastSeq(org);
     }
   }
 
-  /** Entries committed and not yet acknowledged. */
+  /** Entries committed and not yet acknowledged (past a divergence: every entry since it). */
   get unshipped(): number {
     const org = this.#org;
     if (org === undefined) return 0;
-    return Math.max(0, this.log.lastSeq(org) - Math.max(0, this.acked));
+    const last = this.log.lastSeq(org);
+    if (this.diverged !== undefined) return Math.max(0, last - this.#divergedFrom);
+    return Math.max(0, last - Math.max(0, this.acked));
+  }
+
+  /** The local head when this org's log was first read here (before anything written since). */
+  #startSeq = 0;
+  /** Where the local log left the control plane's: what came after it is not shipped. */
+  #divergedFrom = 0;
+
+  /**
+   * The control plane's point of this log, checked against the local log: the same entry at its
+   * index, or an index the local log has not reached yet. A divergence is reported (an error
+   * line, readiness, a gauge) and refused like a failure, tried again with the growing delay.
+   */
+  async #readState(org: string): Promise<number> {
+    const state = await this.client.state(this.epoch);
+    const last = this.log.lastSeq(org);
+    let same = state.index <= last;
+    if (same && state.index > this.log.prunedThrough(org) && state.index > 0) {
+      const [entry] = this.log.eventTexts(org, state.index, state.index);
+      same = entry !== undefined && (JSON.parse(entry.json) as { hash?: unknown }).hash === state.hash;
+    }
+    if (same) {
+      if (this.diverged !== undefined)
+        this.logger.info('the control plane holds this sidecar log at a point it has again', {
+          index: state.index,
+        });
+      this.diverged = undefined;
+      return state.index;
+    }
+    if (this.diverged === undefined) {
+      // A store that went back in time did so before this process wrote anything.
+      this.#divergedFrom = Math.min(this.#startSeq, last, state.index);
+      this.logger.error(
+        'the control plane holds this sidecar log further than its local store (restored from a copy, or a disk that lost writes): entries written since cannot be shipped; they stay in the local log. Start the sidecar on a new data dir to begin a new log, and keep this one for the audit',
+        { epoch: this.epoch, control_index: state.index, local_index: last },
+      );
+    }
+    this.diverged = { control: state.index, local: last };
+    throw new Error(`sidecar log diverged from the control plane (control ${state.index}, local ${last})`);
   }
 
   /**
@@ -254,7 +301,7 @@ export class Shipper {
         await this.client.registerLog(this.epoch, this.log.publicDocument());
         this.#registered = true;
       }
-      if (this.acked < 0) this.acked = (await this.client.state(this.epoch)).index;
+      if (this.acked < 0 || this.diverged !== undefined) this.acked = await this.#readState(org);
       for (;;) {
         const last = this.log.lastSeq(org);
         if (this.acked >= last) break;
@@ -276,7 +323,7 @@ export class Shipper {
             this.logger.warn('the control plane holds another point of this sidecar log; reading it again', {
               error: err.message,
             });
-            this.acked = (await this.client.state(this.epoch)).index;
+            this.acked = await this.#readState(org);
             if (this.acked >= last) break;
             // The same batch again would meet the same answer: a real fork needs an operator.
             throw err;
