@@ -342,9 +342,19 @@ export class WebauthnDesk {
     }
     if (!result.verified) throw refuse('the signature does not verify');
     const info = result.authenticationInfo;
-    await this.store.writer.enqueue(() =>
-      this.store.webauthn.putSync([p.id, cred.id], { ...cred, counter: info.newCounter }),
-    );
+    // Read again in the commit that sets the counter: an assertion checked meanwhile may have
+    // moved it (the same counter twice is a clone, or a replay), and a removal may have taken the
+    // record (it must not be written back). An authenticator that keeps no counter (0, as synced
+    // passkeys report) cannot be told from a clone; its one-time challenge still binds it.
+    let refused: string | undefined;
+    await this.store.writer.enqueue(() => {
+      const now = this.store.webauthn.get([p.id, cred.id]) as WebauthnCredentialRecord | undefined;
+      if (now === undefined) refused = 'the authenticator was removed';
+      else if (info.newCounter <= now.counter && !(info.newCounter === 0 && now.counter === 0))
+        refused = `its signature counter ${info.newCounter} did not move past ${now.counter} (a cloned authenticator?)`;
+      else this.store.webauthn.putSync([p.id, cred.id], { ...now, counter: info.newCounter });
+    });
+    if (refused !== undefined) throw refuse(refused);
     const r = a.response as AuthenticationResponseJSON['response'];
     return {
       credential_id: cred.id,

@@ -288,3 +288,60 @@ t.test('without WebAuthn settings: the RP id and origin of SERVICE_PUBLIC_URL', 
   const elsewhere = await register(new SoftAuthenticator('gw.example.test', 'https://console.example.test'));
   t.equal(elsewhere.status, 400, 'another origin is not accepted by default');
 });
+
+/**
+ * The counter check and the removal check hold under concurrency: the record is read again and
+ * the counter set in the same commit. Four assertions with one counter decided four approvals
+ * at once, two crossing counters left the lower one on record, and an authenticator removed while
+ * its assertion was being checked came back (its record rewritten) and went on signing.
+ */
+t.test('concurrent assertions: one counter signs once; a removed authenticator signs nothing', async (t) => {
+  const s = await setup(t);
+  const { svc } = s;
+  const auth = new SoftAuthenticator(RP_ID, ORIGIN);
+  t.equal((await s.register(svc.pat, auth)).status, 201);
+  const asks = await Promise.all([1, 2, 3, 4].map((n) => s.ask(n)));
+  const challenges = await Promise.all(asks.map((a) => s.challenge(svc.pat, a.id)));
+  auth.counter = 4; // each assertion below carries 5
+  const assertions = challenges.map((c) => {
+    const x = auth.assert(c.body);
+    auth.counter = 4;
+    return x;
+  });
+  const decided = await Promise.all(asks.map((a, i) => s.decide(svc.pat, a.id, assertions[i])));
+  t.same(
+    decided.map((r) => r.status).sort(),
+    [200, 403, 403, 403],
+    'one counter value decides one approval; the others look like a clone',
+  );
+
+  // Crossing counters: the higher one stays on record, whichever commits last.
+  const [x, y] = await Promise.all([s.ask(5), s.ask(6)]);
+  const [cx, cy] = await Promise.all([s.challenge(svc.pat, x.id), s.challenge(svc.pat, y.id)]);
+  auth.counter = 20;
+  const high = auth.assert(cx.body); // 21
+  auth.counter = 19;
+  const low = auth.assert(cy.body); // 20
+  const both = await Promise.all([s.decide(svc.pat, x.id, high), s.decide(svc.pat, y.id, low)]);
+  t.equal(both[0].status, 200, 'the higher counter');
+  const z = await s.ask(7);
+  auth.counter = 20; // asserts 21 again: 21 is on record, whichever of the two committed last
+  t.equal(
+    (await s.decide(svc.pat, z.id, auth.assert((await s.challenge(svc.pat, z.id)).body))).status,
+    403,
+    'the record kept the higher counter',
+  );
+
+  // Removed while an assertion is checked: the decision is refused and the record stays gone.
+  const w = await s.ask(8);
+  auth.counter = 100;
+  const late = auth.assert((await s.challenge(svc.pat, w.id)).body);
+  const [decide, removed] = await Promise.all([
+    s.decide(svc.pat, w.id, late),
+    svc.call(`/api/me/webauthn/credentials/${auth.id}`, { token: svc.pat, method: 'DELETE' }),
+  ]);
+  t.equal(removed.status, 200);
+  t.equal(decide.status, 403, 'a removed authenticator signs nothing');
+  const after = await svc.call('/api/me/webauthn/credentials', { token: svc.pat });
+  t.same(after.body.data, [], 'and is not written back');
+});
