@@ -8,6 +8,8 @@ export interface ApprovalFeedOptions {
   readonly heartbeatMs?: number;
   /** Streams open at once per org; one more is refused (429). */
   readonly maxStreamsPerOrg?: number;
+  /** Long polls waiting at once per org (their own bound: they take no stream's place); 429 past. */
+  readonly maxPollsPerOrg?: number;
   /** Transitions a reconnecting stream is sent from the trail at most; past it, a resync. */
   readonly replayMax?: number;
   /** A stream whose client leaves this much unread is closed (its client stopped reading). */
@@ -17,6 +19,7 @@ export interface ApprovalFeedOptions {
 const DEFAULTS = {
   heartbeatMs: 15_000,
   maxStreamsPerOrg: 256,
+  maxPollsPerOrg: 1_024,
   replayMax: 1_000,
   maxBacklogBytes: 256 * 1024,
 } as const;
@@ -79,6 +82,8 @@ function resync(why: string, afterSeq: number): string {
 }
 
 interface Subscriber {
+  /** A stream, or a long poll: each is bounded per org on its own. */
+  readonly kind: 'stream' | 'poll';
   /** null: every approval of the org (a person); else the one agent's (by its agent_id). */
   readonly agentId: string | null;
   readonly deliver: (u: ApprovalUpdate) => void;
@@ -98,6 +103,8 @@ export type FeedTrail = Pick<AuditLog, 'get' | 'scanEvents' | 'lastSeq'>;
  */
 export class ApprovalFeed {
   readonly #subs = new Map<string, Set<Subscriber>>();
+  /** Per org: streams open and long polls waiting (each bounded on its own). */
+  readonly #counts = new Map<string, { stream: number; poll: number }>();
   readonly #opts: Required<ApprovalFeedOptions>;
   #closed = false;
 
@@ -126,13 +133,38 @@ export class ApprovalFeed {
     for (const s of subs) if (s.agentId === null || s.agentId === update.agent_id) s.deliver(update);
   }
 
+  /** Long polls waiting now, over every org (tests). */
+  get polls(): number {
+    let n = 0;
+    for (const c of this.#counts.values()) n += c.poll;
+    return n;
+  }
+
+  /** Subscribes `sub`, or refuses it (429) when its kind is at its bound for the org. */
   #add(org: string, sub: Subscriber): () => void {
+    let count = this.#counts.get(org);
+    if (count === undefined) this.#counts.set(org, (count = { stream: 0, poll: 0 }));
+    const max = sub.kind === 'stream' ? this.#opts.maxStreamsPerOrg : this.#opts.maxPollsPerOrg;
+    if (count[sub.kind] >= max)
+      throw new ServiceError(
+        'rate_limited',
+        sub.kind === 'stream'
+          ? `at most ${max} approval streams may be open at once per org`
+          : `at most ${max} approval long polls may wait at once per org; use the stream`,
+        { headers: { 'retry-after': '5' } },
+      );
+    count[sub.kind]++;
     let set = this.#subs.get(org);
     if (set === undefined) this.#subs.set(org, (set = new Set()));
     set.add(sub);
+    const counted = count;
     return () => {
-      set.delete(sub);
-      if (set.size === 0 && this.#subs.get(org) === set) this.#subs.delete(org);
+      if (!set.delete(sub)) return;
+      counted[sub.kind]--;
+      if (set.size === 0 && this.#subs.get(org) === set) {
+        this.#subs.delete(org);
+        this.#counts.delete(org);
+      }
     };
   }
 
@@ -155,12 +187,6 @@ export class ApprovalFeed {
     authorized: () => boolean,
   ): Promise<void> {
     this.#refuseIfClosed();
-    if ((this.#subs.get(org)?.size ?? 0) >= this.#opts.maxStreamsPerOrg)
-      throw new ServiceError(
-        'rate_limited',
-        `at most ${this.#opts.maxStreamsPerOrg} approval streams may be open at once per org`,
-        { headers: { 'retry-after': '5' } },
-      );
     const res = ctx.res;
     let done!: () => void;
     const ended = new Promise<void>((resolve) => {
@@ -191,6 +217,7 @@ export class ApprovalFeed {
       write(frame(u));
     };
     const sub: Subscriber = {
+      kind: 'stream',
       agentId,
       deliver: (u) => {
         if (held !== undefined) held.push(u);
@@ -202,6 +229,7 @@ export class ApprovalFeed {
         finish();
       },
     };
+    // Refused at its bound (429) here, before anything is written.
     const remove = this.#add(org, sub);
     const heartbeat = setInterval(() => write(': heartbeat\n\n'), this.#opts.heartbeatMs);
     function finish(): void {
@@ -276,6 +304,7 @@ export class ApprovalFeed {
     });
     // Subscribed before the first read: a decision between the two is not missed.
     const remove = this.#add(org, {
+      kind: 'poll',
       agentId: null,
       deliver: (u) => {
         if (u.approval_id === id) wake();

@@ -436,6 +436,32 @@ t.test('heartbeats keep an idle stream alive; a bounded number of streams per or
   again?.close();
 });
 
+/**
+ * Long polls have a bound of their own and take no stream's place: one agent key holding 300 of
+ * them locked every approver out of the stream.
+ */
+t.test('long polls are bounded per org, and take no place from the streams', async (t) => {
+  const f = await feedHarness(t, { maxStreamsPerOrg: 2, maxPollsPerOrg: 3 });
+  const id = await f.ask('agent');
+  const polls = [1, 2, 3].map(() =>
+    f.h.call(`/v1/me/approvals/${id}/wait?timeout=5`, { token: f.agent.key }),
+  );
+  for (let i = 0; i < 100 && f.feed.polls < 3; i++) await new Promise((r) => setTimeout(r, 10));
+  t.equal(f.feed.polls, 3, 'three long polls wait');
+  const fourth = await f.h.call(`/v1/me/approvals/${id}/wait?timeout=5`, { token: f.agent.key });
+  t.equal(fourth.status, 429, 'a fourth is refused');
+  t.equal(fourth.body.error.code, 'rate_limited');
+  const a = await f.stream(f.dev);
+  const b = await f.stream(f.dev);
+  t.teardown(() => {
+    a.close();
+    b.close();
+  });
+  t.same([a.status, b.status], [200, 200], 'the streams still open while the polls wait');
+  await decide(f, id, 'approve');
+  for (const p of await Promise.all(polls)) t.equal(p.body.status, 'approved');
+});
+
 t.test('the long poll: answers at the decision, at the timeout, or at once; deprecated', async (t) => {
   const f = await feedHarness(t);
   const id = await f.ask('agent');
