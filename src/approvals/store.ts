@@ -214,6 +214,13 @@ export class ApprovalStore {
           return;
         }
         if (rec.status === 'pending' && rec.tier === 'standard') pending ??= rec;
+        // A pre-approval is of the standard tier: it does not stand in for a signed decision
+        // (the call would still need its signed approval, so "approved" would change nothing).
+        if (rec.status === 'pending' && rec.tier === 'signed')
+          throw new ServiceError(
+            'webauthn_required',
+            `this action waits for a signed-tier approval (${rec.id}): decide it with a WebAuthn assertion (POST /v1/me/approvals/${rec.id}/decide); a pre-approval cannot stand in for it`,
+          );
       }
       if (pending) {
         result = this.apply(pending, this.decided(pending, by, 'approved', null, now), changes, {

@@ -345,3 +345,24 @@ t.test('concurrent assertions: one counter signs once; a removed authenticator s
   const after = await svc.call('/api/me/webauthn/credentials', { token: svc.pat });
   t.same(after.body.data, [], 'and is not written back');
 });
+
+/**
+ * A pre-approval is of the standard tier: it cannot stand in for a signed decision. It answered
+ * `approved: true` and changed nothing (the call still needed its signed approval).
+ */
+t.test('pre-approving an action whose approval is signed-tier is refused', async (t) => {
+  const s = await setup(t);
+  const { svc } = s;
+  const asked = await s.ask(9);
+  const pre = await svc.call('/v1/govern/approve', {
+    token: svc.pat,
+    body: { agent_id: 'default-agent', tool: 'payments.wire', args: { amount: 9 } },
+  });
+  t.equal(pre.status, 403, JSON.stringify(pre.body));
+  t.equal(pre.body.error?.code, 'webauthn_required');
+  t.match(pre.body.error?.message, new RegExp(asked.id));
+  const still = await svc.call(`/v1/me/approvals/${asked.id}`, { token: svc.pat });
+  t.equal(still.body.status, 'pending', 'the signed approval waits for its decision');
+  const mine = await svc.call('/api/approvals?status=approved', { token: svc.pat });
+  t.equal(mine.body.data?.length ?? 0, 0, 'no standard approval was made');
+});
