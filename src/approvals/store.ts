@@ -393,6 +393,13 @@ export class ApprovalStore {
       // Another agent's request is not this agent's business: reported as missing.
       if (principal.kind === 'agent' && rec.agent_uuid !== principal.id) return notFound(id);
       if (rec.status !== 'pending') return notPending(rec, 'pending');
+      // A person's cancel of a signed-tier request ends it as a denial would: it needs the
+      // denial's signature (spec: the owner cancels; the agent that asked still may).
+      if (principal.kind === 'user' && rec.tier === 'signed')
+        return new ServiceError(
+          'webauthn_required',
+          `approval ${id} is signed-tier: deny it with a WebAuthn assertion (POST /v1/me/approvals/${id}/decide) instead of cancelling it`,
+        );
       const next: ApprovalRecord = {
         ...rec,
         status: 'cancelled',

@@ -366,3 +366,19 @@ t.test('pre-approving an action whose approval is signed-tier is refused', async
   const mine = await svc.call('/api/approvals?status=approved', { token: svc.pat });
   t.equal(mine.body.data?.length ?? 0, 0, 'no standard approval was made');
 });
+
+/** Cancelling ends a request as a denial does: at the signed tier a person must deny it, signed. */
+t.test('a person cannot cancel a signed-tier request; the agent that asked can', async (t) => {
+  const s = await setup(t);
+  const { svc } = s;
+  const first = await s.ask(10);
+  const cancel = (token: string, id: string) =>
+    svc.call(`/v1/me/approvals/${id}/cancel`, { token, method: 'POST', body: {} });
+  const byPerson = await cancel(svc.pat, first.id);
+  t.equal(byPerson.status, 403, JSON.stringify(byPerson.body));
+  t.equal(byPerson.body.error?.code, 'webauthn_required');
+  t.equal((await svc.call(`/v1/me/approvals/${first.id}`, { token: svc.pat })).body.status, 'pending');
+  const byAgent = await cancel(svc.agentKey, first.id);
+  t.equal(byAgent.status, 200, 'its owner withdraws it');
+  t.equal(byAgent.body.status, 'cancelled');
+});
