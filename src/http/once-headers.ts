@@ -7,7 +7,8 @@ import { ServiceError } from '../core/errors.js';
  * framed it by the last (egress review #7; RFC 9112 §6.3 says to refuse such a message). Of the
  * others, one of two credentials, hosts or acting agents would be used without a word: uWS kept
  * the last, node:http the first (or both, joined with a comma). Both engines refuse them all
- * with 400 and close the connection.
+ * with 400 and close the connection. Any other header sent twice is read as one comma-separated
+ * list by both (RFC 9110 §5.3), so a second X-Service-Flags line adds to the first.
  */
 export const ONCE_HEADERS: ReadonlySet<string> = new Set([
   'content-length',
@@ -16,6 +17,9 @@ export const ONCE_HEADERS: ReadonlySet<string> = new Set([
   'authorization',
   'x-api-key',
   'x-agent-id',
+  // How the body is read: node:http kept the first of two, uWS the last.
+  'content-type',
+  'content-encoding',
 ]);
 
 /** The refusal of a request that carries `name` (lower case) more than once. */

@@ -296,8 +296,11 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     // framing headers uWS itself used the first (egress review #7).
     let repeated: string | undefined;
     req.forEach((k, v) => {
-      if (headers[k] !== undefined && ONCE_HEADERS.has(k)) repeated ??= k;
-      headers[k] = v;
+      const prev = headers[k];
+      if (prev === undefined) headers[k] = v;
+      else if (ONCE_HEADERS.has(k)) repeated ??= k;
+      // Another header sent twice is one list, as node:http reads it (once-headers.ts).
+      else headers[k] = `${prev}, ${v}`;
     });
     const lengthHeader = headers['content-length'];
     const declared = lengthHeader === undefined ? -1 : Number(lengthHeader);

@@ -17,7 +17,16 @@ export function presentedCredential(headers: Readonly<Record<string, string>>): 
 }
 
 export function authenticate(ctx: Ctx, snapshot: Snapshot): Principal {
-  const secret = presentedCredential(ctx.req.headers);
+  const headers = ctx.req.headers;
+  const secret = presentedCredential(headers);
+  // A bearer credential and another X-API-Key: one of the two would be used without a word.
+  const key = headers['x-api-key'];
+  if (secret !== undefined && key !== undefined && key.trim() !== '' && key.trim() !== secret)
+    throw new ServiceError(
+      'invalid_request',
+      'two different credentials (Authorization: Bearer and X-API-Key): send one',
+      { param: 'x-api-key' },
+    );
   if (secret === undefined) {
     throw new ServiceError(
       'unauthenticated',

@@ -140,6 +140,19 @@ function runMatrix(engine: Engine): void {
       });
       t.equal(d.status, 200);
       t.equal(d.body.choices[0].message.content.includes('via x-api-key'), true);
+      // Two different credentials: refused, not one of them used without a word.
+      const both = await svc.call('/api/me', { token: svc.pat, headers: { 'x-api-key': svc.agentKey } });
+      t.equal(both.status, 400, JSON.stringify(both.body));
+      t.equal(both.body.error.code, 'invalid_request');
+      t.equal(both.body.error.param, 'x-api-key');
+      t.notMatch(JSON.stringify(both.body), svc.agentKey, 'neither is echoed');
+      const badBearer = await svc.call('/api/me', {
+        token: 'gk_pat_nope',
+        headers: { 'x-api-key': svc.agentKey },
+      });
+      t.equal(badBearer.status, 400, 'whichever of the two is valid');
+      const same = await svc.call('/api/me', { token: svc.agentKey, headers: { 'x-api-key': svc.agentKey } });
+      t.equal(same.status, 200, 'the same credential in both is one credential');
     });
 
     t.test('/api/me works for an agent key and reports kind agent', async (t) => {

@@ -124,6 +124,21 @@ for (const engine of ENGINES) {
           raw: me(`Host: x\r\nAuthorization: Bearer ${svc.pat}\r\nX-Agent-Id: a\r\nX-Agent-Id: b\r\n`),
           param: 'x-agent-id',
         },
+        // The engines read these differently (node kept the first, uWS the last): refused by both.
+        {
+          name: 'two Content-Type',
+          raw: chatRequest(svc, `Content-Type: application/xml\r\nContent-Length: ${CHAT.length}\r\n`, CHAT),
+          param: 'content-type',
+        },
+        {
+          name: 'two Content-Encoding',
+          raw: chatRequest(
+            svc,
+            `Content-Encoding: gzip\r\nContent-Encoding: identity\r\nContent-Length: ${CHAT.length}\r\n`,
+            CHAT,
+          ),
+          param: 'content-encoding',
+        },
       ];
       for (const { name, raw, later, param } of cases) {
         const { statuses, head, body } = answers(await exchange(svc.url, raw, later));
@@ -166,6 +181,23 @@ for (const engine of ENGINES) {
         ),
       );
       t.same(single.statuses, [200], 'one of each: served');
+
+      // A list header sent twice is read as one list, as HTTP says, by both engines: a flag that
+      // tightens the policy is never dropped (uWS kept only the last line).
+      const flagged = answers(
+        await exchange(
+          svc.url,
+          chatRequest(
+            svc,
+            `X-Service-Flags: pii=block\r\nX-Service-Flags: mode=enforce\r\nContent-Length: ${
+              CHAT.replace('hello', 'mail me at jane.doe@example.com').length
+            }\r\nConnection: close\r\n`,
+            CHAT.replace('hello', 'mail me at jane.doe@example.com'),
+          ),
+        ),
+      );
+      t.same(flagged.statuses, [200], 'two X-Service-Flags: served');
+      t.equal(flagged.body?.service?.blocked, true, 'the pii=block of the first line holds');
     },
   );
 }
