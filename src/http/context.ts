@@ -43,8 +43,22 @@ export class Ctx {
     return this.req.headers[name];
   }
 
+  /** The query parameters; one given twice is refused (400, naming it): no route reads a list. */
   get query(): URLSearchParams {
-    this.parsedQuery ??= new URLSearchParams(this.req.query);
+    if (this.parsedQuery === undefined) {
+      const q = new URLSearchParams(this.req.query);
+      if (q.size > 1) {
+        const seen = new Set<string>();
+        for (const name of q.keys()) {
+          if (seen.has(name))
+            throw new ServiceError('invalid_request', `the query parameter ${name} is given more than once`, {
+              param: name,
+            });
+          seen.add(name);
+        }
+      }
+      this.parsedQuery = q;
+    }
     return this.parsedQuery;
   }
 

@@ -301,7 +301,11 @@ export function requestListener(
     socket[ARRIVED] = seq;
     socket[LAST] = req;
     const out = new NodeResponse(res, inFlight, socket, seq, queuedLost);
-    const [path = '/', query = ''] = (req.url ?? '/').split('?', 2);
+    // The query is everything after the first `?` (a later `?` is part of it, as uWS reads it).
+    const url = req.url ?? '/';
+    const mark = url.indexOf('?');
+    const path = mark === -1 ? url : url.slice(0, mark);
+    const query = mark === -1 ? '' : url.slice(mark + 1);
     const headers = flatHeaders(req);
     const method = (req.method ?? 'GET').toUpperCase();
     const repeated = repeatedIn(req, headers);

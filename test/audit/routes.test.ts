@@ -215,6 +215,9 @@ t.test('audit endpoints over HTTP', async (t) => {
       'since=nope',
       'until=2025-99-01',
       'cursor=%21%21',
+      // A parameter given twice: the first won and the rest were never checked.
+      'limit=1&limit=2',
+      'limit=2&limit=5000',
     ]) {
       assertError(t, await h.call(`/api/audit?${bad}`, tok), 'invalid_request', bad);
     }
