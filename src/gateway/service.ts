@@ -26,6 +26,7 @@ import { decisionRecord, detectionRecord } from '../govern/governor.js';
 import { isLargeText, type ScanPool } from '../govern/scan-pool.js';
 import type { ApprovalRequest } from '../govern/types.js';
 import type { Ctx } from '../http/context.js';
+import type { ServerResponse } from '../http/types.js';
 import type { Metrics } from '../metrics/index.js';
 import type { MessagesCall, Provider } from '../providers/types.js';
 import {
@@ -234,6 +235,29 @@ function toolCallNames(choices: ChatCompletion['choices']): string[] {
 
 /** Keeps an allowed answer for its Idempotency-Key's replays; resolves once it is committed. */
 type Keep = (response: StoredResponse) => Promise<void>;
+
+interface EarlyEnd {
+  readonly reason: string;
+  readonly status: number;
+  readonly code: string | null;
+  readonly client: boolean;
+}
+const CLIENT_LEFT: EarlyEnd = { reason: 'client disconnected', status: 499, code: null, client: true };
+const SERVICE_CUT: EarlyEnd = {
+  reason: 'the service shut down before the answer was delivered (its drain time was up)',
+  status: 503,
+  code: 'unavailable',
+  client: false,
+};
+
+/**
+ * Why a call's answer ended early, as its event records it: its client left (499; the metrics
+ * count it so too), or the service closed the connection at the end of its drain (503); undefined
+ * while the connection is open.
+ */
+function earlyEnd(res: ServerResponse): EarlyEnd | undefined {
+  return res.aborted ? (res.cut ? SERVICE_CUT : CLIENT_LEFT) : undefined;
+}
 
 /**
  * The call's Idempotency-Key (1-255 characters) and the hash binding it to the endpoint, the body
@@ -699,20 +723,19 @@ export class GatewayService {
       const upstreamS = (performance.now() - t0) / 1000;
       const e = asServiceError(err);
       // The client went away (and the call was aborted for it): not a provider failure.
-      const gone = ctx.res.aborted;
+      const early = earlyEnd(ctx.res);
       const unsent = e instanceof UnsentError;
-      if (!unsent) this.deps.metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', upstreamS);
+      if (!unsent) this.deps.metrics.upstreamCall(provider.name, early ? 'cancelled' : 'error', upstreamS);
       await this.appendCall(
         unsent ? unsentRecord(record) : record,
         {
           outcome: 'error',
-          reason: gone ? 'client disconnected' : e.message,
+          reason: early ? early.reason : e.message,
           details: {
-            // 499, as the metrics count it: the client closed the request, nobody answered it.
-            status: gone ? 499 : e.status,
-            error_code: gone ? null : e.code,
+            status: early ? early.status : e.status,
+            error_code: early ? early.code : e.code,
             upstream_ms: upstreamS * 1000,
-            client_disconnected: gone,
+            client_disconnected: early?.client ?? false,
           },
         },
         'allowed',
@@ -935,19 +958,19 @@ export class GatewayService {
       first = await iterator.next();
     } catch (err) {
       const e = asServiceError(err);
-      const gone = ctx.res.aborted;
+      const early = earlyEnd(ctx.res);
       const unsent = e instanceof UnsentError;
       if (!unsent)
-        metrics.upstreamCall(provider.name, gone ? 'cancelled' : 'error', (performance.now() - t0) / 1000);
+        metrics.upstreamCall(provider.name, early ? 'cancelled' : 'error', (performance.now() - t0) / 1000);
       await this.appendCall(
         unsent ? unsentRecord(record) : record,
         {
           outcome: 'error',
-          reason: gone ? 'client disconnected' : e.message,
+          reason: early ? early.reason : e.message,
           details: {
-            status: gone ? 499 : e.status,
-            error_code: gone ? null : e.code,
-            client_disconnected: gone,
+            status: early ? early.status : e.status,
+            error_code: early ? early.code : e.code,
+            client_disconnected: early?.client ?? false,
             delivered: { chars: 0, complete: false },
           },
         },
@@ -1033,13 +1056,14 @@ export class GatewayService {
     const usage = stated ?? wire.estimate(promptChars(record.gov.scan.texts));
     const sent = wire.delivered();
     const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
+    const early = earlyEnd(res);
     const details: Record<string, unknown> = {
-      status: aborted ? 499 : stalled ? 408 : 200,
+      status: early ? early.status : stalled ? 408 : 200,
       finish_reason: wire.finishReason(),
       tool_calls: wire.toolCalls,
       upstream_ms: upstreamS * 1000,
-      client_disconnected: aborted,
-      error_code: failed ? (failure?.code ?? null) : null,
+      client_disconnected: early?.client ?? false,
+      error_code: failed ? (failure?.code ?? null) : (early?.code ?? null),
       blocked_stage: blocked ? `output_${blocked.where}` : null,
       output_detections: outputPii,
       // Complete (docs/audit.md, "Streamed model calls"): a stream that ended as it should, its
@@ -1059,8 +1083,7 @@ export class GatewayService {
         outcome: failed ? 'error' : blocked ? 'block' : aborted || stalled ? 'error' : 'allow',
         reason: failed
           ? (failure?.message ?? null)
-          : (reason ??
-            (aborted ? 'client disconnected' : stalled ? 'client stopped reading the answer' : null)),
+          : (reason ?? (early ? early.reason : stalled ? 'client stopped reading the answer' : null)),
         usage: usageOf(usage),
         cost: callCost(model, usage),
         details,
@@ -1290,20 +1313,20 @@ export class GatewayService {
     } catch (err) {
       const e = asServiceError(err);
       // The client went away (and the call was aborted for it): not a provider failure (as chat).
-      const gone = ctx.res.aborted;
+      const early = earlyEnd(ctx.res);
       this.deps.metrics.upstreamCall(
         provider.name,
-        gone ? 'cancelled' : 'error',
+        early ? 'cancelled' : 'error',
         (performance.now() - t0) / 1000,
       );
       await record(
         Object.assign({}, base, {
           outcome: 'error',
-          reason: gone ? 'client disconnected' : e.message,
+          reason: early ? early.reason : e.message,
           details: Object.assign(caller, {
-            status: gone ? 499 : e.status,
-            error_code: gone ? null : e.code,
-            client_disconnected: gone,
+            status: early ? early.status : e.status,
+            error_code: early ? early.code : e.code,
+            client_disconnected: early?.client ?? false,
             decision: decisionRecord(gov),
           }),
         }),

@@ -426,7 +426,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
           status: failed?.toolStatus ?? null,
           mandate_jti: c.jti,
           duration_ms: performance.now() - started,
-          client_disconnected: ctx.res.aborted,
+          client_disconnected: ctx.res.aborted && !ctx.res.cut,
         }),
         personal: { args },
       });
@@ -447,7 +447,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
         status: result.status,
         mandate_jti: c.jti,
         duration_ms: performance.now() - started,
-        client_disconnected: ctx.res.aborted,
+        client_disconnected: ctx.res.aborted && !ctx.res.cut,
       }),
       personal: { args },
     });

@@ -142,10 +142,14 @@ export class Ctx {
     this.onFinish(this, status);
   }
 
-  /** The client went away before the response ended (recorded as 499). */
+  /**
+   * The connection closed before the response ended: the client went away (recorded as 499), or
+   * the service closed it at the end of its drain (503).
+   */
   clientGone(): void {
-    if (!this.reason) this.reason = 'client_disconnected';
-    this.finish(499);
+    const cut = this.res.cut;
+    if (!this.reason) this.reason = cut ? 'shutdown_cut' : 'client_disconnected';
+    this.finish(cut ? 503 : 499);
   }
 
   /** A stream's client stopped reading: its connection is closed (recorded as 408). */

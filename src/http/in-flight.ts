@@ -2,6 +2,11 @@
 export class InFlight {
   /** Set when the drain begins; read once per request and once per answer (a plain field read). */
   draining = false;
+  /**
+   * Set when the drain's time is up and the connections left are closed: an answer aborted from
+   * then on was cut by the service, not left by its client.
+   */
+  cutOff = false;
   private count = 0;
   private waiters: (() => void)[] = [];
 

@@ -52,6 +52,7 @@ type CountedSocket = Socket & {
  */
 class NodeResponse implements ServerResponse {
   aborted = false;
+  cut = false;
   started = false;
   private done = false;
   private abortListeners: (() => void)[] | undefined;
@@ -82,6 +83,7 @@ class NodeResponse implements ServerResponse {
 
   private markAborted(): void {
     this.aborted = true;
+    this.cut = this.inFlight.cutOff;
     this.done = true;
     this.wait?.settle(false);
     this.inFlight.leave();
@@ -413,6 +415,7 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
           const stopped = new Promise<void>((r) => netClose.call(server, () => r()));
           inFlight.draining = true;
           await inFlight.drained(graceMs);
+          inFlight.cutOff = true;
           server.close(); // http's part now: stops its timeout checker
           server.closeAllConnections();
           await stopped;

@@ -34,6 +34,11 @@ export type OutgoingHeaders = Readonly<Record<string, string>>;
 export interface ServerResponse {
   /** True once the client went away before the response ended. */
   readonly aborted: boolean;
+  /**
+   * With `aborted`: the service closed the connection (its drain's time was up), the client did
+   * not leave. A call cut so is the service's failure (503), not the client's (499).
+   */
+  readonly cut: boolean;
   /** True once a response was started (send, or stream headers). */
   readonly started: boolean;
   /** Called once if the client goes away before the response ends. */

@@ -50,6 +50,7 @@ const NOTHING = (): void => {};
  */
 class UwsResponse implements ServerResponse {
   aborted = false;
+  cut = false;
   started = false;
   private done = false;
   private abortListeners: (() => void)[] | undefined;
@@ -80,6 +81,7 @@ class UwsResponse implements ServerResponse {
   markAborted(): void {
     if (this.done) return;
     this.aborted = true;
+    this.cut = this.inFlight.cutOff;
     this.done = true;
     this.wait?.settle(false);
     this.inFlight.leave();
@@ -399,6 +401,7 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
           // on one is refused and its connection closed. app.close() below closes what is left.
           inFlight.draining = true;
           await inFlight.drained(graceMs);
+          inFlight.cutOff = true;
           (app as unknown as { close?: () => void }).close?.();
         },
       });

@@ -185,7 +185,11 @@ for (const engine of ENGINES) {
       t.ok(await closedWithin(conn, 2000), 'every connection is closed once the drain ends');
 
     // The store closed cleanly and holds the two calls, not the refused one.
-    const again = await startService({ engine, dataDir: svc.dataDir });
+    const again = await startService({
+      engine,
+      dataDir: svc.dataDir,
+      env: { SERVICE_BOOTSTRAP_TOKEN: svc.pat },
+    });
     const audit = await again.call('/api/audit?event_type=llm_call&limit=1000', { token: svc.pat });
     await again.close();
     t.equal(audit.status, 200);
@@ -406,3 +410,40 @@ t.test('requests pipelined before the drain are all answered (node)', async (t) 
     t.same(warnings, [], 'no MaxListenersExceededWarning for the queued answers');
   });
 });
+
+/**
+ * A stream still running when the drain's time is up is cut by the service, not by its client:
+ * its event says so (503, the service shut down), not `client disconnected` (499).
+ */
+for (const engine of ENGINES) {
+  t.test(`a stream cut at the end of the drain is audited as the service's (${engine})`, async (t) => {
+    const { upstream, svc, auth } = await drainable(t, engine);
+    upstream.reply = 'a sentence of ordinary words, '.repeat(20);
+    let resume = (): void => {};
+    upstream.behaviour = { kind: 'paused-stream', resume: new Promise<void>((r) => (resume = r)) };
+    t.teardown(() => resume());
+    const conn = await RawConnection.open(svc.url);
+    t.teardown(() => conn.destroy());
+    const streamed = settle(
+      conn.request('POST', '/v1/chat/completions', { headers: auth, body: chat(true), ms: 30_000 }),
+    );
+    for (let i = 0; i < 500 && !conn.received.includes('ordinary'); i++) await sleep(10);
+    await svc.service.close(300);
+    await streamed;
+    resume();
+    const again = await startService({
+      engine,
+      dataDir: svc.dataDir,
+      env: { SERVICE_BOOTSTRAP_TOKEN: svc.pat },
+    });
+    t.teardown(() => again.close(true));
+    const events = (await again.call('/api/audit?event_type=llm_call', { token: svc.pat })).body.data;
+    t.equal(events.length, 1);
+    const [e] = events;
+    t.equal(e.outcome, 'error');
+    t.equal(e.details.status, 503, JSON.stringify(e.details));
+    t.equal(e.details.client_disconnected, false);
+    t.equal(e.details.error_code, 'unavailable');
+    t.match(e.reason, /shut down/);
+  });
+}
