@@ -10,6 +10,7 @@ export const ERROR_CATALOG = {
   invalid_policy: { status: 400, type: 'invalid_request_error' },
   model_not_found: { status: 400, type: 'invalid_request_error' },
   unauthenticated: { status: 401, type: 'authentication_error' },
+  proxy_auth_required: { status: 407, type: 'authentication_error' },
   forbidden: { status: 403, type: 'permission_error' },
   webauthn_required: { status: 403, type: 'permission_error' },
   mandate_invalid: { status: 403, type: 'permission_error' },

@@ -1,9 +1,10 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
-import { isServiceError } from '../core/errors.js';
+import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
 import { nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
+import { requestIdFor } from '../http/request-id.js';
 import type { HttpHandler } from '../http/types.js';
 import type { Logger } from '../util/log.js';
 import type { ProxyCa } from './proxy-ca.js';
@@ -78,40 +79,50 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     return password || user || undefined;
   };
 
-  /** Who may use the proxy: a status line to refuse with, or the agent key. */
-  const admit = (
-    req: IncomingMessage,
-  ): { key: string } | { status: number; reason: string; message: string } => {
+  /** Who may use the proxy: the agent key, or the refusal. */
+  const admit = (req: IncomingMessage): { key: string } | ServiceError => {
     const key = credentialOf(req);
     if (key === undefined)
-      return {
-        status: 407,
-        reason: 'Proxy Authentication Required',
-        message: 'the proxy needs the agent key as its credential (http://agent:<agent key>@host:port)',
-      };
+      return new ServiceError(
+        'proxy_auth_required',
+        'the proxy needs the agent key as its credential (http://agent:<agent key>@host:port)',
+      );
     try {
       if (!opts.authenticate(key))
-        return {
-          status: 407,
-          reason: 'Proxy Authentication Required',
-          message: 'the agent key is not valid',
-        };
+        return new ServiceError('proxy_auth_required', 'the agent key is not valid');
     } catch (err) {
-      if (isServiceError(err) && err.status === 503)
-        return { status: 503, reason: 'Service Unavailable', message: err.message };
+      if (isServiceError(err) && err.status === 503) return err;
       throw err;
     }
     return { key };
   };
 
-  const refuseSocket = (socket: Duplex, status: number, reason: string, message: string): void => {
-    const body = JSON.stringify({
-      error: { type: 'proxy_error', code: status === 403 ? 'forbidden' : 'unauthenticated', message },
+  /** A refusal as every govgate answer has it: the error body, X-Request-Id, and for 407 the challenge. */
+  const refusal = (
+    req: IncomingMessage,
+    err: ServiceError,
+  ): { status: number; headers: Record<string, string>; body: string } => {
+    const id = requestIdFor(req.headers['x-request-id'] as string | undefined);
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': id };
+    if (err.status === 407) headers['proxy-authenticate'] = 'Basic realm="govgate"';
+    return { status: err.status, headers, body: JSON.stringify(errorBody(err.code, err.message, id)) };
+  };
+
+  const refuseSocket = (req: IncomingMessage, socket: Duplex, err: ServiceError): void => {
+    const { status, headers, body } = refusal(req, err);
+    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`;
+    for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
+    socket.end(`${head}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  };
+
+  const refuse = (req: IncomingMessage, res: ServerResponse, err: ServiceError): void => {
+    const { status, headers, body } = refusal(req, err);
+    res.writeHead(status, {
+      ...headers,
+      'content-length': String(Buffer.byteLength(body)),
+      connection: 'close',
     });
-    const extra = status === 407 ? 'Proxy-Authenticate: Basic realm="govgate"\r\n' : '';
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\n${extra}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
+    res.end(body);
   };
 
   const server = createServer(timeouts, (req: IncomingMessage, res: ServerResponse) => {
@@ -120,38 +131,30 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     try {
       target = new URL(req.url ?? '');
     } catch {
-      res.writeHead(400, { 'content-type': 'application/json', connection: 'close' });
-      res.end(
-        JSON.stringify({
-          error: { type: 'proxy_error', code: 'invalid_request', message: 'not a proxy request' },
-        }),
+      refuse(
+        req,
+        res,
+        new ServiceError(
+          'invalid_request',
+          'not a proxy request: name the target in the request line (http://host/path) or use CONNECT',
+        ),
       );
       return;
     }
     const admitted = admit(req);
-    if (!('key' in admitted)) {
-      res.writeHead(admitted.status, {
-        'content-type': 'application/json',
-        ...(admitted.status === 407 ? { 'proxy-authenticate': 'Basic realm="govgate"' } : {}),
-      });
-      res.end(
-        JSON.stringify({
-          error: { type: 'proxy_error', code: 'unauthenticated', message: admitted.message },
-        }),
-      );
+    if (admitted instanceof ServiceError) {
+      refuse(req, res, admitted);
       return;
     }
     const provider = opts.providerHosts().get(target.hostname.toLowerCase());
     if (provider === undefined) {
-      res.writeHead(403, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          error: {
-            type: 'proxy_error',
-            code: 'forbidden',
-            message: `govgate's proxy carries calls to this org's model providers only; ${target.host} is not one`,
-          },
-        }),
+      refuse(
+        req,
+        res,
+        new ServiceError(
+          'forbidden',
+          `govgate's proxy carries calls to this org's model providers only; ${target.host} is not one`,
+        ),
       );
       return;
     }
@@ -163,17 +166,19 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     socket.on('error', () => socket.destroy());
     const [host = '', portText = '443'] = (req.url ?? '').toLowerCase().split(/:(?=\d+$)/);
     const admitted = admit(req);
-    if (!('key' in admitted)) {
-      refuseSocket(socket, admitted.status, admitted.reason, admitted.message);
+    if (admitted instanceof ServiceError) {
+      refuseSocket(req, socket, admitted);
       return;
     }
     const provider = opts.providerHosts().get(host.replace(/^\[|\]$/g, ''));
     if (provider === undefined || portText !== '443') {
       refuseSocket(
+        req,
         socket,
-        403,
-        'Forbidden',
-        `govgate's proxy opens tunnels to this org's model providers only (port 443); ${req.url} is not one`,
+        new ServiceError(
+          'forbidden',
+          `govgate's proxy opens tunnels to this org's model providers only (port 443); ${req.url} is not one`,
+        ),
       );
       return;
     }

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { connect as connectSocket } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import t from 'tap';
@@ -93,37 +94,73 @@ t.test('agents that send their traffic through HTTPS_PROXY: the sidecar governs 
       elsewhere('https://example.com/', {}),
       'a tunnel to a host that is no provider of the org',
     );
-    const connect = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port: sc.sidecar.proxyPort,
-        method: 'CONNECT',
-        path: 'example.com:443',
-        headers: { 'proxy-authorization': basic(svc.agentKey) },
+    // A refusal has the error body every other answer has (docs/errors.md), X-Request-Id included.
+    const raw = (request: string): Promise<{ status: number; head: string; body: any }> =>
+      new Promise((resolve, reject) => {
+        const socket = connectSocket(sc.sidecar.proxyPort, '127.0.0.1', () => socket.write(request));
+        let got = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (d: string) => {
+          got += d;
+        });
+        socket.on('close', () => {
+          const [head = '', body = ''] = got.split('\r\n\r\n');
+          resolve({
+            status: Number(head.split(' ')[1]),
+            head,
+            body: body === '' ? undefined : JSON.parse(body),
+          });
+        });
+        socket.on('error', reject);
       });
-      req.on('connect', (res, socket) => {
-        socket.destroy();
-        resolve(res.statusCode ?? 0);
-      });
-      req.on('error', reject);
-      req.end();
-    });
-    t.equal(connect, 403);
-    const unauthenticated = await new Promise<number>((resolve, reject) => {
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port: sc.sidecar.proxyPort,
-        method: 'CONNECT',
-        path: 'api.openai.com:443',
-      });
-      req.on('connect', (res, socket) => {
-        socket.destroy();
-        resolve(res.statusCode ?? 0);
-      });
-      req.on('error', reject);
-      req.end();
-    });
-    t.equal(unauthenticated, 407);
+    const refusals = [
+      {
+        what: 'a tunnel to another host',
+        request: `CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nProxy-Authorization: ${basic(svc.agentKey)}\r\n\r\n`,
+        status: 403,
+        code: 'forbidden',
+      },
+      {
+        what: 'a tunnel without a credential',
+        request: 'CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n',
+        status: 407,
+        code: 'proxy_auth_required',
+      },
+      {
+        what: 'plain HTTP to another host',
+        request: `GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nProxy-Authorization: ${basic(svc.agentKey)}\r\nConnection: close\r\n\r\n`,
+        status: 403,
+        code: 'forbidden',
+      },
+      {
+        what: 'plain HTTP without a credential',
+        request:
+          'GET http://api.openai.com/v1/models HTTP/1.1\r\nHost: api.openai.com\r\nConnection: close\r\n\r\n',
+        status: 407,
+        code: 'proxy_auth_required',
+      },
+      {
+        what: 'not a proxy request',
+        request: 'GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+        status: 400,
+        code: 'invalid_request',
+      },
+    ];
+    for (const { what, request, status, code } of refusals) {
+      const res = await raw(request);
+      t.equal(res.status, status, what);
+      t.match(
+        res.body,
+        { type: 'error', error: { code, type: String, message: String, request_id: String } },
+        what,
+      );
+      t.match(
+        res.head,
+        new RegExp(`\r\nx-request-id: ${res.body?.error?.request_id}`, 'i'),
+        `${what}: X-Request-Id`,
+      );
+      if (status === 407) t.match(res.head, /\r\nproxy-authenticate: Basic realm="govgate"/i, what);
+    }
   });
 
   t.test('plain HTTP through the proxy (absolute form) is governed too', async (t) => {
