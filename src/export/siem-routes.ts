@@ -18,6 +18,7 @@ import {
   SIEM_KINDS,
   SYSTEM,
   type TargetInput,
+  type TargetStats,
 } from './siem.js';
 
 export interface SiemRouteDeps {
@@ -174,10 +175,21 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
     ctx.json(200, await exports.test(t));
   });
 
+  const NO_STATS: TargetStats = {
+    queued: 0,
+    sent_events: 0,
+    sent_batches: 0,
+    failed_batches: 0,
+    dropped_events: 0,
+    last_success_at: null,
+    last_error: null,
+    last_error_at: null,
+  };
   router.add('GET', '/api/settings/siem/stats', (ctx) => {
     requireRole(ctx, snapshot, 'super_admin');
     const t = exports.get(SYSTEM, SIEM_ID);
-    ctx.json(200, { enabled: t?.enabled ?? false, ...(exports.stats(SYSTEM, SIEM_ID) ?? {}) });
+    // The same fields with nothing configured (zeros and nulls): a dashboard reads one shape.
+    ctx.json(200, { enabled: t?.enabled ?? false, ...(exports.stats(SYSTEM, SIEM_ID) ?? NO_STATS) });
   });
 
   // ---- per org (org_admin and up)

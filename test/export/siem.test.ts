@@ -26,6 +26,18 @@ t.test('the deployment-wide SIEM export: HEC lines, CEF, filters, retries, stats
     enabled: false,
     destination: null,
   });
+  // Stats keep their shape with nothing configured: a dashboard reads the same fields.
+  t.same((await svc.call('/api/settings/siem/stats', { token: svc.pat })).body, {
+    enabled: false,
+    queued: 0,
+    sent_events: 0,
+    sent_batches: 0,
+    failed_batches: 0,
+    dropped_events: 0,
+    last_success_at: null,
+    last_error: null,
+    last_error_at: null,
+  });
   t.equal((await put({ destination: 'collector_hec', url }, other.adminPat)).status, 403, 'super_admin only');
   for (const [bad, param] of [
     [{ destination: 'cloud_siem', url, format: 'cef' }, 'format'],
