@@ -491,7 +491,7 @@ export function registerGovernRoutes(router: Router<RouteHandler>, deps: GovernD
       tools: list.map((t) =>
         Object.assign({ name: t.name }, recordedUrl(t.url), {
           method: (t.method ?? 'POST').toUpperCase(),
-          headers: Object.keys(t.headers ?? {}),
+          headers: Object.keys(t.headers ?? {}).map((h) => h.toLowerCase()),
         }),
       ),
     });

@@ -76,7 +76,7 @@ t.test('configuration events record destinations and rule hashes, never secrets'
           // A webhook-style URL: its path is the secret.
           url: 'http://127.0.0.1:9/services/T0001/B0002/tool-path-secret-0123456789',
           method: 'POST',
-          headers: { authorization: 'Bearer tool-secret-0123456789' },
+          headers: { Authorization: 'Bearer tool-secret-0123456789' },
         },
       ],
     },
@@ -89,7 +89,7 @@ t.test('configuration events record destinations and rule hashes, never secrets'
       origin: 'http://127.0.0.1:9',
       url_sha256: sha256('http://127.0.0.1:9/services/T0001/B0002/tool-path-secret-0123456789'),
       method: 'POST',
-      headers: ['authorization'],
+      headers: ['authorization'], // lower case, as the settings show it
     },
   ]);
   t.notOk(JSON.stringify(tool).includes('tool-secret'), 'header names, never their values');
