@@ -12,13 +12,13 @@ import {
   DESTINATION_KINDS,
   type ExportDesk,
   type ExportTarget,
+  emptyStats,
   mask,
   SIEM_FIELD_NAMES,
   SIEM_ID,
   SIEM_KINDS,
   SYSTEM,
   type TargetInput,
-  type TargetStats,
 } from './siem.js';
 
 export interface SiemRouteDeps {
@@ -175,21 +175,11 @@ export function registerSiemRoutes(router: Router<RouteHandler>, deps: SiemRoute
     ctx.json(200, await exports.test(t));
   });
 
-  const NO_STATS: TargetStats = {
-    queued: 0,
-    sent_events: 0,
-    sent_batches: 0,
-    failed_batches: 0,
-    dropped_events: 0,
-    last_success_at: null,
-    last_error: null,
-    last_error_at: null,
-  };
   router.add('GET', '/api/settings/siem/stats', (ctx) => {
     requireRole(ctx, snapshot, 'super_admin');
     const t = exports.get(SYSTEM, SIEM_ID);
     // The same fields with nothing configured (zeros and nulls): a dashboard reads one shape.
-    ctx.json(200, { enabled: t?.enabled ?? false, ...(exports.stats(SYSTEM, SIEM_ID) ?? NO_STATS) });
+    ctx.json(200, { enabled: t?.enabled ?? false, ...(exports.stats(SYSTEM, SIEM_ID) ?? emptyStats()) });
   });
 
   // ---- per org (org_admin and up)

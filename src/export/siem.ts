@@ -120,9 +120,9 @@ export interface BatchResult {
   readonly error: string | null;
 }
 
-/** One target's reading of the chains: per chain org, the last seq it has read (persisted). */
-class Exporter {
-  stats: TargetStats = {
+/** A target's stats before it sent anything (and the stats of none configured). */
+export function emptyStats(): TargetStats {
+  return {
     queued: 0,
     sent_events: 0,
     sent_batches: 0,
@@ -132,6 +132,11 @@ class Exporter {
     last_error: null,
     last_error_at: null,
   };
+}
+
+/** One target's reading of the chains: per chain org, the last seq it has read (persisted). */
+class Exporter {
+  stats: TargetStats = emptyStats();
   readonly cursors = new Map<string, number>();
   /** Per chain org: a partial batch's flush, or a failed batch's next try. */
   readonly timers = new Map<string, NodeJS.Timeout>();
