@@ -262,6 +262,7 @@ async function startLocked(
     keys: mandateKeys,
     audit: events,
     extraJwks: () => sidecars.mandateJwks(),
+    orgExists,
   });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
   // DSAR and erasure read the retention archive whatever SERVICE_AUDIT_ARCHIVE says now: files an
@@ -283,7 +284,7 @@ async function startLocked(
       return config.webauthn.origins.length > 0 ? config.webauthn.origins : [new URL(base.value).origin];
     },
   });
-  registerApprovalRoutes(router, { snapshot, approvals, webauthn });
+  registerApprovalRoutes(router, { snapshot, approvals, webauthn, orgExists });
   const erasures = new ErasureDesk({
     store,
     identity,
@@ -326,13 +327,14 @@ async function startLocked(
       : new SpanExporter(config.audit.otlpEndpoint, config.audit.otlpHeaders);
   const stopSpans = spans === undefined ? () => {} : events.onCommitted(spans.onCommitted);
   if (spans !== undefined) metrics.watchSpans(() => spans.stats);
-  registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events });
+  registerWebauthnRoutes(router, { snapshot, approvals, webauthn, audit: events, orgExists });
   registerApprovalFeedRoutes(router, {
     snapshot,
     feed,
     get baseUrl() {
       return base.value;
     },
+    orgExists,
   });
   registerSidecarRoutes(router, {
     snapshot,

@@ -12,6 +12,8 @@ export interface ApprovalFeedRouteDeps {
   readonly feed: ApprovalFeed;
   /** The service's base URL, for the long poll's successor link. */
   readonly baseUrl: string;
+  /** Whether an org exists (a super_admin naming a missing one gets 404). */
+  readonly orgExists: (id: string) => boolean;
 }
 
 /** Longest long poll, in seconds (a `timeout` above it is refused), and the default. */
@@ -29,18 +31,24 @@ const DEPRECATED_AT = `@${Date.UTC(2026, 10, 28) / 1000}`;
 function feedScope(
   ctx: Ctx,
   snapshot: Snapshot,
+  orgExists: (id: string) => boolean,
 ): { org: string; agentId: string | null; agentUuid: string | null } {
   const p = authenticate(ctx, snapshot);
   if (p.kind === 'agent') return { org: p.org_id, agentId: p.agent_id, agentUuid: p.id };
   if (!roleAtLeast(p.role, 'auditor'))
     throw new ServiceError('forbidden', 'reading approvals needs the auditor role or higher');
-  return { org: targetOrg(ctx, p), agentId: null, agentUuid: null };
+  return { org: targetOrg(ctx, p, undefined, orgExists), agentId: null, agentUuid: null };
 }
 
 /** Whether the request's credential still reads what it read when it began (see feedScope). */
-function sameScope(ctx: Ctx, snapshot: Snapshot, scope: ReturnType<typeof feedScope>): boolean {
+function sameScope(
+  ctx: Ctx,
+  snapshot: Snapshot,
+  orgExists: (id: string) => boolean,
+  scope: ReturnType<typeof feedScope>,
+): boolean {
   try {
-    const now = feedScope(ctx, snapshot);
+    const now = feedScope(ctx, snapshot, orgExists);
     return now.org === scope.org && now.agentId === scope.agentId && now.agentUuid === scope.agentUuid;
   } catch {
     return false;
@@ -52,7 +60,7 @@ export function registerApprovalFeedRoutes(router: Router<RouteHandler>, deps: A
   const { snapshot, feed } = deps;
 
   router.add('GET', '/v1/me/approvals/stream', async (ctx) => {
-    const scope = feedScope(ctx, snapshot);
+    const scope = feedScope(ctx, snapshot, deps.orgExists);
     // Last-Event-ID is what an EventSource sends on a reconnect; the query form is for clients
     // that cannot set a header on their first connection.
     const raw = ctx.header('last-event-id') ?? ctx.query.get('last_event_id') ?? undefined;
@@ -68,11 +76,13 @@ export function registerApprovalFeedRoutes(router: Router<RouteHandler>, deps: A
         );
       after = Number(raw);
     }
-    await feed.stream(ctx, scope.org, scope.agentId, after, () => sameScope(ctx, snapshot, scope));
+    await feed.stream(ctx, scope.org, scope.agentId, after, () =>
+      sameScope(ctx, snapshot, deps.orgExists, scope),
+    );
   });
 
   router.add('GET', '/v1/me/approvals/:id/wait', async (ctx) => {
-    const scope = feedScope(ctx, snapshot);
+    const scope = feedScope(ctx, snapshot, deps.orgExists);
     const raw = ctx.query.get('timeout');
     const seconds =
       raw === null || raw === '' ? WAIT_DEFAULT_S : SECONDS.test(raw) ? Number(raw) : Number.NaN;
@@ -89,7 +99,7 @@ export function registerApprovalFeedRoutes(router: Router<RouteHandler>, deps: A
       seconds * 1000,
     );
     // The credential is checked again before the answer: it may have been revoked meanwhile.
-    if (!sameScope(ctx, snapshot, scope))
+    if (!sameScope(ctx, snapshot, deps.orgExists, scope))
       throw new ServiceError('unauthenticated', 'the credential is no longer valid for these approvals');
     ctx.json(200, rec, {
       deprecation: DEPRECATED_AT,

@@ -18,6 +18,8 @@ export interface ApprovalRouteDeps {
    * a signed-tier approval cannot be decided (fail closed).
    */
   readonly webauthn?: WebauthnDesk;
+  /** Whether an org exists (a super_admin naming a missing one gets 404). */
+  readonly orgExists: (id: string) => boolean;
 }
 
 const REASON = { type: 'string', maxLength: 2000 } as const;
@@ -59,7 +61,8 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
 
   router.add('GET', '/v1/me/approvals', async (ctx) => {
     const p = authenticate(ctx, snapshot);
-    ctx.json(200, { data: await approvals.pendingFor(p) });
+    // A super_admin names another org with ?org_id=; anyone else naming one is refused.
+    ctx.json(200, { data: await approvals.pendingFor(p, targetOrg(ctx, p, undefined, deps.orgExists)) });
   });
 
   router.add('GET', '/v1/me/approvals/:id', async (ctx) => {
@@ -67,7 +70,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
     if (p.kind === 'user' && !roleAtLeast(p.role, 'auditor'))
       throw new ServiceError('forbidden', 'reading approvals needs the auditor role or higher');
     const id = ctx.params.id as string;
-    const rec = await approvals.get(id, p.org_id);
+    const rec = await approvals.get(id, targetOrg(ctx, p, undefined, deps.orgExists));
     // An agent sees only its own requests; another agent's is reported as missing.
     if (rec === undefined || (p.kind === 'agent' && rec.agent_uuid !== p.id))
       throw new ServiceError('not_found', `approval ${id} not found`);
@@ -103,7 +106,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
   router.add('GET', '/api/approvals/:id', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
     const id = ctx.params.id as string;
-    const rec = await approvals.get(id, targetOrg(ctx, p));
+    const rec = await approvals.get(id, targetOrg(ctx, p, undefined, deps.orgExists));
     if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
     ctx.json(200, rec);
   });
@@ -116,24 +119,40 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
     );
     const id = ctx.params.id as string;
     // A super_admin names another org's approval with ?org_id= (DESIGN C, "Scope").
-    const orgId = targetOrg(ctx, p);
+    const orgId = targetOrg(ctx, p, undefined, deps.orgExists);
     const evidence = await signed(p, id, b.decision, b.webauthn, orgId);
     ctx.json(200, await approvals.decide(id, p, b.decision, b.reason, evidence, orgId));
   });
   router.add('POST', '/api/approvals/:id/cancel', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
-    ctx.json(200, await approvals.cancel(ctx.params.id as string, p, b.reason, targetOrg(ctx, p)));
+    ctx.json(
+      200,
+      await approvals.cancel(
+        ctx.params.id as string,
+        p,
+        b.reason,
+        targetOrg(ctx, p, undefined, deps.orgExists),
+      ),
+    );
   });
   router.add('POST', '/api/approvals/:id/revoke', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
-    ctx.json(200, await approvals.revoke(ctx.params.id as string, p, b.reason, targetOrg(ctx, p)));
+    ctx.json(
+      200,
+      await approvals.revoke(
+        ctx.params.id as string,
+        p,
+        b.reason,
+        targetOrg(ctx, p, undefined, deps.orgExists),
+      ),
+    );
   });
 
   router.add('GET', '/api/approvals', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
-    const orgId = targetOrg(ctx, p);
+    const orgId = targetOrg(ctx, p, undefined, deps.orgExists);
     const q = ctx.query;
     const status = q.get('status');
     if (status !== null && !(APPROVAL_STATUSES as readonly string[]).includes(status)) {

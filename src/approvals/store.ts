@@ -295,14 +295,14 @@ export class ApprovalStore {
   }
 
   /**
-   * What the caller may act on: a developer+ human gets the pending approvals of their org
-   * (soonest to expire first), an agent its own pending requests, anyone else nothing.
+   * What the caller may act on: a developer+ human gets the pending approvals of their org, or of
+   * `org` (a super_admin's choice; soonest to expire first), an agent its own pending requests,
+   * anyone else nothing.
    */
-  async pendingFor(principal: Principal): Promise<ApprovalRecord[]> {
+  async pendingFor(principal: Principal, org: string = principal.org_id): Promise<ApprovalRecord[]> {
     const now = this.clock();
     const due: string[] = [];
     const ids: string[] = [];
-    const org = principal.org_id;
     const idx = this.store.approvalIndex;
     if (principal.kind === 'agent') {
       for (const key of idx.getKeys({

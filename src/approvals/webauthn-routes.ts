@@ -3,6 +3,7 @@ import { adminEvent as recordAdminEvent } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
 import type { RouteHandler } from '../http/app.js';
+import { NO_PARAMS } from '../http/context.js';
 import type { Router } from '../http/router.js';
 import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
 import { roleAtLeast } from '../identity/roles.js';
@@ -15,6 +16,8 @@ export interface WebauthnRouteDeps {
   readonly approvals: ApprovalStore;
   readonly webauthn: WebauthnDesk;
   readonly audit: AuditSink;
+  /** Whether an org exists (a super_admin naming a missing one gets 404). */
+  readonly orgExists: (id: string) => boolean;
 }
 
 const REGISTER_SPEC = {
@@ -59,6 +62,8 @@ export function registerWebauthnRoutes(router: Router<RouteHandler>, deps: Webau
 
   router.add('GET', '/api/me/webauthn/credentials', (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
+    // A person's own authenticators, of no org: an `?org_id=` is refused rather than ignored.
+    ctx.onlyParams(NO_PARAMS, 'a parameter of this list');
     ctx.json(200, { data: webauthn.credentialsOf(p.id).map(publicView) });
   });
 
@@ -80,7 +85,7 @@ export function registerWebauthnRoutes(router: Router<RouteHandler>, deps: Webau
       );
     const id = ctx.params.id as string;
     // A super_admin signs another org's decision with ?org_id=, as it decides it.
-    const rec = await approvals.get(id, targetOrg(ctx, p));
+    const rec = await approvals.get(id, targetOrg(ctx, p, undefined, deps.orgExists));
     if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
     if (rec.status !== 'pending')
       throw new ServiceError('approval_not_pending', `approval ${id} is ${rec.status}, not pending`);

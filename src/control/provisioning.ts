@@ -3,7 +3,7 @@ import { ServiceError } from '../core/errors.js';
 import { lastFour, maskedEcho } from '../crypto/vault.js';
 import { type EgressPolicy, originOf } from '../export/ssrf.js';
 import type { RouteHandler } from '../http/app.js';
-import type { Ctx } from '../http/context.js';
+import { type Ctx, NO_PARAMS } from '../http/context.js';
 import type { Router } from '../http/router.js';
 import { authenticate, requireRole, targetOrg } from '../identity/guard.js';
 import type { IdentityRepo } from '../identity/repo.js';
@@ -51,6 +51,8 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
 
   router.add('GET', '/api/me', (ctx) => {
     const p = authenticate(ctx, snapshot);
+    // Who the caller is depends on no org: an `?org_id=` is refused rather than ignored.
+    ctx.onlyParams(NO_PARAMS, 'a parameter of /api/me');
     ctx.json(200, {
       kind: p.kind,
       id: p.id,

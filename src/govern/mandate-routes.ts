@@ -11,6 +11,8 @@ import { MANDATE_JTI_RE, MAX_MANDATE_CHARS, type MandateService } from './mandat
 
 export interface MandateRouteDeps {
   readonly snapshot: Snapshot;
+  /** Whether an org exists (a super_admin naming a missing one gets 404). */
+  readonly orgExists: (id: string) => boolean;
   readonly mandates: MandateService;
   readonly keys: MandateKeys;
   readonly audit: AuditSink;
@@ -85,7 +87,7 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
       orgId = claims.org;
     } else {
       jti = body.jti as string;
-      orgId = targetOrg(ctx, p, body.org_id);
+      orgId = targetOrg(ctx, p, body.org_id, deps.orgExists);
     }
     // A bare jti proves nothing was issued: it counts against the org's allowance.
     const { record, created } = await mandates.revoke(jti, orgId, p.id, body.reason, undefined, {

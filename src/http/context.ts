@@ -256,6 +256,9 @@ function parseProblem(err: Error): string {
   return cut === -1 ? err.message : err.message.slice(0, cut);
 }
 
+/** For `Ctx.onlyParams`: a route that takes no query parameter. */
+export const NO_PARAMS: ReadonlySet<string> = new Set();
+
 /** The nesting a request body may have (a tool's JSON schema is the deepest thing sent). */
 const MAX_JSON_DEPTH = 256;
 /**

@@ -65,14 +65,20 @@ export function requireRole(ctx: Ctx, snapshot: Snapshot, min: Role): Principal 
 export function targetOrg(
   ctx: Ctx,
   p: Principal,
-  bodyOrgId?: unknown,
-  orgExists?: (id: string) => boolean,
+  bodyOrgId: unknown,
+  orgExists: (id: string) => boolean,
 ): string {
-  const named = ctx.query.get('org_id') ?? (typeof bodyOrgId === 'string' ? bodyOrgId : undefined);
+  const queried = ctx.query.get('org_id') ?? undefined;
+  const given = typeof bodyOrgId === 'string' ? bodyOrgId : undefined;
+  if (queried !== undefined && given !== undefined && queried !== given)
+    throw new ServiceError('invalid_request', 'org_id in the query and in the body name different orgs', {
+      param: 'org_id',
+    });
+  const named = queried ?? given;
   if (named === undefined || named === '' || named === p.org_id) return p.org_id;
   if (p.role !== 'super_admin')
     throw new ServiceError('forbidden', 'only a super_admin can act on another org', { param: 'org_id' });
-  if (orgExists && !orgExists(named))
+  if (!orgExists(named))
     throw new ServiceError('not_found', `org ${named} does not exist`, { param: 'org_id' });
   return named;
 }

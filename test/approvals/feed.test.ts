@@ -137,11 +137,11 @@ async function feedHarness(
   const h = await startCoreHarness({
     prefix: 'appr-feed',
     engine,
-    register: ({ store, snapshot, router }, audit) => {
+    register: ({ store, snapshot, router, orgExists }, audit) => {
       approvals = new ApprovalStore(store, audit);
       feed = new ApprovalFeed(approvals, trail?.(audit) ?? audit, opts);
-      registerApprovalRoutes(router, { snapshot, approvals });
-      registerApprovalFeedRoutes(router, { snapshot, feed, baseUrl: 'http://govgate.test' });
+      registerApprovalRoutes(router, { snapshot, approvals, orgExists });
+      registerApprovalFeedRoutes(router, { snapshot, feed, baseUrl: 'http://govgate.test', orgExists });
     },
   });
   t.teardown(async () => {

@@ -501,9 +501,9 @@ t.test('http: the approval routes', async (t) => {
   let made: ApprovalStore | undefined;
   const h = await startCoreHarness({
     prefix: 'appr-http',
-    register: ({ store, snapshot, router }, audit) => {
+    register: ({ store, snapshot, router, orgExists }, audit) => {
       made = new ApprovalStore(store, audit);
-      registerApprovalRoutes(router, { snapshot, approvals: made });
+      registerApprovalRoutes(router, { snapshot, approvals: made, orgExists });
     },
   });
   t.teardown(() => h.close());
@@ -700,6 +700,22 @@ t.test('http: the approval routes', async (t) => {
       'a super_admin names another org',
     );
     t.equal((await call(`/api/approvals?org_id=${org.body.org_id}`, dev.token)).status, 403);
+    // An org that does not exist is 404, as on every other org-scoped route.
+    const ghost = await call('/api/approvals?org_id=org_NoSuchOrg', root);
+    t.equal(ghost.status, 404, 'a missing org');
+    // `?org_id=` on /v1/me/approvals: another org's pending list for a super_admin, 403 for others.
+    const mine = await call(`/v1/me/approvals?org_id=${org.body.org_id}`, root);
+    t.equal(mine.status, 200);
+    t.same(
+      mine.body.data.map((r: ApprovalRecord) => r.id),
+      [foreign.id],
+      "the named org's pending approvals",
+    );
+    t.equal((await call(`/v1/me/approvals?org_id=${org.body.org_id}`, dev.token)).status, 403);
+    t.equal((await call(`/v1/me/approvals?org_id=${org.body.org_id}`, defaultAgentKey)).status, 403);
+    const one = await call(`/v1/me/approvals/${foreign.id}?org_id=${org.body.org_id}`, root);
+    t.equal(one.status, 200, 'one of them, read as the list reads it');
+    t.equal(one.body.id, foreign.id);
   });
 
   await t.test('every transition is in the org chain', async (t) => {

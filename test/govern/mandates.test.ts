@@ -457,7 +457,7 @@ async function startHarness(t: Test): Promise<Harness> {
   let mandates: MandateService | undefined;
   const h = await startCoreHarness({
     prefix: 'mandates',
-    register: ({ config, store, snapshot, router }, log) => {
+    register: ({ config, store, snapshot, router, orgExists }, log) => {
       const audit: AuditSink = {
         append(input) {
           recorded.push(input);
@@ -466,7 +466,7 @@ async function startHarness(t: Test): Promise<Harness> {
       };
       keys = MandateKeys.load(config.keysDir);
       mandates = new MandateService(keys, store, () => url);
-      registerMandateRoutes(router, { snapshot, mandates, keys, audit });
+      registerMandateRoutes(router, { snapshot, mandates, keys, audit, orgExists });
     },
   });
   t.teardown(() => h.close());

@@ -207,11 +207,11 @@ async function startHarness(t: Test, opts: MandateServiceOptions = {}): Promise<
   let scans: { n: number } | undefined;
   const h = await startCoreHarness({
     prefix: 'revoked',
-    register: ({ config, store, snapshot, router }, log) => {
+    register: ({ config, store, snapshot, router, orgExists }, log) => {
       const keys = MandateKeys.load(config.keysDir);
       mandates = new MandateService(keys, store, () => url, opts);
       scans = countScans(store);
-      registerMandateRoutes(router, { snapshot, mandates, keys, audit: log });
+      registerMandateRoutes(router, { snapshot, mandates, keys, audit: log, orgExists });
     },
   });
   t.teardown(() => h.close());
