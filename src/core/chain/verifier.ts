@@ -103,6 +103,16 @@ export interface SealCheck {
  * `ChainVerifier` needs of it that does not depend on the lines before it.
  */
 export function checkLine(e: unknown, text?: string): LineVerdict {
+  try {
+    return checkLineUnguarded(e, text);
+  } catch {
+    // Valid JSON the checks cannot walk (nested deeper than serialising it can go): its content
+    // cannot be the event's, and it is reported as such, never thrown.
+    return { kind: 'invalid' };
+  }
+}
+
+function checkLineUnguarded(e: unknown, text?: string): LineVerdict {
   if (typeof e !== 'object' || e === null || Array.isArray(e)) return { kind: 'invalid' };
   if (isBridgeRecord(e)) return { kind: 'bridge', bridge: e._chain_bridge };
   const rec = e as Rec;
@@ -173,6 +183,11 @@ export interface SealCoverage {
   unsealed: number;
 }
 
+/** The "seq" of an erasure authority proven by other means (a receipt): sealed by definition. */
+const PROVEN = 0;
+/** The "seq" of an erasure authority no seal can cover (a legacy v1 event). */
+const UNSEALED = Number.POSITIVE_INFINITY;
+
 interface PendingSeal {
   seal: SealRecord;
   check: SealCheck | null;
@@ -182,6 +197,8 @@ interface PendingTombstone {
   line: number;
   ordinal: number;
   fields: Set<string>;
+  /** In a v2 event (its line is a seq a seal may cover); a legacy event is never proven. */
+  v2: boolean;
 }
 
 /**
@@ -216,8 +233,15 @@ export class ChainVerifier {
   #sealedThrough = 0;
 
   readonly #pendingSeals = new Map<number, PendingSeal[]>();
-  readonly #authorised = new Map<string, Set<string>>();
+  /** Per tombstoned event id: each field granted, and the seq of the erasure event granting it. */
+  readonly #authorised = new Map<string, Map<string, number>>();
   readonly #pendingTombstones = new Map<string, PendingTombstone>();
+  /**
+   * The least line of a tombstone whose authority is an erasure event not yet known to be sealed,
+   * with that event's seq: per erasure seq, the least tombstone line it authorised. A seal proves
+   * a tombstone only once it also covers the erasure event naming it (coverage()).
+   */
+  readonly #tombstonesBy = new Map<number, number>();
 
   constructor(opts: ChainVerifierOptions) {
     this.#opts = opts;
@@ -312,8 +336,13 @@ export class ChainVerifier {
    * chain's tail is unsealed for up to `sealIntervalMs`; an exported file's should not be.
    */
   coverage(): SealCoverage {
-    const tail = this.#started ? Math.max(0, this.#lastSeq - this.#sealedThrough) : 0;
-    return { sealed_through: this.#sealedThrough, unsealed: tail + this.#legacyCount };
+    let through = this.#sealedThrough;
+    // A tombstone is proven only when the erasure event authorising it is sealed too: anyone
+    // can append a well-hashed erasure event after the last seal.
+    for (const [erasureSeq, line] of this.#tombstonesBy)
+      if (erasureSeq > this.#sealedThrough && line <= through) through = line - 1;
+    const tail = this.#started ? Math.max(0, this.#lastSeq - through) : 0;
+    return { sealed_through: through, unsealed: tail + this.#legacyCount };
   }
 
   #report(line: number, eventId: string | null, reason: IntegrityReason, ordinal: number | null): void {
@@ -332,7 +361,7 @@ export class ChainVerifier {
     const { id, hash: stored } = v;
 
     this.#misplaced(storedAt, v, seq, ordinal);
-    this.#applyContent(v, seq, ordinal, e);
+    this.#applyContent(v, seq, ordinal, e, seq);
     if (seq !== expected || !seqOk || v.prev !== this.#lastHash)
       this.#report(seq, id, 'chain_broken', ordinal);
 
@@ -362,34 +391,52 @@ export class ChainVerifier {
       const line = this.#lastSeq + 1;
       this.#report(line, v.id, 'chain_broken', ordinal);
       // Its content is checked, but an erasure it claims to be authorises nothing.
-      this.#applyContent(v.grants.length === 0 ? v : { ...v, grants: NONE }, line, ordinal, e);
+      this.#applyContent(v.grants.length === 0 ? v : { ...v, grants: NONE }, line, ordinal, e, UNSEALED);
       return;
     }
     const position = ++this.#legacyCount;
     const line = v.seq ?? position;
     this.#misplaced(storedAt, v, line, ordinal);
-    this.#applyContent(v, line, ordinal, e);
+    // A legacy event is never sealed: the tombstones it authorises are not proven by any seal.
+    this.#applyContent(v, line, ordinal, e, UNSEALED);
     if (v.prev !== this.#legacyHash) this.#report(line, v.id, 'chain_broken', ordinal);
     this.#legacyHash = v.hash;
   }
 
-  /** Reports a line's content findings; records an intact erasure event's grants. */
-  #applyContent(v: EventVerdict, line: number, ordinal: number, e: unknown): void {
+  /**
+   * Reports a line's content findings; records an intact erasure event's grants, as of `seq` (the
+   * erasure event's own seq: what a seal must cover for its tombstones to be proven).
+   */
+  #applyContent(v: EventVerdict, line: number, ordinal: number, e: unknown, seq: number): void {
     if (!v.hashOk) this.#report(line, v.id, 'content_modified', ordinal);
     if (v.personalBad) this.#report(line, v.id, 'content_modified', ordinal);
-    for (const field of v.erased) this.#tombstone(e ?? { id: v.id, seq: v.seq }, field, line, v.id, ordinal);
-    for (const t of v.grants) this.#grant(t.event_id, t.fields);
+    const v2 = seq !== UNSEALED;
+    for (const field of v.erased)
+      this.#tombstone(e ?? { id: v.id, seq: v.seq }, field, line, v.id, ordinal, v2);
+    for (const t of v.grants) this.#grant(t.event_id, t.fields, seq);
   }
 
-  #tombstone(e: unknown, field: string, line: number, id: string | null, ordinal: number): void {
-    if (id !== null && this.#authorised.get(id)?.has(field)) return;
+  /** The tombstone at `line` rests on the erasure event at `erasureSeq`. */
+  #restsOn(erasureSeq: number, line: number): void {
+    if (erasureSeq === PROVEN) return;
+    const least = this.#tombstonesBy.get(erasureSeq);
+    if (least === undefined || line < least) this.#tombstonesBy.set(erasureSeq, line);
+  }
+
+  #tombstone(e: unknown, field: string, line: number, id: string | null, ordinal: number, v2: boolean): void {
+    const grantedBy = id === null ? undefined : this.#authorised.get(id)?.get(field);
+    if (grantedBy !== undefined) {
+      if (v2) this.#restsOn(grantedBy, line);
+      return;
+    }
     if (this.#opts.erasures?.(e as Readonly<Rec>, field)) return;
     if (id === null) {
       this.#report(line, id, 'unauthorized_erasure', ordinal);
       return;
     }
     const pending = this.#pendingTombstones.get(id);
-    if (pending === undefined) this.#pendingTombstones.set(id, { line, ordinal, fields: new Set([field]) });
+    if (pending === undefined)
+      this.#pendingTombstones.set(id, { line, ordinal, fields: new Set([field]), v2 });
     else pending.fields.add(field);
   }
 
@@ -398,19 +445,21 @@ export class ChainVerifier {
    * here (an export's `_erasure_authority`: the event and its receipt, checked by the caller).
    */
   authorize(targets: readonly ErasureTarget[]): void {
-    for (const t of targets) this.#grant(t.event_id, t.fields);
+    for (const t of targets) this.#grant(t.event_id, t.fields, PROVEN);
   }
 
-  #grant(eventId: string, fields: readonly string[]): void {
-    let set = this.#authorised.get(eventId);
-    if (set === undefined) {
-      set = new Set();
-      this.#authorised.set(eventId, set);
+  #grant(eventId: string, fields: readonly string[], erasureSeq: number): void {
+    let granted = this.#authorised.get(eventId);
+    if (granted === undefined) {
+      granted = new Map();
+      this.#authorised.set(eventId, granted);
     }
     const pending = this.#pendingTombstones.get(eventId);
     for (const f of fields) {
-      set.add(f);
-      pending?.fields.delete(f);
+      // Two erasures naming one field: the one proven sooner (the lower seq) is its authority.
+      const before = granted.get(f);
+      if (before === undefined || erasureSeq < before) granted.set(f, erasureSeq);
+      if (pending?.fields.delete(f) && pending.v2) this.#restsOn(erasureSeq, pending.line);
     }
     if (pending !== undefined && pending.fields.size === 0) this.#pendingTombstones.delete(eventId);
   }

@@ -377,6 +377,39 @@ t.test('erasure authority: in-stream event, external callback, tampered erasure 
   );
 });
 
+/**
+ * A tombstone in a sealed event is proven only by a sealed erasure event: anyone can append a
+ * well-hashed, well-linked erasure event after the last seal, so one that is not sealed leaves
+ * the events it tombstones unproven (their seal covered the values, not the tombstones).
+ */
+t.test('a tombstone is proven only once the erasure event naming it is sealed', async (t) => {
+  const coverage = (lines: readonly Line[]) => {
+    const v = new ChainVerifier({ verifiers: orgKeys().verifiers, origin: ORIGIN });
+    feed(v, lines);
+    return { result: v.result(), coverage: v.coverage() };
+  };
+  const spec = { n: 6, sealAt: [3, 6], personalAt: [2, 4], erasedAt: [2] };
+  const sealed = coverage(buildChain({ ...spec, sealTail: true }).lines);
+  t.equal(sealed.result.status, 'intact');
+  t.same(sealed.coverage, { sealed_through: 7, unsealed: 0 }, 'the erasure event sealed: all proven');
+  const open = coverage(buildChain({ ...spec, sealTail: false }).lines);
+  t.equal(open.result.status, 'intact', 'nothing wrong in it');
+  t.same(
+    open.coverage,
+    { sealed_through: 1, unsealed: 6 },
+    'proven only up to the event before the tombstone: its authority is unsealed',
+  );
+  // An authority proven otherwise (an export's `_erasure_authority`, checked by its receipt).
+  const partial = buildChain({ ...spec, sealTail: true }).lines.filter(
+    (l) => !(l.kind === 'event' && l.event.seq === 7) && !(l.kind === 'seal' && l.seal.size === 7),
+  );
+  const v = new ChainVerifier({ verifiers: orgKeys().verifiers, origin: ORIGIN });
+  v.authorize([{ event_id: idOf(2), fields: ['end_user', 'prompt'] }]);
+  feed(v, partial);
+  t.equal(v.result().status, 'intact');
+  t.same(v.coverage(), { sealed_through: 6, unsealed: 0 });
+});
+
 t.test('seals: pushed before their event, late, or for events that never come', async (t) => {
   const c = buildChain({ n: 6, sealAt: [2, 4, 6] });
   const events = c.lines.filter((l) => l.kind === 'event');
@@ -423,10 +456,16 @@ t.test('garbage input is reported, never thrown', async (t) => {
   v.pushSeal({ seq: 1, size: -1, note: 'x' });
   v.pushSeal({ seq: 1, size: 2, note: 'not a note' });
   v.pushEvent({ _chain_version: 2, seq: 2, id: 'ae_x', prev_hash: 7 });
+  // Valid JSON nested deeper than serialising it can go: content_modified, not a stack overflow.
+  let deep: unknown = 1;
+  for (let i = 0; i < 20_000; i++) deep = { d: deep };
+  const text = JSON.stringify({ n: 1 }).replace('1', '2'); // a text that is not the event's
+  t.doesNotThrow(() => v.pushEvent({ _chain_version: 2, seq: 3, id: 'ae_y', details: deep }, text));
+  t.doesNotThrow(() => v.pushEvent({ _chain_version: 2, seq: 4, id: 'ae_z', personal: { p: deep } }));
   const r = v.result();
   t.equal(r.status, 'compromised');
-  t.equal(r.events, 3);
-  t.equal(r.broken, 3);
+  t.equal(r.events, 5);
+  t.equal(r.broken, 5);
   t.ok(r.broken_events.some((b) => b.reason === 'signature_invalid'));
 });
 
