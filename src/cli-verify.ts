@@ -131,7 +131,10 @@ const EXIT: Record<VerifyFileResult['status'], number> = { intact: 0, empty: 0, 
 function integrityOnly(
   r: VerifyFileResult,
 ): Omit<IntegrityResult, 'status'> &
-  Pick<VerifyFileResult, 'status' | 'origin' | 'sealed_through' | 'unsealed_events' | 'erasure_authorities'> &
+  Pick<
+    VerifyFileResult,
+    'status' | 'origin' | 'sealed_through' | 'unsealed_events' | 'erasure_authorities' | 'bridged_through'
+  > &
   Partial<Pick<VerifyFileResult, 'checkpoint'>> {
   const out = {
     status: r.status,
@@ -145,6 +148,7 @@ function integrityOnly(
     sealed_through: r.sealed_through,
     unsealed_events: r.unsealed_events,
     erasure_authorities: r.erasure_authorities,
+    bridged_through: r.bridged_through,
   };
   return r.checkpoint === null ? out : Object.assign(out, { checkpoint: r.checkpoint });
 }
@@ -158,6 +162,11 @@ function summary(r: VerifyFileResult, files: readonly string[]): string {
   out += row('valid', int.format(r.valid));
   out += row('broken', int.format(r.broken));
   out += row('chain length', int.format(r.chain_length));
+  if (r.bridged_through > 0)
+    out += row(
+      'starts',
+      `after a bridge over seq 1-${int.format(r.bridged_through)} (a retention cut or a window export: those events are not in the file; the bridge's seal proves the chain's state there)`,
+    );
   out += row('head', r.current_head);
   out += row('seals', `${int.format(r.seals_checked)} checked (Ed25519 + ML-DSA-65)`);
   if (r.erasure_authorities > 0)

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { createPublicKey, verify as cryptoVerify } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -95,6 +96,11 @@ export interface VerifyFileResult extends Omit<IntegrityResult, 'status'> {
   seals_checked: number;
   /** `_erasure_authority` lines (a bounded export's later erasures) whose receipts proved them. */
   erasure_authorities: number;
+  /**
+   * The seq a `_chain_bridge` the file starts with stands for (the file's events start after
+   * it: a retention cut or a window export); 0 when the file starts at the chain's start.
+   */
+  bridged_through: number;
   /** The checkpoint origin enforced (`govgate/<org_id>` of the first v2 event), if any. */
   origin: string | null;
   /** The first lines that were not JSON (at most 100). */
@@ -180,6 +186,7 @@ class LineSink {
   readonly #verifiers: readonly NoteVerifier[];
   #verifier: ChainVerifier | undefined;
   #held: Held[] = [];
+  #heldAuthorities: unknown[] = [];
   origin: string | null = null;
   lines = 0;
   seals = 0;
@@ -254,7 +261,13 @@ class LineSink {
    * origin. One that does not prove it grants nothing, and is a finding of its own.
    */
   #authority(raw: unknown): void {
-    const v = this.#verifier ?? this.#start(undefined);
+    // Before the first event the origin is not known: held, so an authority line put first
+    // cannot set it (or leave it unset) for the events after it.
+    const v = this.#verifier;
+    if (v === undefined) {
+      this.#heldAuthorities.push(raw);
+      return;
+    }
     const a = isRecord(raw) ? raw : {};
     const event = isRecord(a.event) ? a.event : undefined;
     const receipt = a.receipt as Receipt | undefined;
@@ -276,7 +289,10 @@ class LineSink {
     v.authorize(erasureTargets(event));
   }
 
-  /** A line too long to hold: counted and reported like any line that is not an event. */
+  /**
+   * A line too long to hold, or not UTF-8: counted and reported like any line that is not an
+   * event.
+   */
   oversized(file: string, lineNo: number): void {
     this.lines++;
     if (this.unparseable.length < MAX_UNPARSEABLE) this.unparseable.push({ file, line: lineNo });
@@ -318,12 +334,15 @@ class LineSink {
       if (h.kind === 'seal') v.pushSeal(h.value as SealRecord);
       else v.pushEvent(h.value, h.text);
     }
+    const authorities = this.#heldAuthorities;
+    this.#heldAuthorities = [];
+    for (const a of authorities) this.#authority(a);
     return v;
   }
 
-  result(): { integrity: IntegrityResult; coverage: SealCoverage } {
+  result(): { integrity: IntegrityResult; coverage: SealCoverage; bridgedThrough: number } {
     const v = this.#verifier ?? this.#start(undefined);
-    return { integrity: v.result(), coverage: v.coverage() };
+    return { integrity: v.result(), coverage: v.coverage(), bridgedThrough: v.bridgedThrough };
   }
 }
 
@@ -361,6 +380,9 @@ async function readFileLines(
       }
     }
     if (end - start > maxLine) sink.oversized(path, lineNo);
+    // Bytes that are not UTF-8 are not what govgate wrote, even where a lossy decoder would turn
+    // them into the character the line held (an invalid byte for U+FFFD).
+    else if (end > start && !isUtf8(buf.subarray(start, end))) sink.oversized(path, lineNo);
     else if (end > start) sink.line(buf.toString('utf8', start, end), path, lineNo);
   };
 
@@ -467,7 +489,7 @@ export async function verifyFile(
   };
   const maxLine = opts.maxLineBytes ?? MAX_LINE_BYTES;
   for (const f of files) await readFileLines(f, sink, maxLine, onChunk);
-  const { integrity: chain, coverage } = sink.result();
+  const { integrity: chain, coverage, bridgedThrough } = sink.result();
   const integrity = withFindings(chain, sink.findings);
   return {
     ...integrity,
@@ -477,6 +499,7 @@ export async function verifyFile(
     lines: sink.lines,
     seals_checked: sink.seals,
     erasure_authorities: sink.authorities,
+    bridged_through: bridgedThrough,
     origin: sink.origin,
     unparseable: sink.unparseable,
     checkpoint:

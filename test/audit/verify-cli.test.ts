@@ -239,6 +239,7 @@ const INTACT_JSON = {
   sealed_through: N,
   unsealed_events: 0,
   erasure_authorities: 0,
+  bridged_through: 0,
 };
 
 /** A copy of the base chain's lines with `edit` applied. */
@@ -647,6 +648,38 @@ t.test('a pruned chain starting with a bridge record verifies', async (t) => {
   t.equal(r.chain_length, N);
   t.equal(r.current_head, head);
   t.equal(r.origin, ORIGIN, 'origin taken from the first event after the bridge');
+  t.equal(r.bridged_through, cut, 'the file says where it starts');
+  const human = await run([path, '--keys', keysPath]);
+  t.match(human.out, /starts\s+after a bridge over seq 1-8/);
+
+  // A bridge and nothing after it holds no event: empty, not intact (a pipeline takes empty as
+  // a failure), however well its seal verifies.
+  const alone = await verifyFile(writeLines([JSON.stringify(bridge)]), keysDocument(KEYS));
+  t.equal(alone.status, 'empty');
+  t.equal(alone.events, 0);
+
+  // A checkpoint saved at the bridge's size is the bridge's own seal: it matches.
+  const cp = writeLines([JSON.stringify({ _seal: base.seals.get(cut) })], `checkpoint-${++fileN}.json`);
+  const checked = await run([path, '--keys', keysPath, '--checkpoint', cp, '--json']);
+  t.equal(checked.code, 0, checked.out);
+});
+
+t.test('bytes that are not UTF-8 are not the line govgate wrote', async (t) => {
+  // An event holding U+FFFD, written as its three UTF-8 bytes; one invalid byte in their place
+  // decodes to the same character, so a lossy decoder would read the line as written.
+  const e = linkEvent(GENESIS, { ...draft(1, false), reason: 'caf\ufffd' });
+  const good = Buffer.from(`${JSON.stringify(e)}\n`);
+  const at = good.indexOf(Buffer.from([0xef, 0xbf, 0xbd]));
+  t.ok(at > 0, 'the line holds the replacement character');
+  const bad = Buffer.concat([good.subarray(0, at), Buffer.from([0xff]), good.subarray(at + 3)]);
+  const goodPath = join(dir, `utf8-${++fileN}.jsonl`);
+  const badPath = join(dir, `invalid-utf8-${++fileN}.jsonl`);
+  writeFileSync(goodPath, good);
+  writeFileSync(badPath, bad);
+  t.equal((await verifyFile(goodPath, keysDocument(KEYS))).broken, 0, 'as written: no finding');
+  const r = await verifyFile(badPath, keysDocument(KEYS));
+  t.equal(r.status, 'compromised', 'the line is not valid UTF-8');
+  t.match(r.broken_events[0], { line: 1, reason: 'content_modified' });
 });
 
 t.test('seals under rotated keys verify when the retired keys are published', async (t) => {

@@ -231,6 +231,8 @@ export class ChainVerifier {
   #legacyCount = 0;
   /** The largest size a valid seal (or an anchoring bridge's seal) confirmed. */
   #sealedThrough = 0;
+  /** The seq the bridge the stream starts with stands for; 0 without one. */
+  #bridgedThrough = 0;
 
   readonly #pendingSeals = new Map<number, PendingSeal[]>();
   /** Per tombstoned event id: each field granted, and the seq of the erasure event granting it. */
@@ -313,8 +315,8 @@ export class ChainVerifier {
     }
     findings.sort((a, b) => a.line - b.line);
     const max = this.#opts.maxBrokenEvents ?? 10_000;
-    const status =
-      findings.length > 0 ? 'compromised' : this.#events === 0 && !this.#started ? 'empty' : 'intact';
+    // A stream of no event is empty, a bridge alone included: it holds nothing to be intact.
+    const status = findings.length > 0 ? 'compromised' : this.#events === 0 ? 'empty' : 'intact';
     let head = GENESIS;
     if (this.#started) head = this.#lastHash;
     else if (this.#legacyCount > 0) head = this.#legacyHash;
@@ -335,6 +337,11 @@ export class ChainVerifier {
    * and yet proves nothing about those events (anyone can recompute hashes and links). A live
    * chain's tail is unsealed for up to `sealIntervalMs`; an exported file's should not be.
    */
+  /** The seq the `_chain_bridge` the stream starts with stands for; 0 when it starts with an event. */
+  get bridgedThrough(): number {
+    return this.#bridgedThrough;
+  }
+
   coverage(): SealCoverage {
     let through = this.#sealedThrough;
     // A tombstone is proven only when the erasure event authorising it is sealed too: anyone
@@ -526,9 +533,16 @@ export class ChainVerifier {
     }
     this.#tree = tree;
     this.#started = true;
+    this.#bridgedThrough = line;
     this.#lastSeq = line;
     this.#lastHash = bridge.bridged_hash;
     this.#lastId = null;
     this.#lastOrdinal = null;
+    // A seal at the bridge's size (a checkpoint saved then) is checked against its state now.
+    const seals = this.#pendingSeals.get(line);
+    if (seals !== undefined) {
+      this.#pendingSeals.delete(line);
+      for (const s of seals) this.#checkSeal(s, line, null, null);
+    }
   }
 }
