@@ -3,7 +3,9 @@ import { VerifyInputError, verifiersFromKeys } from './audit/verify-file.js';
 import { verifyArgs } from './cli-args.js';
 import type { VerifyIO } from './cli-verify.js';
 import {
+  checkPersonalField,
   checkpointOrigin,
+  duplicateMember,
   fromHex,
   isHash,
   parseCheckpoint,
@@ -42,7 +44,14 @@ export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<nu
   const { files } = args;
   const values = { keys: args.keys, org: args.org, json: args.json, event: args.options.event };
 
-  const read = readJson;
+  // A member a file repeats reads one way here (JSON.parse keeps the last) and maybe another
+  // to whoever reads the file: the event it gives is not the one checked.
+  let repeated: string | undefined;
+  const read = async (path: string, what: string): Promise<unknown> => {
+    const { value, duplicate } = await readJsonChecked(path, what);
+    repeated ??= duplicate;
+    return value;
+  };
   let receipt: Receipt;
   let event: Record<string, unknown> | undefined;
   let verifiers: ReturnType<typeof verifiersFromKeys>;
@@ -74,11 +83,17 @@ export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<nu
   }
 
   const origin = receiptOrigin(receipt) ?? null;
-  let verdict: { ok: true } | { ok: false; reason: string } = verifyReceipt(receipt, verifiers, event);
+  let verdict: { ok: true } | { ok: false; reason: string } =
+    repeated === undefined
+      ? verifyReceipt(receipt, verifiers, event)
+      : { ok: false, reason: 'content_modified' };
   if (verdict.ok && event !== undefined && event.id !== receipt.event_id)
     verdict = { ok: false, reason: 'content_modified' };
   if (verdict.ok && values.org !== undefined && origin !== checkpointOrigin(values.org))
     verdict = { ok: false, reason: 'org_mismatch' };
+  // Tombstoned personal fields: the receipt proves the event as stored, not that an erasure
+  // authorised the tombstone (the erasure event does: verify the chain).
+  const erased = event === undefined ? [] : erasedFields(event);
   const result = {
     ok: verdict.ok,
     ...(verdict.ok ? {} : { reason: verdict.reason }),
@@ -87,14 +102,20 @@ export async function runVerifyReceipt(argv: string[], io: VerifyIO): Promise<nu
     tree_size: receipt.tree_size ?? null,
     origin,
     event_checked: event !== undefined,
+    erased_fields: erased,
   };
   if (values.json === true) io.stdout.write(`${JSON.stringify(result)}\n`);
   else {
-    io.stdout.write(
-      verdict.ok
-        ? `govgate verify-receipt: INCLUDED\n  event        ${result.event_id} (seq ${result.seq})\n  sealed in    ${origin} at tree size ${result.tree_size}\n  event        ${event === undefined ? 'not given: only its hash is proven' : 'content checked'}\n`
-        : `govgate verify-receipt: NOT PROVEN (${result.reason})\n  event        ${result.event_id} (seq ${result.seq})\n  checkpoint   ${origin ?? 'unreadable'}\n`,
-    );
+    // Without the event, the id is the receipt's own word: only the hash is proven.
+    const id = event === undefined ? `${result.event_id} (as the receipt names it)` : result.event_id;
+    let out = verdict.ok
+      ? `govgate verify-receipt: INCLUDED\n  event        ${id} (seq ${result.seq})\n  sealed in    ${origin} at tree size ${result.tree_size}\n  event        ${event === undefined ? 'not given: only its hash is proven' : 'content checked'}\n`
+      : `govgate verify-receipt: NOT PROVEN (${result.reason})\n  event        ${id} (seq ${result.seq})\n  checkpoint   ${origin ?? 'unreadable'}\n`;
+    if (repeated !== undefined)
+      out += `  repeated     the member "${repeated}" appears twice in one object\n`;
+    if (verdict.ok && erased.length > 0)
+      out += `  erased       ${erased.join(', ')}: tombstoned; the receipt does not prove the erasure (govgate verify the chain: its erasure event must name them)\n`;
+    io.stdout.write(out);
   }
   return verdict.ok ? 0 : 1;
 }
@@ -196,10 +217,27 @@ export async function runVerifyConsistency(argv: string[], io: VerifyIO): Promis
 }
 
 async function readJson(path: string, what: string): Promise<unknown> {
+  return (await readJsonChecked(path, what)).value;
+}
+
+/** A JSON file, and the first member name one of its objects repeats (see duplicateMember). */
+async function readJsonChecked(path: string, what: string): Promise<{ value: unknown; duplicate?: string }> {
+  let text: string;
+  let value: unknown;
   try {
-    return JSON.parse(await readFile(path, 'utf8'));
+    text = await readFile(path, 'utf8');
+    value = JSON.parse(text);
   } catch (err) {
     const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
     throw new VerifyInputError('unreadable_file', `cannot read ${what} ${path}: ${why}`);
   }
+  const duplicate = duplicateMember(text);
+  return duplicate === undefined ? { value } : { value, duplicate };
+}
+
+/** The personal fields of `event` that hold a tombstone instead of their value. */
+function erasedFields(event: Record<string, unknown>): string[] {
+  const personal = event.personal;
+  if (!isRecord(personal)) return [];
+  return Object.keys(personal).filter((f) => checkPersonalField(f, personal[f]) === 'erased');
 }

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { type VerifyFileResult, VerifyInputError, verifyFile } from './audit/verify-file.js';
 import { verifyArgs } from './cli-args.js';
-import type { IntegrityResult } from './core/chain/index.js';
+import { duplicateMember, type IntegrityResult } from './core/chain/index.js';
 
 /** Where `govgate verify` writes; `isTTY` (of stderr) enables the progress bar. */
 export interface VerifyIO {
@@ -77,7 +77,11 @@ export async function runVerify(argv: string[], io: VerifyIO): Promise<number> {
   let checkpoint: unknown;
   if (values.checkpoint !== undefined) {
     try {
-      checkpoint = JSON.parse(await readFile(values.checkpoint, 'utf8'));
+      const text = await readFile(values.checkpoint, 'utf8');
+      checkpoint = JSON.parse(text);
+      // A repeated member reads one way here and maybe another to whoever saved the file.
+      const repeated = duplicateMember(text);
+      if (repeated !== undefined) throw new Error(`the member "${repeated}" appears twice in one object`);
     } catch (err) {
       const why = err instanceof SyntaxError ? `not JSON (${err.message})` : (err as Error).message;
       io.stderr.write(`govgate verify: cannot read checkpoint file ${values.checkpoint}: ${why}\n`);

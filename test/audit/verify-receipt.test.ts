@@ -112,6 +112,27 @@ t.test('an event and its receipt from the API verify offline; any change does no
     await reason('note.json', { ...event, receipt: { ...r, checkpoint: r.checkpoint.replace('\n', 'x\n') } }),
     'signature_invalid',
   );
+  // A member repeated ahead of the real one: JSON.parse keeps the last (the genuine event) while
+  // another reader takes the first.
+  const text = JSON.stringify(event);
+  t.equal(
+    await reason('repeated.json', text.replace('"outcome":', '"outcome":"block","outcome":')),
+    'content_modified',
+  );
+  // A tombstone in place of a value the receipt covered: included (the commitment is what was
+  // hashed), and said to be an erasure the receipt does not prove.
+  if (field && stored) {
+    const tombstoned = {
+      ...event,
+      personal: { ...personal, [field]: { c: stored.c, value: '[ERASED:GDPR-Art17]' } },
+    };
+    const r2 = await run([file('tombstoned.json', tombstoned), '--keys', keys, '--json']);
+    t.same(JSON.parse(r2.out).erased_fields, [field], 'named as erased');
+    const h2 = await run([file('tombstoned2.json', tombstoned), '--keys', keys]);
+    t.match(h2.out, /erased\s+.*the receipt does not prove the erasure/);
+  }
+  const bareHuman = await run([file('receipt3.json', receipt), '--keys', keys]);
+  t.match(bareHuman.out, /\(as the receipt names it\)/, "a bare receipt's id is its own word");
   // Another org's event, every bit as well signed, is not this org's.
   const other = await createOrg(svc, 'acme');
   t.equal(await reason('org.json', event, ['--org', other.orgId]), 'org_mismatch');

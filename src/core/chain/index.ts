@@ -87,6 +87,7 @@ export {
   receiptOrigin,
   verifyReceipt,
 } from './receipt.js';
+export { duplicateMember } from './strict-json.js';
 export {
   type BrokenEvent,
   ChainVerifier,
