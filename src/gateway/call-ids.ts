@@ -1,4 +1,5 @@
 import { ServiceError } from '../core/errors.js';
+import { recordable } from '../core/guardrails/recorded.js';
 import type { Ctx } from '../http/context.js';
 import { sortableBody } from '../util/ids.js';
 
@@ -39,9 +40,12 @@ export function callIds(ctx: Ctx, bodySessionId?: unknown): CallIds {
   // session or task through its pipeline instead of with an entry of its own. The body sorts by
   // time, so the pipeline index grows at its end instead of at a random page per call.
   const body = sortableBody();
+  // A named id is recorded as every other name an agent gives a call (recordable): one that holds
+  // a secret (an access key used as an id) becomes its placeholder, in the trail, its exports and
+  // the envelope alike. Assigned ids skip the scan.
   return {
-    sessionId: given ?? `ses_${body}`,
-    taskId: task ?? `tsk_${body}`,
+    sessionId: given === undefined ? `ses_${body}` : recordable(given),
+    taskId: task === undefined ? `tsk_${body}` : recordable(task),
     pipelineId: `pl_${body}`,
   };
 }

@@ -99,3 +99,34 @@ t.test('invalid session, task and agent ids are refused, naming the field they c
   const nulls = await govern({ session_id: null, agent_id: null });
   t.equal(nulls.status, 200, 'null is absent');
 });
+
+/**
+ * A session or task id the caller names is recorded as every other string an agent names a call
+ * with: a secret in it (an access key used as an id) is not written to the trail or exported.
+ */
+t.test('a named session or task id that is a secret is recorded as its placeholder', async (t) => {
+  const svc = await startService();
+  t.teardown(() => svc.close());
+  const secret = 'AKIAQWERTYUIOPASDF12';
+  const res = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'x-session-id': secret, 'x-task-id': `task-${secret}` },
+    body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+  });
+  t.equal(res.status, 200);
+  t.notMatch(JSON.stringify(res.body.service), secret, 'not in the envelope');
+  const pipeline = new URL(res.body.service.audit_url).pathname.split('/').pop() as string;
+  const events = (await svc.call(`/api/audit/pipeline/${pipeline}`, { token: svc.pat })).body.data;
+  t.ok(events.length > 0);
+  t.notMatch(JSON.stringify(events), secret, 'not in the trail');
+  t.match(events[0], { session_id: /\[SECRET\]/, task_id: /\[SECRET\]/ });
+  const exported = await svc.call('/api/audit/export?format=jsonl', { token: svc.pat });
+  t.notMatch(String(exported.body), secret, 'not in an export');
+  // An ordinary named id is kept as it is.
+  const plain = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'x-session-id': 'checkout-42' },
+    body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+  });
+  t.equal(plain.body.service.session_id, 'checkout-42');
+});
