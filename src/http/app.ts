@@ -1,4 +1,5 @@
 import { ServiceError } from '../core/errors.js';
+import { recordable } from '../core/guardrails/recorded.js';
 import type { Logger } from '../util/log.js';
 import { Ctx } from './context.js';
 import { HOP_HEADER, loopDetected } from './hop.js';
@@ -60,14 +61,16 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
     // every request at debug. Nothing is built when the level is off.
     const failed = status >= 500 || ctx.reason.startsWith('upstream_');
     if (failed ? logger.enabled('warn') : logger.enabled('debug')) {
+      // A caller's request id and the names an error quotes (a model, an agent, a tool) are the
+      // caller's own text: a secret in them is logged as its placeholder.
       const fields = {
-        request_id: ctx.requestId,
+        request_id: recordable(ctx.requestId),
         method: ctx.req.method,
         route: ctx.route,
         status,
         ms: Math.round(seconds * 1e4) / 10,
         reason: ctx.reason || undefined,
-        error: ctx.error || undefined,
+        error: ctx.error ? recordable(ctx.error) : undefined,
       };
       if (failed) logger.warn('request failed', fields);
       else logger.debug('request', fields);

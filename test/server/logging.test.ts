@@ -106,3 +106,27 @@ t.test('at debug every request is logged', async (t) => {
     },
   );
 });
+
+/**
+ * The log's `error` says why a request failed, never a secret (docs/ops.md): a model name, an
+ * agent id or a tool name an agent sends is its own text, and the messages quote it.
+ */
+t.test('a secret an agent puts in a name or a request id is not written to the log', async (t) => {
+  const { svc, lines } = await loggedService(t, 'debug');
+  const secret = 'ghp_GHPsecretAbCdEfGhIjKlMnOpQrStUvWxYz01';
+  const model = await svc.call('/v1/chat/completions', {
+    token: svc.agentKey,
+    headers: { 'x-request-id': secret },
+    body: { model: secret, messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(model.status, 400);
+  const acting = await svc.call('/v1/chat/completions', {
+    token: svc.pat,
+    headers: { 'x-agent-id': secret },
+    body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] },
+  });
+  t.equal(acting.status, 404);
+  const logged = JSON.stringify(lines);
+  t.notMatch(logged, secret, 'neither the secret nor its request id');
+  t.match(logged, /\[SECRET\]/, 'its placeholder stands in');
+});
