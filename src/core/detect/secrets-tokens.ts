@@ -11,18 +11,21 @@ import type { Finding, SecretType } from './types.js';
 // tried only at the candidate starts tokenStarts() finds: letting the engine try every position
 // costs more than the rest of the secret scan, as no alternative starts with a literal.
 const RUN = '(?<![A-Za-z0-9_-])';
+// For a token whose body holds no `-`: a dash before or after it (`gpt-ghp_…`, `ghp_…-x`) is a
+// boundary. Each such start reads only its own dash-free segment, so the scan stays linear.
+const AFTER_DASH = '(?<![A-Za-z0-9_])';
 const TOKENS = new RegExp(
   [
     '(?<![A-Za-z0-9])((?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})(?![A-Za-z0-9])',
     `${RUN}(AIza[0-9A-Za-z_-]{35})(?![A-Za-z0-9_-])`,
-    `${RUN}(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{50,})(?![A-Za-z0-9_-])`,
+    `${AFTER_DASH}(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{50,})(?![A-Za-z0-9_])`,
     `${RUN}(xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\\d-[A-Za-z0-9-]{10,})(?![A-Za-z0-9_-])`,
     '(https://hooks\\.slack\\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,})',
     `${RUN}(sk-ant-[a-z]{3,6}\\d{2}-[A-Za-z0-9_-]{20,})`,
     `${RUN}(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,})`,
     `${RUN}(eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.[A-Za-z0-9_-]{16,})`,
-    `${RUN}(hf_[A-Za-z0-9]{30,40}|[sr]k_live_[A-Za-z0-9]{20,}|glpat-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}|` +
-      'SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])',
+    `${AFTER_DASH}(hf_[A-Za-z0-9]{30,40}|[sr]k_live_[A-Za-z0-9]{20,}|npm_[A-Za-z0-9]{36})(?![A-Za-z0-9_])`,
+    `${RUN}(glpat-[A-Za-z0-9_-]{20,}|SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])`,
   ].join('|'),
   'y',
 );
@@ -35,6 +38,7 @@ const GROUP_TYPES: readonly SecretType[] = [
   'anthropic_key',
   'openai_key',
   'jwt',
+  'generic_secret',
   'generic_secret',
 ];
 

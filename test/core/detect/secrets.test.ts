@@ -26,6 +26,13 @@ t.test('vendor tokens need their exact shape and a clean boundary', async (t) =>
   t.same(secrets(`sk-ant-api03-${'Ab3'.repeat(10)}`), [
     ['anthropic_key', `sk-ant-api03-${'Ab3'.repeat(10)}`],
   ]);
+  // A token whose body holds no `-` is found after a dash too (`gpt-ghp_…`, a name glued to it).
+  const gh = `ghp_${'Ab3'.repeat(12)}`;
+  t.same(secrets(`gpt-${gh}`), [['github_token', gh]], 'after a dash');
+  t.same(secrets(`model-${`hf_${'Ab3'.repeat(11)}`}`), [['generic_secret', `hf_${'Ab3'.repeat(11)}`]]);
+  t.same(secrets(`x_${gh}`), [], 'still not inside a word');
+  // Dash-joined tokens are each their own finding.
+  t.same(secrets(`${gh}-${gh}`).length, 2, 'two tokens joined by a dash');
 });
 
 t.test('JWT is one finding over all three segments', async (t) => {
