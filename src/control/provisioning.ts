@@ -1,6 +1,6 @@
 import type { AuditSink } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
-import { lastFour, maskedEcho } from '../crypto/vault.js';
+import { headerSecretProblem, lastFour, maskedEcho } from '../crypto/vault.js';
 import { type EgressPolicy, originOf } from '../export/ssrf.js';
 import type { RouteHandler } from '../http/app.js';
 import { type Ctx, NO_PARAMS } from '../http/context.js';
@@ -341,6 +341,11 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
       if (e.name !== 'mock') {
         const prev = current.get(e.name);
         const sent = e.api_key === undefined ? 'echo' : maskedEcho(e.api_key, prev?.key_last4);
+        const keyProblem = sent === 'new' ? headerSecretProblem(e.api_key as string) : undefined;
+        if (keyProblem !== undefined)
+          throw new ServiceError('invalid_request', `api_key ${keyProblem}`, {
+            param: `providers[${i}].api_key`,
+          });
         if (sent === 'foreign')
           throw new ServiceError(
             'invalid_request',

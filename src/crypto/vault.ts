@@ -57,6 +57,18 @@ export function lastFour(secret: string): string {
 }
 
 /**
+ * Why a secret sent in an HTTP header (an API key, a bearer token) cannot be one, or undefined: a
+ * control character (CR, LF, NUL, …) cannot go in a header value, so such a secret would fail
+ * every call (or, pasted with a line break, split the request).
+ */
+export function headerSecretProblem(value: string): string | undefined {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+  return /[\u0000-\u001f\u007f]/.test(value)
+    ? 'must not hold control characters (a line break, a NUL): an HTTP header cannot carry them'
+    : undefined;
+}
+
+/**
  * Reads a value sent where a stored secret is shown masked: `echo` when it is that secret's mask
  * (keep the stored secret), `foreign` when it looks like a mask but is not this one's (another
  * secret's, or one changed meanwhile: stored as given, it would replace the secret with a string

@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { Agent } from 'undici';
 import type { AuditEvent, AuditLog } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
+import { headerSecretProblem, maskedEcho } from '../crypto/vault.js';
 import type { Store } from '../store/db.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
@@ -294,6 +295,15 @@ export class ExportDesk {
         throw new ServiceError('invalid_request', `${names.url} ${problem}`, { param: names.url });
     }
     if (typeof input.token === 'string' && input.token !== mask(before?.token_last4 ?? '')) {
+      if (maskedEcho(input.token, before?.token_last4) === 'foreign')
+        throw new ServiceError(
+          'invalid_request',
+          `${names.token} looks like a mask but is not the stored token's; send the token itself, or its mask as GET shows it`,
+          { param: names.token },
+        );
+      const problem = headerSecretProblem(input.token);
+      if (problem !== undefined)
+        throw new ServiceError('invalid_request', `${names.token} ${problem}`, { param: names.token });
       // Only its last four characters are ever shown: a shorter token would be shown whole.
       if (input.token.length < TOKEN_MIN)
         throw new ServiceError('invalid_request', `${names.token} must be at least ${TOKEN_MIN} characters`, {

@@ -63,6 +63,32 @@ t.test('delivery credentials, tokenless destinations, and what the settings refu
     (await add({ kind: 'webhook', endpoint: `http://127.0.0.1:${hook.port}/x`, token: '' })).status,
     400,
   );
+  // A token a header cannot carry (CR, LF, NUL) is refused, not stored to fail every delivery.
+  for (const bad of ['token-0001\r\nX-Injected: 1', 'token-0001\n', 'token-0001\u0000']) {
+    const r = await put({ destination: 'webhook', url: `http://127.0.0.1:${hook.port}/w`, auth_token: bad });
+    t.equal(r.status, 400, JSON.stringify(bad));
+    t.equal(r.body.error.param, 'auth_token');
+    const d = await add({ kind: 'webhook', endpoint: `http://127.0.0.1:${hook.port}/x`, token: bad });
+    t.equal(d.status, 400, `destination ${JSON.stringify(bad)}`);
+  }
+  // A mask that is not the stored token's (another one's, or made up) would replace the token
+  // with a string that still reads as a mask: refused, as for provider keys and tool headers.
+  const masked = await add({
+    kind: 'webhook',
+    endpoint: `http://127.0.0.1:${hook.port}/m`,
+    token: 'token-masked-78Ab',
+  });
+  t.equal(masked.status, 201, JSON.stringify(masked.body));
+  const foreign = await edit(masked.body.id, { token: '****zzzz' });
+  t.equal(foreign.status, 400, 'a foreign mask');
+  t.equal(foreign.body.error.param, 'token');
+  t.equal((await edit(masked.body.id, { token: '****78Ab' })).status, 200, 'its own mask keeps it');
+  const provider = await svc.call('/api/settings/providers', {
+    method: 'PUT',
+    token: svc.pat,
+    body: { providers: [{ name: 'openai', api_key: 'sk-test-key-0123456789\n' }] },
+  });
+  t.equal(provider.status, 400, 'a provider key with a line break');
 
   // Webhook: Bearer token and the body's HMAC under it.
   const webhookToken = 'webhook-secret-0001';
