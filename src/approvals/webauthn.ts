@@ -196,14 +196,10 @@ export class WebauthnDesk {
         requireUserVerification: true,
       });
     } catch (err) {
-      throw new ServiceError(
-        'invalid_request',
-        `the registration does not verify: ${(err as Error).message}`,
-        {
-          param: 'response',
-          cause: err,
-        },
-      );
+      throw new ServiceError('invalid_request', `the registration does not verify: ${libraryReason(err)}`, {
+        param: 'response',
+        cause: err,
+      });
     }
     const info = verified.registrationInfo;
     if (!verified.verified || info === undefined)
@@ -338,7 +334,7 @@ export class WebauthnDesk {
         requireUserVerification: true,
       });
     } catch (err) {
-      throw refuse((err as Error).message, err);
+      throw refuse(libraryReason(err), err);
     }
     if (!result.verified) throw refuse('the signature does not verify');
     const info = result.authenticationInfo;
@@ -367,4 +363,14 @@ export class WebauthnDesk {
       challenge_binding: binding,
     };
   }
+}
+
+/**
+ * Why the WebAuthn library refused a response, without the values it quotes of what it expected
+ * (`expected "<the challenge>"`, the RP id hash): the caller learns what was wrong, not what
+ * would have passed.
+ */
+function libraryReason(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return message.replace(/,?\s*expected\s+"[^"]*"/gi, '').replace(/\s*\(expected [^)]*\)/gi, '');
 }

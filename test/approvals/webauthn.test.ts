@@ -382,3 +382,19 @@ t.test('a person cannot cancel a signed-tier request; the agent that asked can',
   t.equal(byAgent.status, 200, 'its owner withdraws it');
   t.equal(byAgent.body.status, 'cancelled');
 });
+
+/** A refusal says what was wrong, not the value that would have passed (the expected challenge). */
+t.test('a refused registration does not quote the challenge it expected', async (t) => {
+  const s = await setup(t);
+  const { svc } = s;
+  const auth = new SoftAuthenticator(RP_ID, ORIGIN);
+  const options = await svc.call('/api/me/webauthn/register/options', { token: svc.pat, body: {} });
+  t.equal(options.status, 200);
+  const wrong = await svc.call('/api/me/webauthn/register/verify', {
+    token: svc.pat,
+    body: { response: auth.register({ challenge: 'abc' }), name: 'laptop' },
+  });
+  t.equal(wrong.status, 400);
+  t.match(wrong.body.error.message, /challenge/, 'it says the challenge is wrong');
+  t.notMatch(wrong.body.error.message, options.body.challenge, 'without quoting the one expected');
+});
