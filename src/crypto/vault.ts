@@ -62,7 +62,6 @@ export function lastFour(secret: string): string {
  * every call (or, pasted with a line break, split the request).
  */
 export function headerSecretProblem(value: string): string | undefined {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
   return /[\u0000-\u001f\u007f]/.test(value)
     ? 'must not hold control characters (a line break, a NUL): an HTTP header cannot carry them'
     : undefined;
