@@ -62,6 +62,7 @@ import { type DataDirLock, lockDataDir } from './store/lock.js';
 import { PolicyRepo } from './store/policies.js';
 import { SettingsRepo } from './store/settings.js';
 import type { Logger } from './util/log.js';
+import { OrgQueue } from './util/org-queue.js';
 import { VERSION } from './version.js';
 
 export interface RunningService {
@@ -285,7 +286,10 @@ async function startLocked(
     },
   });
   registerApprovalRoutes(router, { snapshot, approvals, webauthn, orgExists });
+  // One org's erasures and retention runs, one at a time (OrgQueue).
+  const complianceQueue = new OrgQueue();
   const erasures = new ErasureDesk({
+    exclusive: complianceQueue,
     store,
     identity,
     log: events,
@@ -295,6 +299,7 @@ async function startLocked(
   });
   registerErasureRoutes(router, { snapshot, erasures, orgExists });
   const retention = new RetentionDesk({
+    exclusive: complianceQueue,
     settings: config.audit,
     log: events,
     audit: events,

@@ -13,6 +13,7 @@ import type { IdentityRepo } from '../identity/repo.js';
 import type { Principal } from '../identity/types.js';
 import type { Store } from '../store/db.js';
 import { sortableId } from '../util/ids.js';
+import { OrgQueue } from '../util/org-queue.js';
 import type { RetentionArchive } from './archive.js';
 import { type DataSubject, subjectFields, subjectUsers } from './subject.js';
 
@@ -63,6 +64,11 @@ export interface ErasureDeps {
   readonly removeAuthenticators: (userId: string) => Promise<number>;
   /** The retention archive (SERVICE_AUDIT_ARCHIVE=local): searched and tombstoned too. */
   readonly archive?: RetentionArchive;
+  /**
+   * One org's erasures and retention runs, one at a time (shared by both desks): a retention run
+   * archiving events an erasure is tombstoning would leave an unerased copy in the archive.
+   */
+  readonly exclusive?: OrgQueue;
   readonly clock?: () => number;
 }
 
@@ -86,10 +92,12 @@ export class ErasureDesk {
   readonly #deps: ErasureDeps;
   readonly #clock: () => number;
   readonly #running = new Set<string>();
+  readonly #exclusive: OrgQueue;
 
   constructor(deps: ErasureDeps) {
     this.#deps = deps;
     this.#clock = deps.clock ?? Date.now;
+    this.#exclusive = deps.exclusive ?? new OrgQueue();
   }
 
   get(org: string, requestId: string): ErasureRequest | undefined {
@@ -164,7 +172,7 @@ export class ErasureDesk {
       );
     this.#running.add(org);
     try {
-      return await this.#execute(request, p);
+      return await this.#exclusive.run(org, () => this.#execute(request, p));
     } finally {
       this.#running.delete(org);
     }

@@ -10,6 +10,7 @@ import type { AuditSink } from '../audit/types.js';
 import type { ChainBridge, JsonValue } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Principal } from '../identity/types.js';
+import { OrgQueue } from '../util/org-queue.js';
 import { archivePath, syncAndRename } from './archive.js';
 
 const DAY_MS = 86_400_000;
@@ -26,6 +27,11 @@ export interface RetentionDeps {
   readonly settings: RetentionSettings;
   readonly log: Pick<ChainLog, 'pruneCut' | 'prune' | 'finishPrune' | 'bridge' | 'lastSeq'>;
   readonly audit: AuditSink;
+  /**
+   * One org's erasures and retention runs, one at a time (shared by both desks): a retention run
+   * archiving events an erasure is tombstoning would leave an unerased copy in the archive.
+   */
+  readonly exclusive?: OrgQueue;
   readonly clock?: () => number;
 }
 
@@ -49,10 +55,12 @@ export class RetentionDesk {
   readonly #deps: RetentionDeps;
   readonly #clock: () => number;
   readonly #running = new Set<string>();
+  readonly #exclusive: OrgQueue;
 
   constructor(deps: RetentionDeps) {
     this.#deps = deps;
     this.#clock = deps.clock ?? Date.now;
+    this.#exclusive = deps.exclusive ?? new OrgQueue();
   }
 
   /** `GET /api/settings/retention`. */
@@ -90,65 +98,69 @@ export class RetentionDesk {
       throw new ServiceError('conflict', 'a retention run of this org is under way');
     this.#running.add(org);
     try {
-      const { log } = this.#deps;
-      await log.finishPrune(org); // what a run cut short left behind
-      const { cutoff, range, reason } = this.#plan(org);
-      if (range === null)
-        return {
-          org_id: org,
-          cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
-          pruned: null,
-          reason,
-        };
-      const archive =
-        this.#deps.settings.archive === 'local'
-          ? (lines: Iterable<string>) => this.#archive(org, range, lines)
-          : undefined;
-      let result: Awaited<ReturnType<ChainLog['prune']>>;
-      try {
-        result = await log.prune(org, range.to_seq, archive);
-      } catch (err) {
-        if (err instanceof ServiceError) throw err;
-        throw new ServiceError(
-          'unavailable',
-          `the retention run stopped: ${(err as Error).message}; run it again`,
-          {
-            cause: err,
-          },
-        );
-      }
-      const pruned = {
-        from_seq: result.from_seq,
-        to_seq: result.to_seq,
-        events: result.events,
-        seals: result.seals,
-        jsonl_files_deleted: result.files_deleted,
-        last_ts: range.last_ts,
-      };
-      const ref = await this.#deps.audit.append({
-        org_id: org,
-        event_type: 'admin.retention_run',
-        outcome: 'allow',
-        details: {
-          actor: p.id,
-          actor_kind: p.kind,
-          credential_id: p.credential_id,
-          retention_days: this.#deps.settings.retentionDays,
-          cutoff: new Date(cutoff as number).toISOString(),
-          ...pruned,
-          archive: result.bridge.archive,
-        },
-      });
-      return {
-        org_id: org,
-        cutoff: new Date(cutoff as number).toISOString(),
-        pruned,
-        bridge: bridgeSummary(result.bridge),
-        event_id: ref.id,
-      };
+      return await this.#exclusive.run(org, () => this.#run(org, p));
     } finally {
       this.#running.delete(org);
     }
+  }
+
+  async #run(org: string, p: Principal): Promise<Record<string, JsonValue>> {
+    const { log } = this.#deps;
+    await log.finishPrune(org); // what a run cut short left behind
+    const { cutoff, range, reason } = this.#plan(org);
+    if (range === null)
+      return {
+        org_id: org,
+        cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
+        pruned: null,
+        reason,
+      };
+    const archive =
+      this.#deps.settings.archive === 'local'
+        ? (lines: Iterable<string>) => this.#archive(org, range, lines)
+        : undefined;
+    let result: Awaited<ReturnType<ChainLog['prune']>>;
+    try {
+      result = await log.prune(org, range.to_seq, archive);
+    } catch (err) {
+      if (err instanceof ServiceError) throw err;
+      throw new ServiceError(
+        'unavailable',
+        `the retention run stopped: ${(err as Error).message}; run it again`,
+        {
+          cause: err,
+        },
+      );
+    }
+    const pruned = {
+      from_seq: result.from_seq,
+      to_seq: result.to_seq,
+      events: result.events,
+      seals: result.seals,
+      jsonl_files_deleted: result.files_deleted,
+      last_ts: range.last_ts,
+    };
+    const ref = await this.#deps.audit.append({
+      org_id: org,
+      event_type: 'admin.retention_run',
+      outcome: 'allow',
+      details: {
+        actor: p.id,
+        actor_kind: p.kind,
+        credential_id: p.credential_id,
+        retention_days: this.#deps.settings.retentionDays,
+        cutoff: new Date(cutoff as number).toISOString(),
+        ...pruned,
+        archive: result.bridge.archive,
+      },
+    });
+    return {
+      org_id: org,
+      cutoff: new Date(cutoff as number).toISOString(),
+      pruned,
+      bridge: bridgeSummary(result.bridge),
+      event_id: ref.id,
+    };
   }
 
   #plan(org: string): { cutoff: number | null; range: PruneRange | null; reason: string | null } {

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
 import t from 'tap';
+import { ChainLog } from '../../src/audit/chain-log.js';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { orgLogFiles, startService } from '../helpers/service.js';
 
@@ -108,4 +109,74 @@ t.test('DSAR and erasure reach the retention archive', async (t) => {
     { status: 'compromised', broken_events: [{ reason: 'unauthorized_erasure' }] },
     'alone, its tombstones name no erasure event',
   );
+});
+
+/**
+ * An erasure asked for while a retention run archives the same events waits for the run, and
+ * then erases the archive the run wrote (run inside each other, the two left an unerased copy in
+ * the archive while the receipt said all was erased). The run is held mid-way here.
+ */
+t.test('an erasure asked for during a retention run waits for it, then reaches its archive', async (t) => {
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const svc = await startService({
+    clock: () => now,
+    env: { SERVICE_AUDIT_RETENTION_DAYS: '30', SERVICE_AUDIT_ARCHIVE: 'local' },
+  });
+  t.teardown(() => svc.close());
+  for (let i = 0; i < 20; i++) {
+    const user = i % 2 === 0 ? 'cust-carol' : 'cust-dave';
+    const r = await svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      body: { model: 'mock-echo', user, messages: [{ role: 'user', content: `old ${i}` }] },
+    });
+    t.equal(r.status, 200);
+    now += 1_000;
+  }
+  await sleep(400); // sealed
+  now += 60 * DAY;
+  const submitted = await svc.call('/api/compliance/gdpr/erasure', {
+    token: svc.pat,
+    body: { data_subject: { type: 'end_user', value: 'cust-carol' } },
+  });
+  t.equal(submitted.status, 201);
+
+  const prune = ChainLog.prototype.prune;
+  let open = (): void => {};
+  const gate = new Promise<void>((r) => {
+    open = r;
+  });
+  ChainLog.prototype.prune = async function (this: ChainLog, ...args: Parameters<ChainLog['prune']>) {
+    await gate;
+    return prune.apply(this, args);
+  };
+  t.teardown(() => {
+    ChainLog.prototype.prune = prune;
+    open();
+  });
+  const order: string[] = [];
+  const running = svc.call('/api/settings/retention/run', { token: svc.pat, method: 'POST' }).then((r) => {
+    order.push('run');
+    return r;
+  });
+  await sleep(100);
+  const erasing = svc
+    .call(`/api/compliance/gdpr/erasure/${submitted.body.request_id}/execute`, {
+      token: svc.pat,
+      method: 'POST',
+    })
+    .then((r) => {
+      order.push('erasure');
+      return r;
+    });
+  await sleep(300);
+  t.same(order, [], 'the erasure waits while the run is held');
+  open();
+  const [run, executed] = await Promise.all([running, erasing]);
+  t.same(order, ['run', 'erasure'], 'then runs after it');
+  t.equal(run.status, 200, JSON.stringify(run.body));
+  t.equal(executed.status, 200, JSON.stringify(executed.body));
+  const archivePath = join(svc.dataDir, 'data', 'archive', run.body.bridge.archive.file);
+  const text = gunzipSync(readFileSync(archivePath)).toString('utf8');
+  t.ok(text.includes('cust-dave'), 'the archive holds the run');
+  t.notOk(text.includes('cust-carol'), 'and none of her values');
 });
