@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Pool } from 'undici';
 import type { SigningKeyDocument, StoredSeal } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
@@ -28,6 +29,8 @@ export class ControlClient {
   readonly pool: Pool;
   /** The path prefix of SERVICE_CONTROL_URL ('' for an origin). */
   readonly prefix: string;
+  /** The SHA-256 (hex) of the sidecar token: what is kept of it to tell one token from another. */
+  readonly tokenDigest: string;
   readonly #auth: string;
 
   /** `ca`: the certificates trusted for an https control plane (undefined: the system's). */
@@ -40,6 +43,7 @@ export class ControlClient {
     });
     this.prefix = url.pathname.replace(/\/+$/, '');
     this.#auth = `Bearer ${token}`;
+    this.tokenDigest = createHash('sha256').update(token).digest('hex');
   }
 
   async #call(

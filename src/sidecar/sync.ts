@@ -9,7 +9,7 @@ import type { RemoteSnapshot } from './snapshot.js';
 
 /** The last snapshot, kept sealed in the local store so a restart decides before the control plane answers. */
 const SNAPSHOT_KEY = 'sidecar_snapshot';
-/** The mandate key ids the control plane last took, and when: `{kids, at}`. */
+/** The mandate key ids the control plane last took, when, and for which token: `{kids, at, token}`. */
 const MANDATE_KEYS_KEY = 'sidecar_mandate_keys_registered';
 const SNAPSHOT_AAD = 'sidecar/snapshot';
 
@@ -58,8 +58,11 @@ export class SnapshotPoller {
    * away keeps deciding and stays ready (it verifies the mandates of keys it took).
    */
   loadKept(): boolean {
-    const keys = this.store.meta.get(MANDATE_KEYS_KEY) as { kids: string; at: number } | undefined;
-    if (keys !== undefined && keys.kids === this.#kids()) {
+    const keys = this.store.meta.get(MANDATE_KEYS_KEY) as
+      | { kids: string; at: number; token?: string }
+      | undefined;
+    // Taken for this sidecar (its token): a new token is another sidecar to the control plane.
+    if (keys !== undefined && keys.kids === this.#kids() && keys.token === this.client.tokenDigest) {
       this.mandateKeysRegistered = true;
       this.#keysAt = keys.at;
     }
@@ -114,7 +117,7 @@ export class SnapshotPoller {
         await this.client.registerMandateKeys(this.mandateJwks());
         this.mandateKeysRegistered = true;
         this.#keysAt = Date.now();
-        const record = { kids: this.#kids(), at: this.#keysAt };
+        const record = { kids: this.#kids(), at: this.#keysAt, token: this.client.tokenDigest };
         await this.store.writer.enqueue(() => this.store.meta.putSync(MANDATE_KEYS_KEY, record));
       }
       if (this.failures > 0) this.onRecovered();

@@ -54,6 +54,15 @@ t.test('the control plane goes away and comes back: the sidecar decides on, and 
   // The control plane has its mandate keys from before (kept with them): it is ready, as it was.
   const ready = await sc.call('/api/health/ready');
   t.equal(ready.status, 200, `the registration of its keys is remembered: ${JSON.stringify(ready.body)}`);
+  // Remembered for that sidecar token only: with another token (the same data dir), the control
+  // plane has not taken its keys for it, and the sidecar is not ready until it does.
+  await sc.close(true);
+  sc = await startTestSidecar({ controlUrl: control.url, token: `gk_sc_${'R'.repeat(40)}`, dir: sc.dir });
+  const other = await sc.call('/api/health/ready');
+  t.equal(other.status, 503, 'another token: not taken for granted');
+  t.equal(other.body.checks.mandate_keys, false);
+  await sc.close(true);
+  sc = await startTestSidecar({ controlUrl: control.url, token, dir: sc.dir });
   pipelines.push(await chat(sc, agentKey, 'after a restart'));
 
   control = await startService({
