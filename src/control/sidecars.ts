@@ -115,6 +115,12 @@ export interface SidecarMandateJwk {
 }
 const TOKEN_KEY = 'tok';
 const STATE_KEY = 'st';
+/**
+ * ['lo', epoch] → {sidecar_id, org_id}: the sidecar a log was first registered by. A log is kept
+ * under that sidecar's id whichever of its org's sidecars ships it next (a token rotated on the
+ * same data dir), so each entry is taken in once.
+ */
+const LOG_OWNER_KEY = 'lo';
 
 /**
  * The control plane's side of the sidecars (DESIGN A.1, B "Sidecar WAL"): their tokens, the
@@ -440,10 +446,41 @@ export class SidecarDesk {
     return { epoch, index, hash };
   }
 
+  /**
+   * The sidecar id a log is kept under: the sidecar that registered it first (LOG_OWNER_KEY), for
+   * any sidecar of the same org; another org's sidecar naming it is refused. Logs registered before
+   * owners were recorded are found by a scan of the log records (rare: at registration).
+   */
+  #logId(sidecar: SidecarRecord, epoch: string): string {
+    const owner = this.#store.sidecars.get([LOG_OWNER_KEY, epoch]) as
+      | { sidecar_id: string; org_id: string }
+      | undefined;
+    if (owner !== undefined) {
+      if (owner.org_id !== sidecar.org_id)
+        throw new ServiceError('conflict', `sidecar log ${epoch} is another org's`, { param: 'epoch' });
+      return owner.sidecar_id;
+    }
+    return sidecar.sidecar_id;
+  }
+
+  /** A log registered before owners were recorded, by another sidecar of the org, if any. */
+  #unrecordedOwner(sidecar: SidecarRecord, epoch: string): string | undefined {
+    for (const { key } of this.#store.sidecars.getRange({ start: [LOG_KEY], end: [LOG_KEY, '\uffff'] })) {
+      const [, sidecarId, e] = key as [string, string, string];
+      if (e !== epoch || sidecarId === sidecar.sidecar_id) continue;
+      const other = this.#store.sidecars.get([SIDECAR_KEY, sidecarId]) as SidecarRecord | undefined;
+      if (other?.org_id !== sidecar.org_id)
+        throw new ServiceError('conflict', `sidecar log ${epoch} is another org's`, { param: 'epoch' });
+      return sidecarId;
+    }
+    return undefined;
+  }
+
   #state(sidecar: SidecarRecord, epoch: string): LogState {
-    const pending = this.#states.get(`${sidecar.sidecar_id}\0${epoch}`);
+    const id = this.#logId(sidecar, epoch);
+    const pending = this.#states.get(`${id}\0${epoch}`);
     if (pending !== undefined) return pending;
-    const stored = this.#store.sidecars.get([STATE_KEY, sidecar.sidecar_id, epoch]) as LogState | undefined;
+    const stored = this.#store.sidecars.get([STATE_KEY, id, epoch]) as LogState | undefined;
     return { epoch, index: stored?.index ?? 0, hash: stored?.hash ?? null, subtrees: stored?.subtrees ?? [] };
   }
 
@@ -472,7 +509,16 @@ export class SidecarDesk {
       public_key: k.public_key,
     }));
     const ids = keys.map((k) => k.key_id).sort();
-    const existing = this.#logRecord(sidecar, epoch);
+    let existing = this.#logRecord(sidecar, epoch);
+    if (existing === undefined && this.#store.sidecars.get([LOG_OWNER_KEY, epoch]) === undefined) {
+      // Registered (by another sidecar of the org) before owners were recorded: adopted as such.
+      const earlier = this.#unrecordedOwner(sidecar, epoch);
+      if (earlier !== undefined) {
+        const owner = { sidecar_id: earlier, org_id: sidecar.org_id };
+        await this.#store.writer.enqueue(() => this.#store.sidecars.putSync([LOG_OWNER_KEY, epoch], owner));
+        existing = this.#logRecord(sidecar, epoch);
+      }
+    }
     if (existing !== undefined) {
       const had = existing.keys.map((k) => k.key_id).sort();
       const same =
@@ -494,15 +540,17 @@ export class SidecarDesk {
       outcome: 'allow',
       details: { sidecar_id: sidecar.sidecar_id, epoch, keys },
     });
-    const written = this.#store.writer.enqueue(() =>
-      this.#store.sidecars.putSync([LOG_KEY, sidecar.sidecar_id, epoch], record),
-    );
+    const owner = { sidecar_id: sidecar.sidecar_id, org_id: sidecar.org_id };
+    const written = this.#store.writer.enqueue(() => {
+      this.#store.sidecars.putSync([LOG_KEY, sidecar.sidecar_id, epoch], record);
+      this.#store.sidecars.putSync([LOG_OWNER_KEY, epoch], owner);
+    });
     await Promise.all([event, written]);
     return { epoch, key_ids: ids, registered: true };
   }
 
   #logRecord(sidecar: SidecarRecord, epoch: string): LogRecord | undefined {
-    return this.#store.sidecars.get([LOG_KEY, sidecar.sidecar_id, epoch]) as LogRecord | undefined;
+    return this.#store.sidecars.get([LOG_KEY, this.#logId(sidecar, epoch), epoch]) as LogRecord | undefined;
   }
 
   /**
@@ -579,7 +627,8 @@ export class SidecarDesk {
     entries: readonly unknown[],
     seals: readonly unknown[] = [],
   ): Promise<SyncState & { ingested: number }> {
-    const stateKey = `${sidecar.sidecar_id}\0${epoch}`;
+    const logId = this.#logId(sidecar, epoch);
+    const stateKey = `${logId}\0${epoch}`;
     const verified = await this.#verifySeals(sidecar, epoch, seals);
     // Synchronous from the check to the state's write: batches in flight together see each other.
     const checked = this.#check(sidecar, epoch, entries, verified);
@@ -592,7 +641,7 @@ export class SidecarDesk {
     this.#states.set(stateKey, state);
     const at = new Date().toISOString();
     const written = this.#store.writer.enqueue(() =>
-      this.#store.sidecars.putSync([STATE_KEY, sidecar.sidecar_id, epoch], { ...state, at }),
+      this.#store.sidecars.putSync([STATE_KEY, logId, epoch], { ...state, at }),
     );
     try {
       await Promise.all([...appends, written]);
