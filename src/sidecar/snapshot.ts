@@ -99,10 +99,16 @@ export class RemoteSnapshot implements Snapshot {
   }
 
   /**
-   * Puts `doc` in force. Everything is compiled first: a snapshot that does not compile throws
-   * and leaves the one in force unchanged.
+   * Puts `doc` in force. Everything is checked and compiled first: a snapshot of another format or
+   * another org, or one that does not compile, throws and leaves the one in force unchanged.
    */
   apply(doc: SnapshotDoc, etag: string, receivedAt = Date.now()): void {
+    // One this sidecar reads, of its own org (a token is one org's): anything else is a control
+    // plane mix-up, refused, and the snapshot in force kept.
+    if (doc.v !== 1) throw new Error(`snapshot format v${String(doc.v)} is not one this sidecar reads`);
+    const inForce = this.#current?.doc.org_id;
+    if (inForce !== undefined && doc.org_id !== inForce)
+      throw new Error(`the control plane sent org ${doc.org_id}'s snapshot to a sidecar of org ${inForce}`);
     const org = doc.org_id;
     const agentsByUuid = new Map<string, AgentRecord>();
     const agentsByName = new Map<string, AgentRecord>();
