@@ -80,6 +80,9 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
 
   const sidecarOf = (ctx: Parameters<RouteHandler>[0]): SidecarRecord =>
     sidecars.authenticate(presentedCredential(ctx.req.headers));
+  /** For its log's state and entries: a sidecar revoked moments ago still ships what it holds. */
+  const shipperOf = (ctx: Parameters<RouteHandler>[0]): SidecarRecord =>
+    sidecars.authenticate(presentedCredential(ctx.req.headers), { shipping: true });
 
   router.add('GET', '/api/sync/snapshot', (ctx) => {
     const sc = sidecarOf(ctx);
@@ -100,7 +103,7 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
   };
 
   router.add('GET', '/api/sync/state', (ctx) => {
-    const sc = sidecarOf(ctx);
+    const sc = shipperOf(ctx);
     const s = sidecars.state(sc, epochOf(ctx.query.get('epoch') ?? undefined, 'epoch'));
     ctx.json(200, { epoch: s.epoch, index: s.index, hash: s.hash });
   });
@@ -119,7 +122,7 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
   });
 
   router.add('POST', '/api/sync/events', async (ctx) => {
-    const sc = sidecarOf(ctx);
+    const sc = shipperOf(ctx);
     const body = ctx.jsonObject();
     const epoch = epochOf(body.epoch, 'epoch');
     const entries = body.entries;

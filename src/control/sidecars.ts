@@ -115,6 +115,8 @@ export interface SidecarMandateJwk {
 }
 const TOKEN_KEY = 'tok';
 const STATE_KEY = 'st';
+/** How long a revoked sidecar may still ship the log it holds (see `authenticate`). */
+export const SHIP_AFTER_REVOKE_MS = 10 * 60_000;
 /**
  * ['lo', epoch] → {sidecar_id, org_id}: the sidecar a log was first registered by. A log is kept
  * under that sidecar's id whichever of its org's sidecars ships it next (a token rotated on the
@@ -228,7 +230,7 @@ export class SidecarDesk {
   /** Whether `secret` is a valid sidecar token (before its request's body is read). */
   accepts(secret: string | undefined): boolean {
     try {
-      this.authenticate(secret);
+      this.authenticate(secret, { shipping: true });
       return true;
     } catch {
       return false;
@@ -236,7 +238,14 @@ export class SidecarDesk {
   }
 
   /** The sidecar a presented token belongs to; 401 when it is unknown or revoked. */
-  authenticate(secret: string | undefined): SidecarRecord {
+  /**
+   * The sidecar a token is, refused when unknown or revoked (401). With `shipping` (reading its
+   * log's state, sending its entries), a token revoked less than SHIP_AFTER_REVOKE_MS ago is still
+   * taken: what the sidecar recorded before it learned of the revocation (about a second, its
+   * snapshot poll) or had not shipped yet reaches the org chain instead of staying in its log for
+   * good. Its entries still need seals its registered log keys signed; it decides nothing more.
+   */
+  authenticate(secret: string | undefined, opts: { shipping?: boolean } = {}): SidecarRecord {
     if (secret === undefined || !secret.startsWith(SIDECAR_TOKEN_PREFIX))
       throw new ServiceError(
         'unauthenticated',
@@ -247,7 +256,10 @@ export class SidecarDesk {
       );
     const id = this.#store.sidecars.get([TOKEN_KEY, hashCredential(secret)]) as string | undefined;
     const r = id === undefined ? undefined : (this.#store.sidecars.get([SIDECAR_KEY, id]) as SidecarRecord);
-    if (r === undefined || r.revoked_at !== null || this.#identity.getOrg(r.org_id) === undefined)
+    const revokedLongAgo =
+      r?.revoked_at != null &&
+      !(opts.shipping === true && Date.now() - Date.parse(r.revoked_at) < SHIP_AFTER_REVOKE_MS);
+    if (r === undefined || revokedLongAgo || this.#identity.getOrg(r.org_id) === undefined)
       throw new ServiceError('unauthenticated', 'the sidecar token is not valid (unknown or revoked)', {
         headers: { 'www-authenticate': 'Bearer error="invalid_token"' },
       });
