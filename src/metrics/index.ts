@@ -232,8 +232,17 @@ export class Metrics {
       readonly snapshotFailures: number;
       readonly shipFailures: number;
       readonly diverged: boolean;
+      readonly clockSkewSeconds: number;
     },
   ): void {
+    new Gauge({
+      name: 'govgate_sidecar_clock_skew_seconds',
+      help: "The control plane's clock minus this sidecar's, from the Date of its last answer (second resolution)",
+      registers: [this.registry],
+      collect() {
+        this.set(source().clockSkewSeconds);
+      },
+    });
     new Gauge({
       name: 'govgate_sidecar_log_diverged',
       help: 'The control plane holds this sidecar log further than its store does (restored from a copy): nothing written since can be shipped (1), or not (0)',

@@ -31,6 +31,11 @@ export class ControlClient {
   readonly prefix: string;
   /** The SHA-256 (hex) of the sidecar token: what is kept of it to tell one token from another. */
   readonly tokenDigest: string;
+  /**
+   * The control plane's clock minus this one's, from the `Date` of its last answer (ms; second
+   * resolution, so up to about a second short; 0 before any answer).
+   */
+  clockSkewMs = 0;
   readonly #auth: string;
 
   /** `ca`: the certificates trusted for an https control plane (undefined: the system's). */
@@ -65,6 +70,11 @@ export class ControlClient {
       ...(body === undefined ? {} : { body }),
       signal: AbortSignal.timeout(SYNC_TIMEOUT_MS),
     });
+    const date = res.headers.date;
+    if (typeof date === 'string') {
+      const at = Date.parse(date);
+      if (!Number.isNaN(at)) this.clockSkewMs = at - Date.now();
+    }
     const text = await res.body.text();
     let json: unknown;
     try {

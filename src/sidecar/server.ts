@@ -173,6 +173,7 @@ export async function startSidecar(
       snapshotFailures: poller.failures,
       shipFailures: shipper.failures,
       diverged: shipper.diverged !== undefined,
+      clockSkewSeconds: control.clockSkewMs / 1000,
     }));
     const idempotency = new IdempotencyStore(
       store,
@@ -226,6 +227,7 @@ export async function startSidecar(
         snapshot: snapshot.loaded,
         mandate_keys: poller.mandateKeysRegistered,
         audit_log: shipper.diverged === undefined,
+        clock: poller.clockAgrees,
         store_writable: store.health.writable,
         accepting: !closing,
       }),

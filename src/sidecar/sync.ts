@@ -15,6 +15,8 @@ const SNAPSHOT_AAD = 'sidecar/snapshot';
 
 /** How often the sidecar registers its mandate keys again. */
 const KEYS_AGAIN_MS = 10 * 60_000;
+/** How far this clock may be off the control plane's before the sidecar says so (a mandate lives 60 s). */
+const MAX_CLOCK_SKEW_MS = 30_000;
 
 /** Statuses after which the sidecar forgets its snapshot: the control plane no longer knows this sidecar. */
 const REFUSED = new Set([401, 403]);
@@ -30,6 +32,8 @@ export class SnapshotPoller {
   failures = 0;
   /** Whether the control plane has this sidecar's mandate keys (it verifies its mandates then). */
   mandateKeysRegistered = false;
+  /** Whether this clock is within MAX_CLOCK_SKEW_MS of the control plane's (as of the last pull). */
+  clockAgrees = true;
   #keysAt = 0;
 
   constructor(
@@ -120,6 +124,7 @@ export class SnapshotPoller {
         const record = { kids: this.#kids(), at: this.#keysAt, token: this.client.tokenDigest };
         await this.store.writer.enqueue(() => this.store.meta.putSync(MANDATE_KEYS_KEY, record));
       }
+      this.#checkClock();
       if (this.failures > 0) this.onRecovered();
       this.failures = 0;
     } catch (err) {
@@ -151,6 +156,25 @@ export class SnapshotPoller {
       }
     }
     return this.snapshot.loaded;
+  }
+
+  /**
+   * Mandates carry this clock's times, and agent keys expire by it: minutes off the control
+   * plane's, the sidecar's mandates are refused there (not yet valid) or, behind, it takes keys
+   * past their expiry. Reported (readiness `clock`, a gauge, a log line when it changes).
+   */
+  #checkClock(): void {
+    const skew = this.client.clockSkewMs;
+    const agrees = Math.abs(skew) <= MAX_CLOCK_SKEW_MS;
+    if (agrees !== this.clockAgrees) {
+      if (agrees) this.logger.info("this clock agrees with the control plane's again", { skew_ms: skew });
+      else
+        this.logger.error(
+          "this clock is off the control plane's: mandates it signs may be refused, agent keys taken past their expiry; sync the clock (NTP)",
+          { skew_ms: skew },
+        );
+    }
+    this.clockAgrees = agrees;
   }
 
   async close(): Promise<void> {
