@@ -233,6 +233,14 @@ function toolCallNames(choices: ChatCompletion['choices']): string[] {
   return names;
 }
 
+/** A call's Idempotency-Key, and the hashes that bind it to the request (idempotencyKey). */
+interface IdemKey {
+  readonly key: string;
+  readonly hash: string;
+  /** The hash of the body's bytes, as records kept before keys bound canonical JSON hold it. */
+  readonly legacyHash: () => string;
+}
+
 /** Keeps an allowed answer for its Idempotency-Key's replays; resolves once it is committed. */
 type Keep = (response: StoredResponse) => Promise<void>;
 
@@ -263,11 +271,7 @@ function earlyEnd(res: ServerResponse): EarlyEnd | undefined {
  * The call's Idempotency-Key (1-255 characters) and the hash binding it to the endpoint, the body
  * and the `bound` header; undefined when the call has none.
  */
-function idempotencyKey(
-  ctx: Ctx,
-  endpoint: string,
-  bound?: string,
-): { key: string; hash: string; legacyHash: () => string } | undefined {
+function idempotencyKey(ctx: Ctx, endpoint: string, bound?: string): IdemKey | undefined {
   const key = ctx.header('idempotency-key');
   if (key === undefined) return undefined;
   if (key.length === 0 || key.length > 255)
@@ -377,13 +381,7 @@ export class GatewayService {
     // The beta features asked for change the answer as much as the body does.
     const idem = idempotencyKey(ctx, fe.endpoint, 'anthropic-beta');
     if (idem !== undefined) {
-      const stored = this.deps.idempotency.begin(
-        agent.orgId,
-        agent.agentUuid,
-        idem.key,
-        idem.hash,
-        idem.legacyHash,
-      );
+      const stored = this.beginIdempotent(agent, idem);
       if (stored) {
         this.replay(ctx, agent, stored, idem.key);
         return;
@@ -514,11 +512,16 @@ export class GatewayService {
     }
   }
 
+  /** The stored answer to replay, or undefined once the key is reserved for this call. */
+  private beginIdempotent(agent: ActingAgent, idem: IdemKey): StoredResponse | undefined {
+    return this.deps.idempotency.begin(agent.orgId, agent.agentUuid, idem.key, idem.hash, idem.legacyHash);
+  }
+
   /**
    * What keeps an allowed answer for its Idempotency-Key's replays, awaited before the answer is
    * sent (IdempotencyStore.keep).
    */
-  private keeper(agent: ActingAgent, idem: { key: string; hash: string }): Keep {
+  private keeper(agent: ActingAgent, idem: IdemKey): Keep {
     return (response) =>
       this.deps.idempotency.keep(agent.orgId, agent.agentUuid, idem.key, idem.hash, response);
   }
@@ -1162,13 +1165,7 @@ export class GatewayService {
       await this.embed(ctx, agent, request, ids, undefined);
       return;
     }
-    const stored = this.deps.idempotency.begin(
-      agent.orgId,
-      agent.agentUuid,
-      idem.key,
-      idem.hash,
-      idem.legacyHash,
-    );
+    const stored = this.beginIdempotent(agent, idem);
     if (stored) {
       this.replay(ctx, agent, stored, idem.key);
       return;

@@ -99,3 +99,37 @@ export async function controlWithSidecar(t: {
   });
   return { control, sc, sidecarId, token };
 }
+
+/**
+ * Holds the fsyncs of a store (a slow disk): `hold()` queues each from then on, `release()` runs
+ * those queued and lets the next ones through; `waiting` counts the queued ones. Released when
+ * `t` ends.
+ */
+export function fsyncGate(
+  t: { teardown(fn: () => void): void },
+  root: unknown,
+): { hold(): void; release(): void; readonly waiting: number } {
+  const r = root as { sync(cb: () => void): void };
+  const original = r.sync.bind(r);
+  let held: Array<() => void> | undefined;
+  r.sync = (cb) => {
+    const run = () => original(cb);
+    if (held) held.push(run);
+    else run();
+  };
+  const gate = {
+    hold() {
+      held ??= [];
+    },
+    release() {
+      const runs = held ?? [];
+      held = undefined;
+      for (const run of runs) run();
+    },
+    get waiting() {
+      return held?.length ?? 0;
+    },
+  };
+  t.teardown(() => gate.release());
+  return gate;
+}

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { controlWithSidecar } from '../helpers/sidecar.js';
+import { controlWithSidecar, fsyncGate } from '../helpers/sidecar.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -11,18 +11,7 @@ import { waitFor } from '../helpers/wait.js';
  */
 t.test('a sidecar ships entries only once they are fsynced', async (t) => {
   const { control, sc } = await controlWithSidecar(t);
-  const root = sc.sidecar.store.root as unknown as { sync(cb: () => void): void };
-  const original = root.sync.bind(root);
-  let held: Array<() => void> | undefined;
-  root.sync = (cb) => {
-    const run = () => original(cb);
-    if (held) held.push(run);
-    else run();
-  };
-  t.teardown(() => {
-    for (const run of held ?? []) run();
-    held = undefined;
-  });
+  const fsyncs = fsyncGate(t, sc.sidecar.store.root);
 
   const client = new OpenAI({ apiKey: control.agentKey, baseURL: `${sc.url}/v1`, maxRetries: 0 });
   const pipelineOf = async (text: string): Promise<string> => {
@@ -46,16 +35,14 @@ t.test('a sidecar ships entries only once they are fsynced', async (t) => {
   const first = await pipelineOf('before');
   await until('an entry shipped while fsyncs run', () => shipped(first));
 
-  held = [];
+  fsyncs.hold();
   const pipeline = await pipelineOf('while the disk is slow');
   t.ok(sc.sidecar.shipper.unshipped >= 1, 'answered, committed locally');
   await new Promise((r) => setTimeout(r, 1_500)); // six seal periods, and time to ship
   t.notOk(await shipped(pipeline), 'not shipped before its fsync');
-  t.ok(held.length > 0, 'an fsync waits');
+  t.ok(fsyncs.waiting > 0, 'an fsync waits');
 
-  const runs = held;
-  held = undefined;
-  for (const run of runs) run();
+  fsyncs.release();
   await until('shipped once on disk', () => shipped(pipeline));
   await waitFor(() => sc.sidecar.shipper.unshipped === 0, 'acknowledged');
 });

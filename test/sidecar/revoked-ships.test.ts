@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { controlWithSidecar } from '../helpers/sidecar.js';
+import { controlWithSidecar, fsyncGate } from '../helpers/sidecar.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -12,18 +12,8 @@ import { waitFor } from '../helpers/wait.js';
 t.test('a revoked sidecar still ships what it recorded, for a grace period', async (t) => {
   const { control, sc, sidecarId } = await controlWithSidecar(t);
   await waitFor(() => sc.sidecar.snapshot.loaded, 'a snapshot');
-  const root = sc.sidecar.store.root as unknown as { sync(cb: () => void): void };
-  const original = root.sync.bind(root);
-  let held: Array<() => void> | undefined = [];
-  root.sync = (cb) => {
-    const run = () => original(cb);
-    if (held) held.push(run);
-    else run();
-  };
-  t.teardown(() => {
-    for (const run of held ?? []) run();
-    held = undefined;
-  });
+  const fsyncs = fsyncGate(t, sc.sidecar.store.root);
+  fsyncs.hold();
   const client = new OpenAI({ apiKey: control.agentKey, baseURL: `${sc.url}/v1`, maxRetries: 0 });
   const pipelines: string[] = [];
   for (let i = 0; i < 2; i++) {
@@ -38,9 +28,7 @@ t.test('a revoked sidecar still ships what it recorded, for a grace period', asy
   t.ok(sc.sidecar.shipper.unshipped >= 2, 'recorded, not shipped yet');
   const revoked = await control.call(`/api/sidecars/${sidecarId}`, { token: control.pat, method: 'DELETE' });
   t.equal(revoked.status, 200);
-  const runs = held ?? [];
-  held = undefined;
-  for (const run of runs) run();
+  fsyncs.release();
   sc.sidecar.shipper.retryNow();
   await waitFor(() => sc.sidecar.shipper.unshipped === 0, 'shipped after the revocation', 15_000);
   for (const p of pipelines) {
