@@ -44,6 +44,8 @@ function leniently<T>(ctx: Ctx, names: readonly string[], spec: Parameters<typeo
 
 export function registerApprovalRoutes(router: Router<RouteHandler>, deps: ApprovalRouteDeps): void {
   const { snapshot, approvals } = deps;
+  /** The org a request acts on: the caller's, or the one a super_admin names (`?org_id=`). */
+  const orgOf = (ctx: Ctx, p: Principal): string => targetOrg(ctx, p, undefined, deps.orgExists);
   // A decision's assertion is checked (and its challenge used up) before the decision is made,
   // once the caller may decide and the approval is there to decide (403 and 404 as without one).
   const signed = async (
@@ -62,7 +64,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
   router.add('GET', '/v1/me/approvals', async (ctx) => {
     const p = authenticate(ctx, snapshot);
     // A super_admin names another org with ?org_id=; anyone else naming one is refused.
-    ctx.json(200, { data: await approvals.pendingFor(p, targetOrg(ctx, p, undefined, deps.orgExists)) });
+    ctx.json(200, { data: await approvals.pendingFor(p, orgOf(ctx, p)) });
   });
 
   router.add('GET', '/v1/me/approvals/:id', async (ctx) => {
@@ -70,7 +72,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
     if (p.kind === 'user' && !roleAtLeast(p.role, 'auditor'))
       throw new ServiceError('forbidden', 'reading approvals needs the auditor role or higher');
     const id = ctx.params.id as string;
-    const rec = await approvals.get(id, targetOrg(ctx, p, undefined, deps.orgExists));
+    const rec = await approvals.get(id, orgOf(ctx, p));
     // An agent sees only its own requests; another agent's is reported as missing.
     if (rec === undefined || (p.kind === 'agent' && rec.agent_uuid !== p.id))
       throw new ServiceError('not_found', `approval ${id} not found`);
@@ -106,7 +108,7 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
   router.add('GET', '/api/approvals/:id', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
     const id = ctx.params.id as string;
-    const rec = await approvals.get(id, targetOrg(ctx, p, undefined, deps.orgExists));
+    const rec = await approvals.get(id, orgOf(ctx, p));
     if (rec === undefined) throw new ServiceError('not_found', `approval ${id} not found`);
     ctx.json(200, rec);
   });
@@ -119,40 +121,24 @@ export function registerApprovalRoutes(router: Router<RouteHandler>, deps: Appro
     );
     const id = ctx.params.id as string;
     // A super_admin names another org's approval with ?org_id= (DESIGN C, "Scope").
-    const orgId = targetOrg(ctx, p, undefined, deps.orgExists);
+    const orgId = orgOf(ctx, p);
     const evidence = await signed(p, id, b.decision, b.webauthn, orgId);
     ctx.json(200, await approvals.decide(id, p, b.decision, b.reason, evidence, orgId));
   });
   router.add('POST', '/api/approvals/:id/cancel', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
-    ctx.json(
-      200,
-      await approvals.cancel(
-        ctx.params.id as string,
-        p,
-        b.reason,
-        targetOrg(ctx, p, undefined, deps.orgExists),
-      ),
-    );
+    ctx.json(200, await approvals.cancel(ctx.params.id as string, p, b.reason, orgOf(ctx, p)));
   });
   router.add('POST', '/api/approvals/:id/revoke', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'requester');
     const b = strictBody<{ reason?: string }>(body(ctx), REASON_SPEC);
-    ctx.json(
-      200,
-      await approvals.revoke(
-        ctx.params.id as string,
-        p,
-        b.reason,
-        targetOrg(ctx, p, undefined, deps.orgExists),
-      ),
-    );
+    ctx.json(200, await approvals.revoke(ctx.params.id as string, p, b.reason, orgOf(ctx, p)));
   });
 
   router.add('GET', '/api/approvals', async (ctx) => {
     const p = requireRole(ctx, snapshot, 'auditor');
-    const orgId = targetOrg(ctx, p, undefined, deps.orgExists);
+    const orgId = orgOf(ctx, p);
     const q = ctx.query;
     const status = q.get('status');
     if (status !== null && !(APPROVAL_STATUSES as readonly string[]).includes(status)) {
