@@ -29,6 +29,7 @@ import type { Ctx } from '../http/context.js';
 import type { ServerResponse } from '../http/types.js';
 import type { Metrics } from '../metrics/index.js';
 import type { MessagesCall, Provider } from '../providers/types.js';
+import { PROVIDER_KEY_DETECTION } from '../providers/upstream.js';
 import {
   ANTHROPIC_STOP,
   type AnthropicMessage,
@@ -796,6 +797,11 @@ export class GatewayService {
         message.service = service;
         body = JSON.stringify(message);
       } else body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
+      const unkeyed = provider.keyScrub?.scrub(body) ?? body;
+      if (unkeyed !== body) {
+        body = unkeyed;
+        outputTypes.add(PROVIDER_KEY_DETECTION);
+      }
       audited = true;
       await this.appendCall(
         record,
@@ -988,10 +994,20 @@ export class GatewayService {
     let failure: ServiceError | undefined;
     // The client took nothing for `stallMs` while behind: its connection is closed.
     let stalled = false;
+    const scrub = provider.keyScrub;
+    // The answer held the provider's own key (KeyScrub): replaced, and recorded.
+    let keyEchoed = false;
     const emit = (events: readonly E[]): boolean => {
       for (const e of events) {
-        const text = wire.render(e);
+        let text = wire.render(e);
         if (text === '') continue;
+        if (scrub !== undefined) {
+          const unkeyed = scrub.scrub(text);
+          if (unkeyed !== text) {
+            text = unkeyed;
+            keyEchoed = true;
+          }
+        }
         if (keep !== undefined) transcript += text;
         if (!res.write(text)) return false;
         wire.written(e);
@@ -1059,6 +1075,12 @@ export class GatewayService {
     const usage = stated ?? wire.estimate(promptChars(record.gov.scan.texts));
     const sent = wire.delivered();
     const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
+    let tail = failure || blocked || aborted || stalled ? '' : wire.finish(record.service);
+    const unkeyedTail = scrub?.scrub(tail) ?? tail;
+    if (unkeyedTail !== tail) {
+      tail = unkeyedTail;
+      keyEchoed = true;
+    }
     const early = earlyEnd(res);
     const details: Record<string, unknown> = {
       status: early ? early.status : stalled ? 408 : 200,
@@ -1068,7 +1090,7 @@ export class GatewayService {
       client_disconnected: early?.client ?? false,
       error_code: failed ? (failure?.code ?? null) : (early?.code ?? null),
       blocked_stage: blocked ? `output_${blocked.where}` : null,
-      output_detections: outputPii,
+      output_detections: keyEchoed ? [...outputPii, PROVIDER_KEY_DETECTION] : outputPii,
       // Complete (docs/audit.md, "Streamed model calls"): a stream that ended as it should, its
       // client having taken everything before its end, which follows this event; or the finish of
       // every choice written and taken when the stream stopped.
@@ -1123,7 +1145,6 @@ export class GatewayService {
       );
       return undefined;
     }
-    const tail = wire.finish(record.service);
     if (keep !== undefined)
       await keep({
         status: 200,

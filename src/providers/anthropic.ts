@@ -2,6 +2,7 @@ import { ServiceError } from '../core/errors.js';
 import { HOP_HEADER, HOP_ID } from '../http/hop.js';
 import type { Cancellation, ChatCall, Provider } from './types.js';
 import {
+  keyScrub,
   type PoolSource,
   requestJson,
   requestStream,
@@ -99,6 +100,7 @@ export function anthropicProvider(pools: PoolSource, baseUrl: string, apiKey: st
 
   return {
     name: 'anthropic',
+    keyScrub: keyScrub(apiKey),
     async chat(call: ChatCall) {
       const request = openaiRequestToAnthropic(call.request, { defaultMaxTokens: DEFAULT_MAX_TOKENS });
       request.stream = false;

@@ -1,7 +1,7 @@
 import { ServiceError } from '../core/errors.js';
 import { HOP_HEADER, HOP_ID } from '../http/hop.js';
 import type { ChatCall, Provider } from './types.js';
-import { type PoolSource, requestJson, requestStream, scrubbed, splitBaseUrl } from './upstream.js';
+import { keyScrub, type PoolSource, requestJson, requestStream, scrubbed, splitBaseUrl } from './upstream.js';
 import {
   type ChatCompletion,
   type ChatCompletionChunk,
@@ -25,6 +25,7 @@ export function openaiProvider(pools: PoolSource, baseUrl: string, apiKey: strin
 
   return {
     name: 'openai',
+    keyScrub: keyScrub(apiKey),
     async chat(call: ChatCall) {
       const body = call.rawBody ?? JSON.stringify(call.request);
       const res = await requestJson('openai', pools.get(origin), {

@@ -1,3 +1,4 @@
+import type { KeyScrub } from './upstream.js';
 import type {
   AnthropicMessage,
   AnthropicMessagesRequest,
@@ -43,6 +44,8 @@ export interface Provider {
   listModels(signal: AbortSignal): Promise<string[]>;
   /** Anthropic upstreams only: the Messages API itself, for callers that speak it. */
   readonly messagesApi?: MessagesApi;
+  /** What replaces the provider's own key in its answers (none for a provider without a key). */
+  readonly keyScrub?: KeyScrub;
 }
 
 /**

@@ -129,3 +129,163 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
       t.notOk(text.toLowerCase().includes(key.toLowerCase()), `${where} never holds a provider key`);
   }
 });
+
+// A misconfigured or hostile upstream can put the key in a successful answer too (an echo service
+// behind an OpenAI-compatible base URL, a proxy that reflects request headers). Whatever the
+// org's detectors are set to, the org's own credential never reaches its agents: it is replaced
+// and the call's event records `secret:provider_key` among its output detections.
+t.test('the provider key an upstream echoes in a 200 answer never reaches the agent', async (t) => {
+  const openaiKey = randomBytes(16).toString('hex');
+  const anthropicKey = `gsk_${randomBytes(24).toString('hex')}`;
+  const upstream = await startMockUpstream();
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+  t.teardown(async () => {
+    await svc.close();
+    await upstream.close();
+  });
+  const providers = await svc.call('/api/settings/providers', {
+    method: 'PUT',
+    token: svc.pat,
+    body: {
+      providers: [
+        { name: 'openai', api_key: `Bearer ${openaiKey}`, base_url: `${upstream.url}/v1`, models: ['gpt-*'] },
+        { name: 'anthropic', api_key: anthropicKey, base_url: upstream.url, models: ['claude-test-1'] },
+      ],
+    },
+  });
+  t.equal(providers.status, 200);
+  const echo = (key: string) => `your key is ${key} and, shouting, ${key.toUpperCase()}.`;
+  const completion = (key: string) =>
+    JSON.stringify({
+      id: 'chatcmpl-echo',
+      object: 'chat.completion',
+      created: 1,
+      model: 'gpt-test',
+      choices: [{ index: 0, message: { role: 'assistant', content: echo(key) }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    });
+  const openaiStream = (key: string) =>
+    [
+      { choices: [{ index: 0, delta: { role: 'assistant', content: '' } }] },
+      { choices: [{ index: 0, delta: { content: echo(key) } }] },
+      { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    ]
+      .map(
+        (c) =>
+          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'gpt-test', ...c })}\n\n`,
+      )
+      .join('') + 'data: [DONE]\n\n';
+  const anthropicMessage = (key: string) =>
+    JSON.stringify({
+      id: 'msg_echo',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude-test-1',
+      content: [{ type: 'text', text: echo(key) }],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      usage: { input_tokens: 1, output_tokens: 1 },
+    });
+  const anthropicStream = (key: string) =>
+    [
+      {
+        type: 'message_start',
+        message: {
+          id: 'msg_echo',
+          type: 'message',
+          role: 'assistant',
+          model: 'claude-test-1',
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 1, output_tokens: 0 },
+        },
+      },
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: echo(key) } },
+      { type: 'content_block_stop', index: 0 },
+      {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: { output_tokens: 5 },
+      },
+      { type: 'message_stop' },
+    ]
+      .map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`)
+      .join('');
+
+  const seen: string[] = [];
+  const call = async (what: string, path: string, body: Record<string, unknown>, flags?: string) => {
+    const res = await svc.call(path, {
+      token: svc.agentKey,
+      body,
+      headers: flags === undefined ? undefined : { 'x-service-flags': flags },
+    });
+    const text = typeof res.body === 'string' ? res.body : JSON.stringify(res.body);
+    seen.push(text);
+    t.equal(res.status, 200, `${what}: status`);
+    t.match(text, /\[PROVIDER_KEY\]/, `${what}: the key's place is named`);
+  };
+  const chat = (model: string, stream: boolean) => ({
+    model,
+    stream,
+    messages: [{ role: 'user', content: 'hi' }],
+  });
+  const messages = (stream: boolean) => ({
+    model: 'claude-test-1',
+    max_tokens: 16,
+    stream,
+    messages: [{ role: 'user', content: 'hi' }],
+  });
+  // Under observe (nothing scanned or changed on the way out) and under the default policy.
+  for (const flags of ['mode=observe', undefined]) {
+    const tag = flags ?? 'default';
+    upstream.behaviour = { kind: 'raw', contentType: 'application/json', body: completion(openaiKey) };
+    await call(`openai answer (${tag})`, '/v1/chat/completions', chat('gpt-test', false), flags);
+    upstream.behaviour = { kind: 'raw', contentType: 'text/event-stream', body: openaiStream(openaiKey) };
+    await call(`openai stream (${tag})`, '/v1/chat/completions', chat('gpt-test', true), flags);
+    upstream.behaviour = {
+      kind: 'raw',
+      contentType: 'application/json',
+      body: anthropicMessage(anthropicKey),
+    };
+    await call(
+      `anthropic answer to chat (${tag})`,
+      '/v1/chat/completions',
+      chat('claude-test-1', false),
+      flags,
+    );
+    await call(`anthropic answer to messages (${tag})`, '/v1/messages', messages(false), flags);
+    upstream.behaviour = {
+      kind: 'raw',
+      contentType: 'text/event-stream',
+      body: anthropicStream(anthropicKey),
+    };
+    await call(
+      `anthropic stream to chat (${tag})`,
+      '/v1/chat/completions',
+      chat('claude-test-1', true),
+      flags,
+    );
+    await call(`anthropic stream to messages (${tag})`, '/v1/messages', messages(true), flags);
+  }
+  upstream.behaviour = { kind: 'normal' };
+
+  for (const key of [openaiKey, anthropicKey])
+    t.notOk(
+      seen.join('\n').toLowerCase().includes(key.toLowerCase()),
+      'the agent never holds a provider key',
+    );
+  const chain = await svc.call('/api/audit/export?format=jsonl', { token: svc.pat });
+  t.equal(chain.status, 200);
+  const calls = String(chain.body)
+    .split('\n')
+    .filter((l) => l.includes('"llm_call"'));
+  t.equal(calls.length, 12, 'every call is audited');
+  t.equal(
+    calls.filter((l) => l.includes('secret:provider_key')).length,
+    12,
+    'each event records that the answer held the provider key',
+  );
+  t.notOk(String(chain.body).toLowerCase().includes(openaiKey.toLowerCase()), 'nor does the chain');
+});

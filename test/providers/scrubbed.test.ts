@@ -1,5 +1,5 @@
 import t from 'tap';
-import { scrubbed, withoutProviderKey } from '../../src/providers/upstream.js';
+import { keyScrub, scrubbed, withoutProviderKey } from '../../src/providers/upstream.js';
 
 // A provider's error message goes to the agent and into the audit trail: at most 500 characters,
 // never cut inside a surrogate pair, and well formed whatever the provider sent.
@@ -51,4 +51,24 @@ t.test('a placeholder key shorter than 8 characters is not replaced: it is no se
     'bad key [PROVIDER_KEY]',
     'a real one is',
   );
+});
+
+t.test('keyScrub finds the key in any letter case and with or without its scheme', (t) => {
+  const key = 'sk-Ab12.Cd34+Ef56/Gh78';
+  const scrub = keyScrub(`Bearer ${key}`);
+  if (scrub === undefined) {
+    t.fail('a key of 8 characters or more is a secret');
+    return t.end();
+  }
+  const clean = 'an answer that holds no key, only sk-Ab12 and Cd34';
+  t.equal(scrub.scrub(clean), clean, 'a text without it is returned as it is');
+  t.equal(
+    scrub.scrub(`a ${key} b ${key.toUpperCase()} c Bearer ${key} d ${key.toLowerCase()}`),
+    'a [PROVIDER_KEY] b [PROVIDER_KEY] c [PROVIDER_KEY] d [PROVIDER_KEY]',
+  );
+  t.equal(scrub.scrub(key.slice(0, -1)), key.slice(0, -1), 'a part of the key is not the key');
+  t.equal(keyScrub('EMPTY'), undefined, 'a placeholder key is no secret');
+  t.equal(keyScrub('   '), undefined);
+  t.equal(keyScrub(undefined), undefined);
+  t.end();
 });
