@@ -80,6 +80,13 @@ export interface ConsumeOptions {
   readonly pipelineId?: string | null;
   /** 'signed' accepts only signed-tier approvals (a rule that asks for a signed approval). */
   readonly minTier?: ApprovalTier;
+  /**
+   * The asking call's own id for this consume (a sidecar's): asked again with the same id, the
+   * approval it spent is returned again, while unexpired, and nothing else is spent. A sidecar that
+   * lost the first answer (a cut connection, a timeout) retries with it, so the approval goes to
+   * the call that asked rather than being spent on nothing.
+   */
+  readonly consumeId?: string;
 }
 
 export interface ApprovalPage {
@@ -105,6 +112,7 @@ interface Change {
  *   ['x', org, expires_ms, id]              → status  live records by expiry (pending lists, expiry)
  *   ['o', org, created_ms, id]              → null    every record of an org, oldest first
  *   ['s', org, status, created_ms, id]      → null    every record of an org by status
+ *   ['c', org, agent_uuid, fingerprint, consume_id] → id  what a consume id spent (ConsumeOptions)
  * Terminal records leave 'f' and 'x', so dedupe, consume and pending lists touch live records only.
  */
 type Key = (string | number)[];
@@ -277,7 +285,17 @@ export class ApprovalStore {
     const now = this.clock();
     const changes: Change[] = [];
     let result: ApprovalRecord | undefined;
+    const spentKey =
+      opts.consumeId === undefined ? undefined : ['c', orgId, agentUuid, fingerprint, opts.consumeId];
     this.store.root.transactionSync(() => {
+      if (spentKey !== undefined) {
+        const spent = this.store.approvalIndex.get(spentKey) as string | undefined;
+        if (spent !== undefined) {
+          const rec = this.store.approvals.get(spent) as ApprovalRecord | undefined;
+          if (rec?.status === 'consumed' && now < expiresMs(rec)) result = rec;
+          return;
+        }
+      }
       for (const found of this.liveFor(orgId, agentUuid, fingerprint)) {
         const rec = this.expireIfDue(found, now, changes);
         if (!allows(rec, opts)) continue;
@@ -285,6 +303,7 @@ export class ApprovalStore {
           event: 'consumed',
           pipelineId: opts.pipelineId ?? null,
         });
+        if (spentKey !== undefined) this.store.approvalIndex.putSync(spentKey, rec.id);
         return;
       }
     });

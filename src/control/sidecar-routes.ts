@@ -159,11 +159,13 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
       fingerprint: string;
       min_tier: 'standard' | 'signed';
       pipeline_id?: string;
+      consume_id?: string;
     }>(ctx.jsonObject(), {
       agent_uuid: { type: 'string', required: true, maxLength: 64 },
       fingerprint: { type: 'string', required: true, pattern: /^[0-9a-f]{64}$/ },
       min_tier: { type: 'string', required: true, enum: ['standard', 'signed'] },
       pipeline_id: { type: 'string', maxLength: 200 },
+      consume_id: { type: 'string', pattern: /^[A-Za-z0-9_-]{16,64}$/ },
     });
     const agent = identity.getAgent(b.agent_uuid);
     if (agent?.org_id !== sc.org_id)
@@ -173,6 +175,7 @@ export function registerSidecarRoutes(router: Router<RouteHandler>, deps: Sideca
     const consumed = approvals.consume(sc.org_id, agent.agent_uuid, b.fingerprint, {
       pipelineId: b.pipeline_id ?? null,
       minTier: b.min_tier,
+      ...(b.consume_id === undefined ? {} : { consumeId: b.consume_id }),
     });
     ctx.json(200, {
       consumed: consumed === undefined ? null : { id: consumed.id, decided_by: consumed.decided_by },

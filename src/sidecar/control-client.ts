@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Pool } from 'undici';
 import type { SigningKeyDocument, StoredSeal } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
@@ -21,6 +21,9 @@ export class ControlError extends Error {
 /** How long a sync call may take before it counts as a failure (and is tried again later). */
 const SYNC_TIMEOUT_MS = 10_000;
 
+/** Consume ids kept for a retry (ControlClient.consumeApproval); past this the oldest is dropped. */
+const MAX_UNANSWERED_CONSUMES = 1024;
+
 /**
  * The sidecar's client of the control plane's sync API (docs/sidecar.md), over one keep-alive
  * pool. The forwarder uses the same pool for the paths the sidecar does not serve.
@@ -37,6 +40,8 @@ export class ControlClient {
    */
   clockSkewMs = 0;
   readonly #auth: string;
+  /** The ids of consumes whose answer never came, by agent and action (consumeApproval). */
+  readonly #unanswered = new Map<string, string>();
 
   /** `ca`: the certificates trusted for an https control plane (undefined: the system's). */
   constructor(controlUrl: string, token: string, ca?: readonly string[]) {
@@ -161,26 +166,41 @@ export class ControlClient {
 
   /**
    * Spends an approved approval of this action at the control plane, once; undefined when there
-   * is none, or when the control plane cannot be reached (the call then still needs one).
+   * is none. When the control plane cannot be heard, the call is refused (503): it may have spent
+   * an approval whose answer was lost, so neither "none" nor a new request for one would be true.
+   * The consume's id is then kept for the agent's next identical call, which asks with it and gets
+   * that approval, if it was spent, rather than finding it gone (ConsumeOptions.consumeId).
    */
   async consumeApproval(
     agentUuid: string,
     fingerprint: string,
     opts: { pipelineId: string | null; minTier: 'standard' | 'signed' },
   ): Promise<{ id: string; decided_by: string | null } | undefined> {
+    const action = `${agentUuid}:${fingerprint}`;
+    // Taken out while in flight: two identical calls at once must not both claim one approval.
+    const consumeId = this.#unanswered.get(action) ?? randomBytes(16).toString('base64url');
+    this.#unanswered.delete(action);
     try {
       const body = JSON.stringify({
         agent_uuid: agentUuid,
         fingerprint,
         min_tier: opts.minTier,
+        consume_id: consumeId,
         ...(opts.pipelineId === null ? {} : { pipeline_id: opts.pipelineId }),
       });
       const r = (await this.#call('POST', '/api/sync/approvals/consume', body)).json as {
         consumed: { id: string; decided_by: string | null } | null;
       };
       return r.consumed ?? undefined;
-    } catch {
-      return undefined;
+    } catch (err) {
+      this.#unanswered.set(action, consumeId);
+      if (this.#unanswered.size > MAX_UNANSWERED_CONSUMES)
+        this.#unanswered.delete(this.#unanswered.keys().next().value as string);
+      throw new ServiceError(
+        'unavailable',
+        'this call needs an approval, and the control plane that keeps approvals cannot be reached; try again later',
+        { cause: err, headers: { 'retry-after': '5' } },
+      );
     }
   }
 

@@ -202,6 +202,30 @@ t.test('store: an approved action is allowed exactly once', async (t) => {
   await rejects(t, approvals.revoke(rec.id, DEV), 'approval_not_pending', 409, 'consumed cannot be revoked');
 });
 
+t.test('store: a consume asked again with its id gets what it spent, once, until expiry', async (t) => {
+  const { approvals, sink, clock } = setup(t);
+  const first = await approvals.create(input());
+  await approvals.decide(first.id, DEV, 'approve');
+  const again = (id: string) => approvals.consume('org_a', 'agent-1', first.fingerprint, { consumeId: id });
+  t.equal(again('consume-aaaaaaaaaaaa')?.id, first.id, 'spent under its id');
+  t.equal(again('consume-aaaaaaaaaaaa')?.id, first.id, 'the same id gets it again');
+  t.equal(again('consume-bbbbbbbbbbbb'), undefined, 'another id gets nothing: it is spent');
+  t.equal(approvals.consume('org_a', 'agent-1', first.fingerprint), undefined, 'nor does a call without one');
+  t.equal(
+    approvals.consume('org_a', 'agent-2', first.fingerprint, { consumeId: 'consume-aaaaaaaaaaaa' }),
+    undefined,
+    "another agent's call with the id gets nothing",
+  );
+  t.equal(sink.types().filter((e) => e === 'approval.consumed').length, 1, 'one consumed event');
+  // A second approval of the action: the id that spent the first does not spend it too.
+  const second = await approvals.create(input());
+  await approvals.decide(second.id, DEV, 'approve');
+  t.equal(again('consume-aaaaaaaaaaaa')?.id, first.id, 'still the first');
+  t.equal((await approvals.get(second.id, 'org_a'))?.status, 'approved', 'the second stays unspent');
+  clock.now = Date.parse(first.expires_at);
+  t.equal(again('consume-aaaaaaaaaaaa'), undefined, 'past its expiry the spent approval allows nothing');
+});
+
 t.test('store: two identical calls back to back cannot both consume one approval', async (t) => {
   const { store, sink, approvals } = setup(t);
   const rec = await approvals.create(input());
