@@ -52,7 +52,8 @@ export function meets(severity: Severity, min: MinSeverity): boolean {
 
 /**
  * The body posted for an event. `chat1` is a chat tool's incoming-webhook message (`{text}`),
- * `chat2` a connector card (`MessageCard`), `generic` the event as JSON. None carries personal
+ * `chat2` a connector card (`MessageCard`), `generic` the raw event JSON (spec 2.10; its severity
+ * and link go in headers: alertHeaders). None carries personal
  * values: `personal` fields go as their commitments only, so an alert never copies a person's data
  * out of the trail (erasure could not reach it there).
  */
@@ -62,7 +63,7 @@ export function alertBody(
   severity: Severity | 'test',
   auditUrl: string,
 ): unknown {
-  if (type === 'generic') return { severity, audit_url: auditUrl, event: outboundEvent(e) };
+  if (type === 'generic') return outboundEvent(e);
   const why = e.reason ? `: ${scrubText(e.reason)}` : '';
   const who = e.agent_id === null || e.agent_id === undefined ? '' : ` by agent ${e.agent_id}`;
   const rule = e.rule_id ? ` (rule ${e.rule_id})` : '';
@@ -80,6 +81,26 @@ export function alertBody(
       { '@type': 'OpenUri', name: 'Open in the audit trail', targets: [{ os: 'default', uri: auditUrl }] },
     ],
   };
+}
+
+/**
+ * The headers of an alert post: a `generic` one also names its severity and the event's receipt
+ * (`X-Service-Severity`, `X-Service-Audit-Url`), since its body is the event alone.
+ */
+export function alertHeaders(
+  type: WebhookType,
+  severity: Severity | 'test',
+  auditUrl: string,
+): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': 'govgate-alerts',
+  };
+  if (type === 'generic') {
+    headers['x-service-severity'] = severity;
+    headers['x-service-audit-url'] = auditUrl;
+  }
+  return headers;
 }
 
 export interface AlertDeskDeps {
@@ -342,7 +363,7 @@ export class AlertDesk {
       url === undefined
         ? { status: null, attempts: 0, error: 'the destination has no URL in the vault' }
         : await postWithRetries(this.#agent, url, {
-            headers: { 'content-type': 'application/json', 'user-agent': 'govgate-alerts' },
+            headers: alertHeaders(d.webhook_type, severity, auditUrl),
             body,
             tries,
             backoffMs: this.#deps.backoffMs ?? 1_000,

@@ -100,16 +100,21 @@ t.test(
       themeColor: 'C4314B',
       title: /BLOCK: llm_call/,
     });
-    const g = byPath('/generic')[0]?.body;
-    t.match(g, { severity: 'block', event: { event_type: 'llm_call', outcome: 'block', org_id: 'default' } });
-    t.ok(g.event.personal.end_user.c, 'a personal field goes as its commitment');
+    // Spec 2.10 and 6.2: generic posts the raw event JSON; the severity and link ride in headers.
+    const first = byPath('/generic')[0];
+    const g = first?.body;
+    t.match(g, { event_type: 'llm_call', outcome: 'block', org_id: 'default' }, 'the event itself');
+    t.notOk('event' in g || 'severity' in g, 'not wrapped');
+    t.equal(first?.headers['x-service-severity'], 'block');
+    t.equal(first?.headers['x-service-audit-url'], `${svc.url}/api/audit/events/${g.id}/receipt`);
+    t.ok(g.personal.end_user.c, 'a personal field goes as its commitment');
     t.notOk(JSON.stringify(hook.posts).includes('alice@'), 'no personal value leaves in an alert');
     t.equal(hook.posts.length, 3, 'the clean call raised none');
     await chat('my email is bob@example.com');
     await waitFor(() => byPath('/generic').length === 2, 'the PII alert');
     await sleep(100);
     t.equal(byPath('/chat1').length, 1, 'block-only destinations are not told of a detection');
-    t.equal(byPath('/generic')[1]?.body.severity, 'detect');
+    t.equal(byPath('/generic')[1]?.headers['x-service-severity'], 'detect');
 
     // Updating with the masked URL keeps it; a 5xx is retried, a 4xx is not.
     const id = chat1.body.id as string;
@@ -239,7 +244,7 @@ t.test('the deployment-wide webhook gets every org, and only a super_admin confi
     body: { model: 'mock-echo', messages: [{ role: 'user', content: INJECTION }] },
   });
   await waitFor(() => hook.posts.length === 1, 'the tenant-b alert');
-  t.equal(hook.posts[0]?.body.event.org_id, other.orgId);
+  t.equal(hook.posts[0]?.body.org_id, other.orgId);
   await sleep(100); // the JSONL log is written within 20 ms of a commit
   const system = readFileSync(join(svc.dataDir, 'data', 'audit', '_system.jsonl'), 'utf8');
   t.equal(
