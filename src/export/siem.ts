@@ -283,6 +283,12 @@ export class ExportDesk {
       throw new ServiceError('invalid_request', `${names.kind} is required`, { param: names.kind });
     if (merged.url === undefined)
       throw new ServiceError('invalid_request', `${names.url} is required`, { param: names.url });
+    if (kind === 'otlp' && input.format !== undefined && input.format !== null)
+      throw new ServiceError(
+        'invalid_request',
+        'format is for the SIEM kinds only: an otlp destination is sent OTLP/HTTP JSON logs',
+        { param: 'format' },
+      );
     if (kind !== 'otlp' && !FORMATS_OF[kind].includes(merged.format))
       throw new ServiceError(
         'invalid_request',

@@ -148,6 +148,16 @@ t.test('org export destinations: webhook OCSF, OTLP logs, masked tokens, tenancy
     (await add({ kind: 'cloud_siem', endpoint: `http://127.0.0.1:${hook.port}/x`, format: 'ocsf' })).status,
     400,
   );
+  // Spec 2.11: format is only for SIEM kinds; an otlp destination naming one is refused, not
+  // stored without it.
+  const otlpFormat = await add({
+    kind: 'otlp',
+    endpoint: `http://127.0.0.1:${hook.port}/v1/logs`,
+    token: 'otlp-token-42',
+    format: 'cef',
+  });
+  t.equal(otlpFormat.status, 400, 'format on an otlp destination');
+  t.equal(otlpFormat.body.error.param, 'format');
   const webhook = await add({
     kind: 'webhook',
     endpoint: `http://127.0.0.1:${hook.port}/ingest`,
