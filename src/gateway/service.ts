@@ -53,7 +53,7 @@ import { type CallIds, callIds } from './call-ids.js';
 import { envelope, type ServiceEnvelope } from './envelope.js';
 import type { StreamBlock } from './output-stream.js';
 import { anthropicFrontEnd, type FrontEnd, openaiFrontEnd } from './renderers.js';
-import { anthropicWire, canonicalWire, promptChars, type StreamWire } from './stream-wire.js';
+import { anthropicWire, canonicalWire, estimatedUsage, promptChars, type StreamWire } from './stream-wire.js';
 import {
   LIMITS,
   takesDefaultTemperature,
@@ -750,6 +750,9 @@ export class GatewayService {
     this.deps.metrics.upstreamCall(provider.name, 'ok', upstreamS);
     const t1 = performance.now();
     const choices = completion.choices;
+    // Spec 2.2: the answer has a usage; an upstream that sent none gets an estimate, so marked.
+    const usageEstimated = completion.usage === undefined || completion.usage === null;
+    if (usageEstimated) completion.usage = estimatedUsage(promptChars(record.gov.scan.texts), choices);
     let service = record.service;
     let outcome = 'allow';
     let reason: string | null = null;
@@ -816,6 +819,7 @@ export class GatewayService {
             tool_calls: toolCallNames(choices),
             upstream_ms: upstreamS * 1000,
             output_detections: [...outputTypes],
+            usage_estimated: usageEstimated ? true : undefined,
           },
         },
         record.gov.decision.redact.includes('pii') ? 'redacted' : 'allowed',

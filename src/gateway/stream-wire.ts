@@ -14,6 +14,7 @@ import {
   type AnthropicUsage,
   anthropicStopToOpenai,
   anthropicUsageToOpenai,
+  type ChatCompletionChoice,
   type ChatCompletionChunk,
   type ChatCompletionChunkDelta,
   type ChatCompletionRequest,
@@ -79,6 +80,25 @@ export function promptChars(texts: readonly { readonly text: string }[]): number
 /** An estimated usage of `prompt` and `completion` tokens. */
 function estimated(prompt: number, completion: number): OpenaiUsage {
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+/**
+ * The usage of a whole answer that came without one (an OpenAI-compatible server that sends
+ * none): the prompt's `promptChars` and the characters of each choice's text, refusal and tool
+ * calls, at four characters a token, as a stream's `estimate` counts them.
+ */
+export function estimatedUsage(promptChars: number, choices: readonly ChatCompletionChoice[]): OpenaiUsage {
+  let chars = 0;
+  for (const c of choices) {
+    const m = c.message;
+    if (typeof m.content === 'string') chars += m.content.length;
+    if (typeof m.refusal === 'string') chars += m.refusal.length;
+    for (const tc of m.tool_calls ?? [])
+      chars += tc.type === 'custom' ? tc.custom.input.length : tc.function.arguments.length;
+    const legacy = (m as { function_call?: { arguments?: unknown } }).function_call;
+    if (typeof legacy?.arguments === 'string') chars += legacy.arguments.length;
+  }
+  return estimated(tokensOfChars(promptChars), tokensOfChars(chars));
 }
 
 export interface StreamWire<E> {
