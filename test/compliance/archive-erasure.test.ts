@@ -6,6 +6,7 @@ import t from 'tap';
 import { ChainLog } from '../../src/audit/chain-log.js';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { orgLogFiles, startService } from '../helpers/service.js';
+import { waitSealed } from '../helpers/wait.js';
 
 // Events retention pruned into the local archive left the store, not the deployment: a DSAR
 // shows them and an erasure tombstones them there too, and the archive still verifies.
@@ -28,10 +29,10 @@ t.test('DSAR and erasure reach the retention archive', async (t) => {
     t.equal((await chat(i % 2 === 0 ? 'cust-alice' : 'cust-bob', `old ${i}`)).status, 200);
     now += 60_000;
   }
-  await sleep(400); // sealed
+  await waitSealed(svc);
   now += 60 * DAY;
   t.equal((await chat('cust-alice', 'recent')).status, 200);
-  await sleep(400);
+  await waitSealed(svc);
   const run = await svc.call('/api/settings/retention/run', { token: svc.pat, method: 'POST' });
   t.equal(run.status, 200, JSON.stringify(run.body));
   const prunedTo = run.body.pruned.to_seq as number;
@@ -99,7 +100,8 @@ t.test('DSAR and erasure reach the retention archive', async (t) => {
   // (the erasure events that authorize its tombstones are in the live files).
   const integrity = await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat });
   t.equal(integrity.body.status, 'intact', JSON.stringify(integrity.body));
-  await sleep(400);
+  await waitSealed(svc);
+  await sleep(100); // the JSONL log is written within 20 ms of a commit
   const keys = (await svc.call('/api/audit/signing-key', { token: svc.pat })).body;
   const whole = await verifyFile([archivePath, ...orgLogFiles(svc, 'default')], keys);
   t.equal(whole.status, 'intact', JSON.stringify(whole));
@@ -132,7 +134,7 @@ t.test('an erasure asked for during a retention run waits for it, then reaches i
     t.equal(r.status, 200);
     now += 1_000;
   }
-  await sleep(400); // sealed
+  await waitSealed(svc);
   now += 60 * DAY;
   const submitted = await svc.call('/api/compliance/gdpr/erasure', {
     token: svc.pat,

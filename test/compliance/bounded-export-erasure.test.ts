@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { startService } from '../helpers/service.js';
+import { waitSealed } from '../helpers/wait.js';
 
 // An export bounded by `until` ends at a seal boundary, before the erasures made later of the
 // events it holds. It carries each such erasure as an `_erasure_authority` line: the erasure
@@ -28,7 +29,7 @@ t.test('a bounded export taken after an erasure verifies on its own', async (t) 
     });
   t.equal((await chat(ALICE, 'first')).status, 200);
   t.equal((await chat(ALICE, 'second')).status, 200);
-  await sleep(400); // a seal closes the window's events
+  await waitSealed(svc); // a seal closes the window's events
   const early = await svc.call('/api/audit?event_type=llm_call&limit=10', { token: svc.pat });
   const until = early.body.data[0].ts as string;
   await sleep(20);
@@ -44,7 +45,7 @@ t.test('a bounded export taken after an erasure verifies on its own', async (t) 
     method: 'POST',
   });
   t.equal(executed.status, 200, JSON.stringify(executed.body));
-  await sleep(400); // the erasure event is sealed
+  await waitSealed(svc); // the erasure event
 
   const exported = await svc.call(`/api/audit/export?format=jsonl&until=${encodeURIComponent(until)}`, {
     token: svc.pat,

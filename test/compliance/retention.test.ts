@@ -6,6 +6,7 @@ import { gunzipSync } from 'node:zlib';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { createOrg, orgLogFiles, startService } from '../helpers/service.js';
+import { waitSealed } from '../helpers/wait.js';
 
 // Retention over HTTP (spec 4.6): the configuration, a preview, and an operator's run that prunes
 // the org chain's events older than SERVICE_AUDIT_RETENTION_DAYS on a seal boundary, archives them
@@ -35,12 +36,12 @@ t.test(
       old.push(r.body.service.audit_url);
       now += 60_000;
     }
-    await sleep(400); // a seal is cut within 250 ms
+    await waitSealed(svc);
     now += 60 * DAY;
     const recent: string[] = [];
     for (let i = 0; i < 3; i++) recent.push((await chat(`recent call ${i}`)).body.service.audit_url);
     const other = await createOrg(svc, 'elsewhere');
-    await sleep(400);
+    await waitSealed(svc);
 
     const settings = await svc.call('/api/settings/retention', { token: svc.pat });
     t.equal(settings.status, 200);
@@ -109,7 +110,8 @@ t.test(
     // What is kept verifies: integrity, the JSONL files offline, a receipt.
     const integrity = await svc.call('/api/audit/integrity?refresh=true', { token: svc.pat });
     t.equal(integrity.body.status, 'intact', JSON.stringify(integrity.body.broken_events));
-    await sleep(400); // the run's own event, sealed
+    await waitSealed(svc); // the run's own event
+    await sleep(100); // the JSONL log is written within 20 ms of a commit
     const offline = await verifyFile(orgLogFiles(svc, 'default'), keys);
     t.equal(offline.status, 'intact', `govgate verify: intact ${JSON.stringify(offline)}`);
     const exported = String((await svc.call('/api/audit/export?format=jsonl', { token: svc.pat })).body);
