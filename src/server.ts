@@ -9,7 +9,7 @@ import {
 import { ChainLog, registerAuditRoutes } from './audit/index.js';
 import { chainOrgs } from './audit/org-head.js';
 import { registerReplayRoutes } from './audit/replay-routes.js';
-import { RetentionArchive } from './compliance/archive.js';
+import { retentionArchive } from './compliance/archive-config.js';
 import { registerDsarRoutes } from './compliance/dsar.js';
 import { ErasureDesk } from './compliance/erasure.js';
 import { registerErasureRoutes } from './compliance/erasure-routes.js';
@@ -266,9 +266,7 @@ async function startLocked(
     orgExists,
   });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
-  // DSAR and erasure read the retention archive whatever SERVICE_AUDIT_ARCHIVE says now: files an
-  // earlier setting wrote hold events too.
-  const archive = new RetentionArchive(config.audit.archiveDir);
+  const archive = retentionArchive(config);
   registerDsarRoutes(router, {
     snapshot,
     identity,
@@ -301,6 +299,7 @@ async function startLocked(
   const retention = new RetentionDesk({
     exclusive: complianceQueue,
     settings: config.audit,
+    archive,
     log: events,
     audit: events,
     ...(seams.clock === undefined ? {} : { clock: seams.clock }),

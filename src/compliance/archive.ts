@@ -1,18 +1,21 @@
-import { createReadStream, createWriteStream, readdirSync } from 'node:fs';
-import { open, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
 import { erasedLine } from '../audit/chain-log.js';
 import { fileNameOf } from '../audit/jsonl-log.js';
 import type { AuditEvent } from '../audit/types.js';
-import type { ErasureTarget } from '../core/chain/index.js';
+import type { ErasureTarget, JsonValue } from '../core/chain/index.js';
+import type { ArchiveStore } from './archive-store.js';
 
 /** One file retention wrote: events `from`..`to` of the org chain (with their seals and bridge). */
 export interface ArchiveFile {
-  readonly path: string;
+  readonly store: ArchiveStore;
+  /** The org's folder (its file name: fileNameOf). */
+  readonly folder: string;
   readonly name: string;
   readonly from: number;
   readonly to: number;
@@ -20,46 +23,50 @@ export interface ArchiveFile {
 
 const NAME = /^(.+)-([1-9][0-9]*)-([1-9][0-9]*)\.jsonl\.gz$/;
 
-/** Where retention writes the org's events `from`..`to`: `<dir>/<org>/<org>-<from>-<to>.jsonl.gz`. */
-export function archivePath(dir: string, org: string, from: number, to: number): string {
+/** The name of the file of the org's events `from`..`to`: `<org>-<from>-<to>.jsonl.gz`. */
+export function archiveName(org: string, from: number, to: number): string {
   const name = fileNameOf(org);
-  return join(dir, name, `${name}-${from}-${to}.jsonl.gz`);
+  return `${name}-${from}-${to}.jsonl.gz`;
 }
 
 /**
- * The local retention archive (`SERVICE_AUDIT_ARCHIVE=local`) as erasure and DSAR read it: the
- * gzipped JSONL files retention wrote per org (`<dir>/<org>/<org>-<from>-<to>.jsonl.gz`,
- * compliance/retention.ts). Events there left the store, but not the deployment: a DSAR shows
- * them and an erasure tombstones them, as it does in the store (docs/audit.md).
+ * The retention archive (SERVICE_AUDIT_ARCHIVE) as retention writes it and erasure and DSAR read
+ * it: the gzipped JSONL files of each org (`<org>/<org>-<from>-<to>.jsonl.gz`), on local disk, in
+ * an S3 bucket or an Azure blob container (ArchiveStore). Events there left the store, but not
+ * the deployment: a DSAR shows them and an erasure tombstones them, as it does in the store
+ * (docs/audit.md). Retention writes to `target`; erasure and DSAR read every store in `sources`
+ * (the local directory always: files an earlier setting wrote hold events too).
  */
 export class RetentionArchive {
-  constructor(private readonly dir: string) {}
+  constructor(
+    readonly target: ArchiveStore | undefined,
+    private readonly sources: readonly ArchiveStore[],
+  ) {}
 
-  /** The org's archive files, oldest first (none when it has no archive yet). */
-  files(org: string): ArchiveFile[] {
-    const name = fileNameOf(org);
-    const folder = join(this.dir, name);
-    let entries: string[];
-    try {
-      entries = readdirSync(folder);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw err;
-    }
+  /**
+   * The org's archive files, oldest first (none when it has no archive yet). A name found in two
+   * stores (a file copied from one to the other) is read from the first of `sources` only.
+   */
+  async files(org: string): Promise<ArchiveFile[]> {
+    const folder = fileNameOf(org);
     const out: ArchiveFile[] = [];
-    for (const e of entries) {
-      const m = NAME.exec(e);
-      if (!m || m[1] !== name) continue;
-      out.push({ path: join(folder, e), name: e, from: Number(m[2]), to: Number(m[3]) });
+    const seen = new Set<string>();
+    for (const store of this.sources) {
+      for (const name of await store.list(folder)) {
+        const m = NAME.exec(name);
+        if (!m || m[1] !== folder || seen.has(name)) continue;
+        seen.add(name);
+        out.push({ store, folder, name, from: Number(m[2]), to: Number(m[3]) });
+      }
     }
     return out.sort((a, b) => a.from - b.from);
   }
 
   /** The archived events of `org` with `from ≤ seq ≤ to`, in seq order (seal and bridge lines skipped). */
   async *events(org: string, from = 1, to = Number.MAX_SAFE_INTEGER): AsyncGenerator<AuditEvent> {
-    for (const f of this.files(org)) {
+    for (const f of await this.files(org)) {
       if (f.to < from || f.from > to) continue;
-      for await (const line of linesOf(f.path)) {
+      for await (const line of linesOf(await f.store.read(f.folder, f.name))) {
         if (!line.startsWith('{"_chain_version"')) continue;
         const e = JSON.parse(line) as AuditEvent;
         if (e.seq < from) continue;
@@ -70,9 +77,48 @@ export class RetentionArchive {
   }
 
   /**
+   * Writes `lines` (the org's events `from`..`to`, with their seals and the earlier bridge) as a
+   * gzipped file to the target store, through a local staging file: the file is whole and synced
+   * (local) or uploaded with its SHA-256 signed (S3) before it counts. Returns what the bridge
+   * records of it: the store's type, where the file is, its SHA-256, size and line count.
+   */
+  async write(
+    org: string,
+    from: number,
+    to: number,
+    lines: Iterable<string>,
+  ): Promise<Record<string, JsonValue>> {
+    const store = this.target;
+    if (store === undefined) throw new Error('no archive is configured');
+    const folder = fileNameOf(org);
+    const name = archiveName(org, from, to);
+    let count = 0;
+    const written = await writeGz(
+      await store.staging(folder, name),
+      Readable.from(
+        (function* () {
+          for (const l of lines) {
+            count++;
+            yield `${l}\n`;
+          }
+        })(),
+      ),
+    );
+    const at = await store.put(folder, name, written.file, written.sha256, written.bytes);
+    return {
+      type: store.type,
+      ...at,
+      sha256: written.sha256,
+      bytes: written.bytes,
+      lines: count,
+      compression: 'gzip',
+    };
+  }
+
+  /**
    * Tombstones the named fields of archived events, as `ChainLog.erase` does in the store (the
-   * line's hash unchanged): each file holding one is rewritten into a synced copy renamed over
-   * it. Returns the files rewritten (with their new SHA-256) and the lines changed.
+   * line's hash unchanged): each file holding one is rewritten (a staging copy, then put over it,
+   * in whichever store holds it). Returns the files rewritten and the lines changed.
    */
   async erase(
     org: string,
@@ -83,8 +129,8 @@ export class RetentionArchive {
     const files: Array<{ file: string; lines: number }> = [];
     let total = 0;
     if (byId.size === 0) return { files, lines: 0 };
-    for (const f of this.files(org)) {
-      const changed = await rewriteGz(f.path, (line) => {
+    for (const f of await this.files(org)) {
+      const changed = await rewriteGz(f, (line) => {
         if (!line.startsWith('{"_chain_version"')) return undefined;
         const fields = byId.get((JSON.parse(line) as { id: string }).id);
         return fields === undefined ? undefined : erasedLine(line, fields)?.json;
@@ -96,9 +142,8 @@ export class RetentionArchive {
   }
 }
 
-/** The lines of a gzipped file; its streams are closed however the reading ends. */
-async function* linesOf(path: string): AsyncGenerator<string> {
-  const input = createReadStream(path);
+/** The lines of a gzipped stream; the streams are closed however the reading ends. */
+async function* linesOf(input: Readable): AsyncGenerator<string> {
   const gunzip = input.pipe(createGunzip());
   const lines = createInterface({ input: gunzip, crlfDelay: Infinity });
   try {
@@ -110,44 +155,53 @@ async function* linesOf(path: string): AsyncGenerator<string> {
   }
 }
 
-/** Rewrites a gzipped JSONL file through `edit` when a line changes (synced copy, then renamed). */
-async function rewriteGz(path: string, edit: (line: string) => string | undefined): Promise<number> {
-  const tmp = `${path}.rewrite`;
-  await rm(tmp, { force: true }); // a copy left by a crash
-  let changed = 0;
+/** Gzips `source` into the new file `file`, with the SHA-256 and size of what was written. */
+async function writeGz(
+  file: string,
+  source: Readable,
+): Promise<{ file: string; sha256: string; bytes: number }> {
+  const digest = createHash('sha256');
+  let bytes = 0;
   try {
     await pipeline(
-      Readable.from(
-        (async function* () {
-          for await (const line of linesOf(path)) {
-            const next = edit(line);
-            if (next !== undefined && next !== line) changed++;
-            yield `${next ?? line}\n`;
-          }
-        })(),
-      ),
+      source,
       createGzip(),
-      createWriteStream(tmp, { mode: 0o600 }),
+      new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          digest.update(chunk);
+          bytes += chunk.length;
+          cb(null, chunk);
+        },
+      }),
+      createWriteStream(file, { mode: 0o600, flags: 'wx' }),
     );
-    if (changed === 0) {
-      await rm(tmp, { force: true });
-      return 0;
-    }
-    await syncAndRename(tmp, path);
-    return changed;
   } catch (err) {
-    await rm(tmp, { force: true });
+    await rm(file, { force: true });
     throw err;
   }
+  return { file, sha256: digest.digest('hex'), bytes };
 }
 
-/** Makes a finished file durable, then puts it in place (a crash leaves the old file or the new one). */
-export async function syncAndRename(tmp: string, path: string): Promise<void> {
-  const fh = await open(tmp, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
+/** Rewrites an archive file through `edit` when a line changes (a staging copy, then put over it). */
+async function rewriteGz(f: ArchiveFile, edit: (line: string) => string | undefined): Promise<number> {
+  let changed = 0;
+  const input = await f.store.read(f.folder, f.name);
+  const written = await writeGz(
+    await f.store.staging(f.folder, f.name),
+    Readable.from(
+      (async function* () {
+        for await (const line of linesOf(input)) {
+          const next = edit(line);
+          if (next !== undefined && next !== line) changed++;
+          yield `${next ?? line}\n`;
+        }
+      })(),
+    ),
+  );
+  if (changed === 0) {
+    await rm(written.file, { force: true });
+    return 0;
   }
-  await rename(tmp, path);
+  await f.store.put(f.folder, f.name, written.file, written.sha256, written.bytes);
+  return changed;
 }

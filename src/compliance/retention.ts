@@ -1,25 +1,16 @@
-import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
-import { dirname, relative } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import type { ChainLog } from '../audit/chain-log.js';
 import type { AuditSink } from '../audit/types.js';
 import type { ChainBridge, JsonValue } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import type { Principal } from '../identity/types.js';
 import { OrgQueue } from '../util/org-queue.js';
-import { archivePath, syncAndRename } from './archive.js';
+import type { RetentionArchive } from './archive.js';
 
 const DAY_MS = 86_400_000;
 
 export interface RetentionSettings {
   /** Days events are kept; 0 keeps them forever. */
   readonly retentionDays: number;
-  readonly archive: 'none' | 'local';
-  readonly archiveDir: string;
   readonly rotationMaxMb: number;
 }
 
@@ -27,6 +18,8 @@ export interface RetentionDeps {
   readonly settings: RetentionSettings;
   readonly log: Pick<ChainLog, 'pruneCut' | 'prune' | 'finishPrune' | 'bridge' | 'lastSeq'>;
   readonly audit: AuditSink;
+  /** Where a run writes what it prunes first (its `target`); none: SERVICE_AUDIT_ARCHIVE=none. */
+  readonly archive?: RetentionArchive;
   /**
    * One org's erasures and retention runs, one at a time (shared by both desks): a retention run
    * archiving events an erasure is tombstoning would leave an unerased copy in the archive.
@@ -63,6 +56,10 @@ export class RetentionDesk {
     this.#exclusive = deps.exclusive ?? new OrgQueue();
   }
 
+  get #target() {
+    return this.#deps.archive?.target;
+  }
+
   /** `GET /api/settings/retention`. */
   settings(org: string): Record<string, JsonValue> {
     const s = this.#deps.settings;
@@ -73,7 +70,9 @@ export class RetentionDesk {
       keep_forever: s.retentionDays === 0,
       schedule: 'operator-triggered: POST /api/settings/retention/run; nothing runs in the background',
       archive:
-        s.archive === 'local' ? { type: 'local', dir: s.archiveDir, compression: 'gzip' } : { type: 'none' },
+        this.#target === undefined
+          ? { type: 'none' }
+          : { type: this.#target.type, ...this.#target.where, compression: 'gzip' },
       rotation: { jsonl_max_mb: s.rotationMaxMb },
       pruned: bridge === undefined ? null : bridgeSummary(bridge),
     };
@@ -87,7 +86,7 @@ export class RetentionDesk {
       retention_days: this.#deps.settings.retentionDays,
       cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
       prune: range === null ? null : { ...range },
-      archive: this.#deps.settings.archive,
+      archive: this.#target?.type ?? 'none',
       reason,
     };
   }
@@ -115,10 +114,23 @@ export class RetentionDesk {
         pruned: null,
         reason,
       };
+    const target = this.#deps.archive;
     const archive =
-      this.#deps.settings.archive === 'local'
-        ? (lines: Iterable<string>) => this.#archive(org, range, lines)
-        : undefined;
+      target?.target === undefined
+        ? undefined
+        : async (lines: Iterable<string>) => {
+            try {
+              return await target.write(org, range.from_seq, range.to_seq, lines);
+            } catch (err) {
+              throw new ServiceError(
+                'unavailable',
+                `the archive could not be written: ${(err as Error).message}`,
+                {
+                  cause: err,
+                },
+              );
+            }
+          };
     let result: Awaited<ReturnType<ChainLog['prune']>>;
     try {
       result = await log.prune(org, range.to_seq, archive);
@@ -184,55 +196,6 @@ export class RetentionDesk {
         last_ts: cut.lastTs,
       },
       reason: null,
-    };
-  }
-
-  /**
-   * Writes the pruned lines as `<dir>/<org>/<org>-<from>-<to>.jsonl.gz` (into a temporary file,
-   * synced, then renamed): `gunzip` it and `govgate verify` checks it with the published keys.
-   */
-  async #archive(org: string, range: PruneRange, lines: Iterable<string>): Promise<JsonValue> {
-    const dir = this.#deps.settings.archiveDir;
-    const path = archivePath(dir, org, range.from_seq, range.to_seq);
-    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-    const tmp = `${path}.tmp`;
-    const digest = createHash('sha256');
-    let bytes = 0;
-    let count = 0;
-    try {
-      await pipeline(
-        Readable.from(
-          (function* () {
-            for (const l of lines) {
-              count++;
-              yield `${l}\n`;
-            }
-          })(),
-        ),
-        createGzip(),
-        new Transform({
-          transform(chunk: Buffer, _enc, cb) {
-            digest.update(chunk);
-            bytes += chunk.length;
-            cb(null, chunk);
-          },
-        }),
-        createWriteStream(tmp, { mode: 0o600 }),
-      );
-      await syncAndRename(tmp, path);
-    } catch (err) {
-      await rm(tmp, { force: true });
-      throw new ServiceError('unavailable', `the archive could not be written: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
-    return {
-      type: 'local',
-      file: relative(dir, path),
-      sha256: digest.digest('hex'),
-      bytes,
-      lines: count,
-      compression: 'gzip',
     };
   }
 }

@@ -137,6 +137,92 @@ function baseUrl(text: string): string | undefined {
   return url.href.replace(/\/+$/, '');
 }
 
+/** S3 bucket names: 3–63 of lower-case letters, digits, dots and hyphens, a letter or digit at each end. */
+const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+/**
+ * The archive's settings: what the chosen store needs is set and well formed, and a store's
+ * settings are not set for another (an operator who set the bucket but not
+ * SERVICE_AUDIT_ARCHIVE=s3 would otherwise archive nothing, or to disk, without knowing).
+ */
+function archiveProblems(v: Record<string, unknown>): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const kind = v.SERVICE_AUDIT_ARCHIVE;
+  const s3Vars = [
+    'SERVICE_AUDIT_ARCHIVE_S3_BUCKET',
+    'SERVICE_AUDIT_ARCHIVE_S3_REGION',
+    'SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT',
+  ];
+  for (const name of s3Vars)
+    if (kind !== 's3' && v[name] !== undefined)
+      problems.push({ path: name, message: 'is read only with SERVICE_AUDIT_ARCHIVE=s3' });
+  if (kind !== 'blob' && v.SERVICE_AUDIT_ARCHIVE_BLOB_URL !== undefined)
+    problems.push({
+      path: 'SERVICE_AUDIT_ARCHIVE_BLOB_URL',
+      message: 'is read only with SERVICE_AUDIT_ARCHIVE=blob',
+    });
+  if (kind === 's3') {
+    const bucket = v.SERVICE_AUDIT_ARCHIVE_S3_BUCKET as string | undefined;
+    if (bucket === undefined)
+      problems.push({
+        path: 'SERVICE_AUDIT_ARCHIVE_S3_BUCKET',
+        message: 'SERVICE_AUDIT_ARCHIVE=s3 needs the bucket',
+      });
+    else if (!S3_BUCKET.test(bucket))
+      problems.push({
+        path: 'SERVICE_AUDIT_ARCHIVE_S3_BUCKET',
+        message: 'must be a bucket name: 3 to 63 of a-z 0-9 . -, starting and ending with a letter or digit',
+      });
+    for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'])
+      if (v[name] === undefined)
+        problems.push({ path: name, message: 'SERVICE_AUDIT_ARCHIVE=s3 signs its requests with it: set it' });
+    const endpoint = v.SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT as string | undefined;
+    if (endpoint !== undefined && baseUrl(endpoint) === undefined)
+      problems.push({
+        path: 'SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT',
+        message: 'must be an absolute http(s) URL without credentials, query or fragment',
+      });
+    const prefix = v.SERVICE_AUDIT_ARCHIVE_S3_PREFIX as string;
+    if (prefix.startsWith('/') || prefix.length > 512)
+      problems.push({
+        path: 'SERVICE_AUDIT_ARCHIVE_S3_PREFIX',
+        message: 'must be at most 512 characters and not start with /',
+      });
+  }
+  if (kind === 'blob') {
+    const raw = v.SERVICE_AUDIT_ARCHIVE_BLOB_URL as string | undefined;
+    let url: URL | undefined;
+    try {
+      url = raw === undefined ? undefined : new URL(raw);
+    } catch {
+      url = undefined;
+    }
+    // The SAS travels in the URL: over plain HTTP only to this machine (the Azurite emulator).
+    const loopback = url !== undefined && /^(127\.0\.0\.1|localhost|\[::1\])$/.test(url.hostname);
+    if (raw === undefined)
+      problems.push({
+        path: 'SERVICE_AUDIT_ARCHIVE_BLOB_URL',
+        message: 'SERVICE_AUDIT_ARCHIVE=blob needs the container SAS URL',
+      });
+    else if (
+      url === undefined ||
+      !(url.protocol === 'https:' || (url.protocol === 'http:' && loopback)) ||
+      url.username !== '' ||
+      url.password !== '' ||
+      url.hash !== '' ||
+      !url.searchParams.has('sig') ||
+      url.pathname.replace(/\/+$/, '') === ''
+    )
+      // Not quoted: the value is a credential.
+      problems.push({
+        path: 'SERVICE_AUDIT_ARCHIVE_BLOB_URL',
+        message:
+          'must be an https container URL with a SAS token (…/<container>?sv=…&sig=…); http only to this machine',
+      });
+  }
+  return problems;
+}
+
 /**
  * Environment first, then the YAML file named by SERVICE_CONFIG, then defaults. An empty variable
  * or a YAML key without a value counts as unset (`${VAR}` templates render unset ones as empty).
@@ -275,6 +361,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       path: 'SERVICE_OTLP_AUDIT_SPANS',
       message: 'spans go to the OTLP collector: set OTEL_EXPORTER_OTLP_ENDPOINT too',
     });
+  problems.push(...archiveProblems(v));
   if (problems.length > 0) throw new ConfigError(problems);
 
   const config: Config = {
@@ -343,7 +430,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           ? (v.OTEL_EXPORTER_OTLP_ENDPOINT as string | undefined)
           : undefined,
       otlpHeaders: Object.freeze(otlpHeaders(v.OTEL_EXPORTER_OTLP_HEADERS as string | undefined)),
-      archive: v.SERVICE_AUDIT_ARCHIVE as 'none' | 'local',
+      archive: v.SERVICE_AUDIT_ARCHIVE as 'none' | 'local' | 's3' | 'blob',
+      s3:
+        v.SERVICE_AUDIT_ARCHIVE === 's3'
+          ? Object.freeze({
+              bucket: v.SERVICE_AUDIT_ARCHIVE_S3_BUCKET as string,
+              region:
+                (v.SERVICE_AUDIT_ARCHIVE_S3_REGION as string | undefined) ??
+                (v.AWS_REGION as string | undefined) ??
+                'us-east-1',
+              endpoint: v.SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT as string | undefined,
+              prefix: v.SERVICE_AUDIT_ARCHIVE_S3_PREFIX as string,
+              accessKeyId: v.AWS_ACCESS_KEY_ID as string,
+              secretAccessKey: v.AWS_SECRET_ACCESS_KEY as string,
+              sessionToken: v.AWS_SESSION_TOKEN as string | undefined,
+            })
+          : undefined,
+      blobUrl: v.SERVICE_AUDIT_ARCHIVE === 'blob' ? (v.SERVICE_AUDIT_ARCHIVE_BLOB_URL as string) : undefined,
       archiveDir: resolve(
         (v.SERVICE_AUDIT_ARCHIVE_DIR as string | undefined) ??
           resolve(v.SERVICE_DATA_DIR as string, 'archive'),

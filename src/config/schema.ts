@@ -1,3 +1,5 @@
+import type { S3Settings } from '../compliance/s3-archive.js';
+
 /** The validated, frozen configuration every process reads. Built once by `loadConfig`. */
 export interface Config {
   readonly host: string;
@@ -61,9 +63,13 @@ export interface Config {
     /** OTLP spans, one per governance decision: the collector's base URL (undefined: off). */
     readonly otlpEndpoint: string | undefined;
     readonly otlpHeaders: Readonly<Record<string, string>>;
-    /** Where a retention run writes what it prunes: nowhere, or gzipped JSONL in `archiveDir`. */
-    readonly archive: 'none' | 'local';
+    /** Where a retention run writes what it prunes: nowhere, `archiveDir`, `s3` or `blobUrl`. */
+    readonly archive: 'none' | 'local' | 's3' | 'blob';
     readonly archiveDir: string;
+    /** The S3 archive, with SERVICE_AUDIT_ARCHIVE=s3. */
+    readonly s3: S3Settings | undefined;
+    /** The Azure container SAS URL, with SERVICE_AUDIT_ARCHIVE=blob. */
+    readonly blobUrl: string | undefined;
   };
 }
 
@@ -389,15 +395,73 @@ export const SETTINGS = [
     env: 'SERVICE_AUDIT_ARCHIVE',
     yaml: 'audit.archive',
     kind: 'enum',
-    values: ['none', 'local'],
+    values: ['none', 'local', 's3', 'blob'],
     default: 'none',
-    doc: 'Where a retention run puts the pruned events: nowhere, or gzipped JSONL in `SERVICE_AUDIT_ARCHIVE_DIR`',
+    doc: 'Where a retention run puts the pruned events, as gzipped JSONL: nowhere, `SERVICE_AUDIT_ARCHIVE_DIR`, an S3 bucket (`SERVICE_AUDIT_ARCHIVE_S3_*`), or an Azure blob container (`SERVICE_AUDIT_ARCHIVE_BLOB_URL`)',
   },
   {
     env: 'SERVICE_AUDIT_ARCHIVE_DIR',
     yaml: 'audit.archive_dir',
     kind: 'string',
-    doc: 'The local archive (default `<data dir>/archive`); one `<org>/<org>-<from>-<to>.jsonl.gz` per run',
+    doc: 'The local archive (default `<data dir>/archive`); one `<org>/<org>-<from>-<to>.jsonl.gz` per run. Erasure and DSAR read it whatever `SERVICE_AUDIT_ARCHIVE` says',
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE_S3_BUCKET',
+    yaml: 'audit.archive_s3_bucket',
+    kind: 'string',
+    doc: 'With `SERVICE_AUDIT_ARCHIVE=s3`: the bucket; objects `<prefix><org>/<org>-<from>-<to>.jsonl.gz`, signed with AWS Signature V4 using `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`',
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE_S3_REGION',
+    yaml: 'audit.archive_s3_region',
+    kind: 'string',
+    doc: "The bucket's region (default `AWS_REGION`, else `us-east-1`)",
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT',
+    yaml: 'audit.archive_s3_endpoint',
+    kind: 'string',
+    doc: 'An S3-compatible endpoint (MinIO, Ceph, R2…), addressed path-style; unset for AWS (`https://<bucket>.s3.<region>.amazonaws.com`)',
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE_S3_PREFIX',
+    yaml: 'audit.archive_s3_prefix',
+    kind: 'string',
+    default: '',
+    doc: 'Prepended to every object key (`audit/` gives `audit/<org>/…`)',
+  },
+  {
+    env: 'SERVICE_AUDIT_ARCHIVE_BLOB_URL',
+    yaml: 'audit.archive_blob_url',
+    kind: 'string',
+    secret: true,
+    doc: 'With `SERVICE_AUDIT_ARCHIVE=blob`: an Azure container SAS URL (`https://<account>.blob.core.windows.net/<container>?sv=…&sig=…`, read, write and list permissions); never shown',
+  },
+  {
+    env: 'AWS_ACCESS_KEY_ID',
+    yaml: 'aws_access_key_id',
+    kind: 'string',
+    doc: 'The S3 archive: the access key id',
+  },
+  {
+    env: 'AWS_SECRET_ACCESS_KEY',
+    yaml: 'aws_secret_access_key',
+    kind: 'string',
+    secret: true,
+    doc: 'The S3 archive: the secret access key; never shown',
+  },
+  {
+    env: 'AWS_SESSION_TOKEN',
+    yaml: 'aws_session_token',
+    kind: 'string',
+    secret: true,
+    doc: 'The S3 archive: a session token, with temporary credentials; never shown',
+  },
+  {
+    env: 'AWS_REGION',
+    yaml: 'aws_region',
+    kind: 'string',
+    doc: "The S3 archive: the bucket's region when `SERVICE_AUDIT_ARCHIVE_S3_REGION` is unset",
   },
   {
     env: 'OTEL_EXPORTER_OTLP_ENDPOINT',

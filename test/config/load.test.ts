@@ -343,3 +343,61 @@ t.test('OTLP spans asked for need a valid collector URL; a YAML map is not text'
   const path = yamlFile(t, 'region:\n  a: 1\nmetrics_token: [x, y]\n');
   t.same(paths({ SERVICE_CONFIG: path }), ['SERVICE_REGION', 'SERVICE_METRICS_TOKEN']);
 });
+
+t.test(
+  'the S3 and blob archives: what each needs is set and well formed, and nothing is set for another',
+  async (t) => {
+    const problems = (env: Record<string, string>) =>
+      (t.throws(() => loadConfig(env)) as ConfigError).problems.map((p) => `${p.path}: ${p.message}`);
+    const keys = { AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE', AWS_SECRET_ACCESS_KEY: 'secret/value/1234567890' };
+    t.match(problems({ SERVICE_AUDIT_ARCHIVE: 's3' }), [
+      /^SERVICE_AUDIT_ARCHIVE_S3_BUCKET: /,
+      /^AWS_ACCESS_KEY_ID: /,
+      /^AWS_SECRET_ACCESS_KEY: /,
+    ]);
+    t.match(
+      problems({ SERVICE_AUDIT_ARCHIVE: 's3', SERVICE_AUDIT_ARCHIVE_S3_BUCKET: 'Bad_Bucket', ...keys }),
+      [/^SERVICE_AUDIT_ARCHIVE_S3_BUCKET: must be a bucket name/],
+    );
+    t.match(
+      problems({
+        SERVICE_AUDIT_ARCHIVE: 's3',
+        SERVICE_AUDIT_ARCHIVE_S3_BUCKET: 'audit-archive',
+        SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT: 'http://minio:9000?x=1',
+        ...keys,
+      }),
+      [/^SERVICE_AUDIT_ARCHIVE_S3_ENDPOINT: /],
+    );
+    t.match(problems({ SERVICE_AUDIT_ARCHIVE_S3_BUCKET: 'audit-archive' }), [
+      /^SERVICE_AUDIT_ARCHIVE_S3_BUCKET: is read only with SERVICE_AUDIT_ARCHIVE=s3/,
+    ]);
+    const s3 = loadConfig({
+      SERVICE_AUDIT_ARCHIVE: 's3',
+      SERVICE_AUDIT_ARCHIVE_S3_BUCKET: 'audit-archive',
+      AWS_REGION: 'eu-central-1',
+      ...keys,
+    }).audit.s3;
+    t.match(s3, { bucket: 'audit-archive', region: 'eu-central-1', endpoint: undefined, prefix: '' });
+
+    const sas = 'sv=2021-12-02&sr=c&sp=rwl&sig=c2VjcmV0';
+    t.match(problems({ SERVICE_AUDIT_ARCHIVE: 'blob' }), [/^SERVICE_AUDIT_ARCHIVE_BLOB_URL: .*needs/]);
+    for (const bad of [
+      `http://account.blob.core.windows.net/audit?${sas}`,
+      'https://account.blob.core.windows.net/audit?sv=2021-12-02',
+      `https://account.blob.core.windows.net/?${sas}`,
+      'not a url',
+    ]) {
+      const found = problems({ SERVICE_AUDIT_ARCHIVE: 'blob', SERVICE_AUDIT_ARCHIVE_BLOB_URL: bad });
+      t.match(found, [/^SERVICE_AUDIT_ARCHIVE_BLOB_URL: must be an https container URL/], bad);
+      t.notOk(found.join('').includes('c2VjcmV0'), 'the SAS is not quoted');
+    }
+    t.equal(
+      loadConfig({
+        SERVICE_AUDIT_ARCHIVE: 'blob',
+        SERVICE_AUDIT_ARCHIVE_BLOB_URL: `http://127.0.0.1:10000/devstoreaccount1/audit?${sas}`,
+      }).audit.archive,
+      'blob',
+      'plain HTTP to this machine (the Azurite emulator)',
+    );
+  },
+);
