@@ -300,6 +300,7 @@ async function startLocked(
     exclusive: complianceQueue,
     settings: config.audit,
     archive,
+    approvals,
     log: events,
     audit: events,
     ...(seams.clock === undefined ? {} : { clock: seams.clock }),

@@ -498,6 +498,47 @@ export class ApprovalStore {
     return due.length === 0 ? 0 : this.expireIds(due, now);
   }
 
+  /**
+   * Deletes the org's approvals created before `beforeMs` that are over (denied, cancelled,
+   * revoked, expired, consumed), with their index entries, in transactions of a few hundred so
+   * calls go on meanwhile; returns how many. A retention run calls it with its cutoff: the
+   * records' transitions stay in the audit trail as long as the trail keeps them, and the records
+   * themselves (an agent can create and cancel them as fast as it calls) do not outlive it.
+   */
+  async pruneBefore(orgId: string, beforeMs: number): Promise<number> {
+    await this.expireDue(orgId);
+    const { approvals, approvalIndex } = this.store;
+    const gone = new Set<string>();
+    let from: Key = ['o', orgId];
+    for (;;) {
+      const keys: Key[] = [];
+      for (const key of approvalIndex.getKeys({ start: from, end: ['o', orgId, beforeMs], limit: 500 }))
+        keys.push(key as Key);
+      if (keys.length === 0) break;
+      await this.store.root.transaction(() => {
+        for (const key of keys) {
+          const id = key[3] as string;
+          const rec = approvals.get(id) as ApprovalRecord | undefined;
+          if (rec !== undefined && isLive(rec.status)) continue; // pending or approved: kept
+          approvalIndex.removeSync(key);
+          if (rec === undefined) continue;
+          approvalIndex.removeSync(statusKey(rec));
+          approvals.removeSync(id);
+          gone.add(id);
+        }
+      });
+      // Past the last key read: the live ones stay behind it, and nothing older is added.
+      from = [...(keys[keys.length - 1] as Key), HIGH];
+    }
+    // What a consume id spent (['c', …]) goes with the approval it names.
+    if (gone.size > 0)
+      await this.store.root.transaction(() => {
+        for (const { key, value } of approvalIndex.getRange({ start: ['c', orgId], end: ['c', orgId, HIGH] }))
+          if (gone.has(value as string)) approvalIndex.removeSync(key);
+      });
+    return gone.size;
+  }
+
   /** Expires every due live approval of every org (for a timer; not on the request path). */
   async sweepExpired(): Promise<number> {
     const now = this.clock();

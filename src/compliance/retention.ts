@@ -1,3 +1,4 @@
+import type { ApprovalStore } from '../approvals/store.js';
 import type { ChainLog } from '../audit/chain-log.js';
 import type { AuditSink } from '../audit/types.js';
 import type { ChainBridge, JsonValue } from '../core/chain/index.js';
@@ -18,6 +19,8 @@ export interface RetentionDeps {
   readonly settings: RetentionSettings;
   readonly log: Pick<ChainLog, 'pruneCut' | 'prune' | 'finishPrune' | 'bridge' | 'lastSeq'>;
   readonly audit: AuditSink;
+  /** The approval records a run deletes once they are over and older than its cutoff. */
+  readonly approvals?: Pick<ApprovalStore, 'pruneBefore'>;
   /** Where a run writes what it prunes first (its `target`); none: SERVICE_AUDIT_ARCHIVE=none. */
   readonly archive?: RetentionArchive;
   /**
@@ -107,11 +110,17 @@ export class RetentionDesk {
     const { log } = this.#deps;
     await log.finishPrune(org); // what a run cut short left behind
     const { cutoff, range, reason } = this.#plan(org);
+    // Approvals over before the cutoff go whether or not the chain has a cut to make.
+    const approvalsDeleted =
+      cutoff === null || this.#deps.approvals === undefined
+        ? 0
+        : await this.#deps.approvals.pruneBefore(org, cutoff);
     if (range === null)
       return {
         org_id: org,
         cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
         pruned: null,
+        approvals_deleted: approvalsDeleted,
         reason,
       };
     const target = this.#deps.archive;
@@ -163,6 +172,7 @@ export class RetentionDesk {
         retention_days: this.#deps.settings.retentionDays,
         cutoff: new Date(cutoff as number).toISOString(),
         ...pruned,
+        approvals_deleted: approvalsDeleted,
         archive: result.bridge.archive,
       },
     });
@@ -170,6 +180,7 @@ export class RetentionDesk {
       org_id: org,
       cutoff: new Date(cutoff as number).toISOString(),
       pruned,
+      approvals_deleted: approvalsDeleted,
       bridge: bridgeSummary(result.bridge),
       event_id: ref.id,
     };

@@ -226,6 +226,44 @@ t.test('store: a consume asked again with its id gets what it spent, once, until
   t.equal(again('consume-aaaaaaaaaaaa'), undefined, 'past its expiry the spent approval allows nothing');
 });
 
+t.test(
+  "store: pruneBefore deletes the org's approvals that are over and older than the cutoff",
+  async (t) => {
+    const { approvals, clock } = setup(t);
+    const fp = (c: string) => c.repeat(64);
+    const denied = await approvals.create(input({ fingerprint: fp('1') }));
+    await approvals.decide(denied.id, DEV, 'deny');
+    const consumed = await approvals.create(input({ fingerprint: fp('2') }));
+    await approvals.decide(consumed.id, DEV, 'approve');
+    t.equal(
+      approvals.consume('org_a', 'agent-1', fp('2'), { consumeId: 'consume-cccccccccccc' })?.id,
+      consumed.id,
+    );
+    const pending = await approvals.create(input({ fingerprint: fp('3'), ttl_ms: 600 * MIN }));
+    const otherOrg = await approvals.create(input({ org_id: 'org_b', fingerprint: fp('4') }));
+    await approvals.decide(otherOrg.id, user('usr_dev_b', 'developer', 'org_b'), 'deny');
+    clock.now += 30 * MIN;
+    const cutoff = clock.now;
+    const recent = await approvals.create(input({ fingerprint: fp('5') }));
+    await approvals.decide(recent.id, DEV, 'deny');
+
+    t.equal(await approvals.pruneBefore('org_a', cutoff), 2, 'the denied and the consumed one');
+    t.equal(await approvals.get(denied.id, 'org_a'), undefined);
+    t.equal(await approvals.get(consumed.id, 'org_a'), undefined);
+    t.equal((await approvals.get(pending.id, 'org_a'))?.status, 'pending', 'a live one stays');
+    t.equal((await approvals.get(recent.id, 'org_a'))?.status, 'denied', 'a newer one stays');
+    t.equal((await approvals.get(otherOrg.id, 'org_b'))?.status, 'denied', "another org's stays");
+    t.equal(
+      approvals.consume('org_a', 'agent-1', fp('2'), { consumeId: 'consume-cccccccccccc' }),
+      undefined,
+      'the consume id went with the approval it spent',
+    );
+    const listed = await approvals.list('org_a', { limit: 100 });
+    t.same(listed.data.map((r) => r.id).sort(), [pending.id, recent.id].sort(), 'the listing agrees');
+    t.equal(await approvals.pruneBefore('org_a', cutoff), 0, 'a second run finds nothing');
+  },
+);
+
 t.test('store: two identical calls back to back cannot both consume one approval', async (t) => {
   const { store, sink, approvals } = setup(t);
   const rec = await approvals.create(input());

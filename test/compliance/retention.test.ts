@@ -78,6 +78,7 @@ t.test(
     const run = await svc.call('/api/settings/retention/run', { token: svc.pat, method: 'POST' });
     t.equal(run.status, 200, JSON.stringify(run.body));
     t.match(run.body.pruned, { from_seq: 1, to_seq: range.to_seq, events: range.to_seq });
+    t.equal(run.body.approvals_deleted, 0, 'no approval to delete, and the count is given');
     t.equal(run.body.bridge.bridged_to_seq, range.to_seq);
     const archive = run.body.bridge.archive;
     t.match(archive, { type: 'local', compression: 'gzip', file: /^default\/default-1-\d+\.jsonl\.gz$/ });
