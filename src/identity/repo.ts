@@ -24,6 +24,11 @@ function expiry(days: number | undefined): string | null {
   return days === undefined ? null : new Date(Date.now() + days * 86_400_000).toISOString();
 }
 
+/** The key of a live agent key in the org index (IdentityRepo.indexAgentKeys). */
+const agentKeyIndex = (orgId: string, hash: string): string => `ak:${orgId}:${hash}`;
+/** Present once the org index of agent keys has been built. */
+const AGENT_KEY_INDEX_BUILT = 'meta:agent-key-index';
+
 /**
  * Orgs, users, agents and credentials in LMDB. `generation` grows on every change that can alter
  * who a credential resolves to, so caches in front of `authenticate` know when to drop entries.
@@ -31,7 +36,28 @@ function expiry(days: number | undefined): string | null {
 export class IdentityRepo {
   generation = 0;
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: Store) {
+    this.indexAgentKeys();
+  }
+
+  /**
+   * The index of live agent keys by org (`ak:<org>:<hash>` → credential id), so a sidecar
+   * snapshot of one org reads that org's keys, not every credential of the deployment (each
+   * identity change rebuilt it by a scan of them all, revoked ones included). Built once from the
+   * records when a store written before it opens.
+   */
+  private indexAgentKeys(): void {
+    const { credentials } = this.store;
+    if (credentials.get(AGENT_KEY_INDEX_BUILT) !== undefined) return;
+    this.store.root.transactionSync(() => {
+      for (const { key, value } of credentials.getRange()) {
+        const c = value as CredentialRecord | string;
+        if (typeof c === 'string' || c.kind !== 'agent' || c.revoked_at !== null) continue;
+        credentials.putSync(agentKeyIndex(c.org_id, key as string), c.credential_id);
+      }
+      credentials.putSync(AGENT_KEY_INDEX_BUILT, 'ak');
+    });
+  }
 
   private bump(): void {
     this.generation++;
@@ -124,6 +150,7 @@ export class IdentityRepo {
     this.store.root.transactionSync(() => {
       this.store.credentials.putSync(hash, record);
       this.store.credentials.putSync(`id:${record.credential_id}`, hash);
+      if (kind === 'agent') this.store.credentials.putSync(agentKeyIndex(orgId, hash), record.credential_id);
     });
     this.bump();
     return { secret, record };
@@ -161,18 +188,23 @@ export class IdentityRepo {
     const current = this.store.credentials.get(hash) as CredentialRecord | undefined;
     if (!current) return undefined;
     const revoked: CredentialRecord = { ...current, revoked_at: current.revoked_at ?? nowIso() };
-    this.store.credentials.putSync(hash, revoked);
+    this.store.root.transactionSync(() => {
+      this.store.credentials.putSync(hash, revoked);
+      if (current.kind === 'agent') this.store.credentials.removeSync(agentKeyIndex(current.org_id, hash));
+    });
     this.bump();
     return revoked;
   }
 
   /** The org's agent keys that are not revoked, with the hashes they are stored under. */
   *agentCredentials(orgId: string): Generator<{ hash: string; record: CredentialRecord }> {
-    for (const { key, value } of this.store.credentials.getRange()) {
-      const c = value as CredentialRecord | string;
-      if (typeof c === 'string' || c.kind !== 'agent' || c.org_id !== orgId || c.revoked_at !== null)
-        continue;
-      yield { hash: key as string, record: c };
+    const { credentials } = this.store;
+    const prefix = agentKeyIndex(orgId, '');
+    for (const key of credentials.getKeys({ start: prefix, end: `${prefix}\uffff` })) {
+      const hash = (key as string).slice(prefix.length);
+      const c = credentials.get(hash) as CredentialRecord | undefined;
+      if (c === undefined || c.kind !== 'agent' || c.org_id !== orgId || c.revoked_at !== null) continue;
+      yield { hash, record: c };
     }
   }
 
