@@ -1,7 +1,8 @@
 // Unicode properties of single code points, computed once per code point with `\p{…}` regexes and
 // String.prototype.normalize, then kept (a byte per code point of planes 0 and 1, which hold every
-// script in common use, the emoji and the math alphanumerics; a map for the rest), so the scans over
-// non-ASCII text read one table entry per character instead of running property regexes.
+// script in common use, the emoji and the math alphanumerics; a map of bounded size for the rest),
+// so the scans over non-ASCII text read one table entry per character instead of running property
+// regexes.
 
 import { LOOKALIKES } from './lookalikes.js';
 
@@ -21,6 +22,17 @@ export const CYRILLIC_GREEK = 16;
 export const FOLDS = 32;
 const KNOWN = 128;
 
+/**
+ * The code points past the tables whose flags and folds are kept (each cache). Text can name about a
+ * million distinct ones (planes 1 to 16), and kept for good each was a map entry for the life of the
+ * process: a few requests built of fresh code points held ~200 MB, per thread. Text in use needs a
+ * few hundred (emoji, the CJK extensions, historic scripts), so a cache that reaches this many is
+ * emptied: ordinary text fills it again at once, and text that only brings fresh code points pays
+ * the property regexes per character, as it did the first time each was seen. A map of 4,096
+ * numbers is ~130 KB.
+ */
+export const ASTRAL_CACHE_MAX = 4_096;
+
 const RE_INVISIBLE = /^[\p{Default_Ignorable_Code_Point}\p{Cf}]$/u;
 const RE_WORD = /^[\p{L}\p{M}]$/u;
 const RE_LATIN = /^\p{sc=Latin}$/u;
@@ -29,8 +41,14 @@ const RE_MARK = /^[\p{Mn}\p{Me}]$/u;
 
 const TABLE_END = 0x20000;
 const table = new Uint8Array(TABLE_END);
+/** The flags of code points past the table (planes 2 to 16), at most ASTRAL_CACHE_MAX of them. */
 const astral = new Map<number, number>();
-/** NFKC forms of the characters that have one ('' for INVISIBLE ones). */
+/**
+ * NFKC forms of the characters that have one ('' for INVISIBLE ones). Not emptied with the cache of
+ * flags: it holds only CHANGES code points, which Unicode bounds (9,169 on Node 20, 4,638 of them
+ * past plane 1, mostly the default-ignorable block of plane 14), and formOf() reads it for a code
+ * point whose flags were computed, however long ago.
+ */
 const forms = new Map<number, string>();
 
 function compute(cp: number): number {
@@ -62,6 +80,7 @@ function flagsOfNew(cp: number): number {
   let f = astral.get(cp);
   if (f === undefined) {
     f = compute(cp);
+    if (astral.size >= ASTRAL_CACHE_MAX) astral.clear();
     astral.set(cp, f);
   }
   return f;
@@ -102,6 +121,7 @@ for (const [from, to] of Object.entries(LOOKALIKES)) LOOKALIKE.set(from.codePoin
 /** foldOf() per BMP code point, 0 until computed (read directly by the fold's loop); the rest in a map. */
 export const FOLD_TABLE = new Uint16Array(0x10000);
 const folds = FOLD_TABLE;
+/** foldOf() of code points past the BMP, at most ASTRAL_CACHE_MAX of them. */
 const astralFolds = new Map<number, number>();
 
 /**
@@ -115,11 +135,14 @@ export function foldOf(cp: number): number {
     const f = folds[cp]!;
     return f !== 0 ? f : (folds[cp] = computeFold(cp));
   }
-  let f = astralFolds.get(cp);
-  if (f === undefined) {
-    f = computeFold(cp);
-    astralFolds.set(cp, f);
-  }
+  return astralFolds.get(cp) ?? foldOfNew(cp);
+}
+
+/** foldOf() of a code point past the BMP not in its cache (apart, so that foldOf stays small). */
+function foldOfNew(cp: number): number {
+  const f = computeFold(cp);
+  if (astralFolds.size >= ASTRAL_CACHE_MAX) astralFolds.clear();
+  astralFolds.set(cp, f);
   return f;
 }
 
@@ -140,6 +163,11 @@ function computeFold(cp: number): number {
   for (const c of d.slice(base > 0xffff ? 2 : 1)) if (!RE_MARK.test(c)) return KEEP;
   if ((base >= 65 && base <= 90) || (base >= 97 && base <= 122)) return base;
   return LOOKALIKE.get(base) ?? KEEP;
+}
+
+/** How many code points past the tables the caches hold (`flags`: flagsOf(), `folds`: foldOf()); for tests. */
+export function astralCacheSizes(): { flags: number; folds: number } {
+  return { flags: astral.size, folds: astralFolds.size };
 }
 
 /** The NFKC form of a CHANGES code point ('' for an invisible one). */
