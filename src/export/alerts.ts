@@ -6,6 +6,7 @@ import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
 import { postWithRetries } from './deliver.js';
 import { outboundEvent, type Severity, scrubText, severityOf } from './formats.js';
+import { OrgBound } from './org-bound.js';
 import type { EgressPolicy } from './ssrf.js';
 
 export { type Severity, severityOf } from './formats.js';
@@ -121,6 +122,22 @@ const LOG_MAX = 100;
 /** The settings key of a delivery record: [org, LOG_KIND, destination id, its number]. */
 const LOG_KIND = 'alert_log';
 const URL_MAX = 2_048;
+/**
+ * Alert destinations an org may hold, enabled or not (the deployment-wide webhook is not one). Each
+ * committed event of the org is matched against every one, and each it meets costs a POST and a
+ * stored delivery record: without a bound, an org_admin could make every event cost any number of
+ * requests and writes. Twenty is more than a team's channels and receivers; one receiver that fans
+ * out serves more.
+ */
+export const MAX_ALERT_DESTINATIONS_PER_ORG = 20;
+
+/** The fields of a destination an API call sets. */
+interface DestinationInput {
+  webhook_type?: WebhookType;
+  webhook_url?: string;
+  min_severity?: MinSeverity;
+  enabled?: boolean;
+}
 
 interface Pending {
   readonly event: AuditEvent;
@@ -146,6 +163,7 @@ export class AlertDesk {
   /** The number of each destination's last stored delivery record. */
   readonly #logSeq = new Map<string, number>();
   readonly #counts = { delivered: 0, failed: 0, dropped: 0 };
+  readonly #bound = new OrgBound(MAX_ALERT_DESTINATIONS_PER_ORG, 'alert destinations');
   #closed = false;
 
   constructor(deps: AlertDeskDeps) {
@@ -196,18 +214,15 @@ export class AlertDesk {
 
   /**
    * Adds (no `id`) or updates a destination. A URL equal to the masked one shown (`****last4`)
-   * keeps the URL in force; any other is checked against the egress policy (400 when refused).
+   * keeps the URL in force; any other is checked against the egress policy (400 when refused). An
+   * org that holds MAX_ALERT_DESTINATIONS_PER_ORG gets no more (409).
    */
-  async put(
-    org: string,
-    id: string | undefined,
-    input: {
-      webhook_type?: WebhookType;
-      webhook_url?: string;
-      min_severity?: MinSeverity;
-      enabled?: boolean;
-    },
-  ): Promise<AlertDestination> {
+  async put(org: string, id: string | undefined, input: DestinationInput): Promise<AlertDestination> {
+    if (id !== undefined) return this.#put(org, id, input);
+    return this.#bound.add(org, this.list(org).length, () => this.#put(org, undefined, input));
+  }
+
+  async #put(org: string, id: string | undefined, input: DestinationInput): Promise<AlertDestination> {
     const before = id === undefined ? undefined : this.get(org, id);
     if (id !== undefined && before === undefined && id !== GLOBAL_ID)
       throw new ServiceError('not_found', `no alert destination ${id} in this org`);

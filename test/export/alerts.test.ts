@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
+import { MAX_ALERT_DESTINATIONS_PER_ORG } from '../../src/export/alerts.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { createOrg, startService, type TestService } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
@@ -270,3 +271,62 @@ t.test('the deployment-wide webhook gets every org, and only a super_admin confi
   await sleep(300);
   t.equal(hook.posts.length, 2, 'disabled: nothing more (the test message was the second)');
 });
+
+t.test(
+  'an org holds at most MAX_ALERT_DESTINATIONS_PER_ORG alert destinations: one more is 409 conflict',
+  async (t) => {
+    const hook = await startReceiver();
+    t.teardown(() => hook.close());
+    const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: `127.0.0.1:${hook.port}` } });
+    t.teardown(() => svc.close());
+    const other = await createOrg(svc, 'tenant-b');
+    const create = (n: number, token = svc.pat) =>
+      svc.call('/api/settings/alert-destinations', {
+        token,
+        body: { webhook_type: 'generic', webhook_url: `http://127.0.0.1:${hook.port}/hook/${n}` },
+      });
+    const list = async (token = svc.pat) =>
+      (await svc.call('/api/settings/alert-destinations', { token })).body.data as { id: string }[];
+    const refused = (r: { status: number; body: unknown }, what: string) =>
+      t.match(
+        r,
+        {
+          status: 409,
+          body: {
+            type: 'error',
+            error: { code: 'conflict', message: /at most 20 alert destinations/ },
+          },
+        },
+        what,
+      );
+
+    // Asked all at once: the URL check and the write wait between the count and the new
+    // destination, so creations under way must count, or each of them would see room.
+    const max = MAX_ALERT_DESTINATIONS_PER_ORG;
+    const answers = await Promise.all(Array.from({ length: max + 5 }, (_, n) => create(n)));
+    t.equal(answers.filter((r) => r.status === 201).length, max, `${max} created`);
+    for (const r of answers.filter((r) => r.status !== 201)) refused(r, 'one past the bound');
+    t.equal((await list()).length, max);
+    refused(await create(100), 'one more, alone');
+
+    // At the bound, a destination still changes, and another org has its own bound.
+    const first = (await list())[0]!;
+    const changed = await svc.call(`/api/settings/alert-destinations/${first.id}`, {
+      method: 'PUT',
+      token: svc.pat,
+      body: { min_severity: 'all' },
+    });
+    t.equal(changed.status, 200, 'a destination at the bound is changed');
+    t.equal((await create(0, other.adminPat)).status, 201, "another org's first");
+
+    // One deleted makes room for one.
+    const gone = await svc.call(`/api/settings/alert-destinations/${first.id}`, {
+      method: 'DELETE',
+      token: svc.pat,
+    });
+    t.equal(gone.status, 200);
+    t.equal((await create(101)).status, 201, 'one deleted, one more');
+    refused(await create(102), 'and then no more');
+    t.equal((await list()).length, max);
+  },
+);
