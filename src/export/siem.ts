@@ -16,6 +16,7 @@ import {
   type SeverityFilter,
   severityOf,
 } from './formats.js';
+import { OrgBound } from './org-bound.js';
 import { type EgressPolicy, originOf } from './ssrf.js';
 
 export const SIEM_KINDS = ['collector_hec', 'cloud_siem', 'webhook'] as const;
@@ -82,16 +83,26 @@ export const DEFAULTS = {
   environment: 'production',
 } as const;
 
-/** The API's names of the kind, URL and token fields (an org's export destination). */
 /** The settings key of a target's cursor on one chain: [target org, CURSOR, target id, chain org]. */
 const CURSOR = 'export_cursor';
 
-const FIELD_NAMES = { kind: 'kind', url: 'endpoint', token: 'token' } as const;
+/** What an API calls the kind, URL and token fields of a target (for its errors). */
+type FieldNames = { readonly kind: string; readonly url: string; readonly token: string };
+/** The API's names of the kind, URL and token fields (an org's export destination). */
+const FIELD_NAMES: FieldNames = { kind: 'kind', url: 'endpoint', token: 'token' };
 /** The SIEM configuration's names for them (spec 2.9). */
 export const SIEM_FIELD_NAMES = { kind: 'destination', url: 'url', token: 'auth_token' } as const;
 
 /** Events read from the chain per pass at most (those a target's filters leave out included). */
 const SCAN_MAX = 5_000;
+/**
+ * Export destinations an org may hold, enabled or not (the deployment-wide SIEM export is not one).
+ * Each committed event of the org wakes every one, and each reads the chain, keeps a cursor in the
+ * store and posts its batches: without a bound, an org_admin could make every event cost any number
+ * of reads, writes and requests. Twenty is more than a SOC's collectors; one collector that fans out
+ * serves more.
+ */
+export const MAX_EXPORT_DESTINATIONS_PER_ORG = 20;
 const TIMEOUT_MS = 10_000;
 /** A cursor moved past events a target does not take is stored this long after (one write). */
 const SKIP_STORE_MS = 2_000;
@@ -182,6 +193,7 @@ export class ExportDesk {
   readonly #deps: ExportDeskDeps;
   readonly #agent: Agent;
   readonly #byOrg = new Map<string, Exporter[]>();
+  readonly #bound = new OrgBound(MAX_EXPORT_DESTINATIONS_PER_ORG, 'export destinations');
   #closed = false;
 
   constructor(deps: ExportDeskDeps) {
@@ -266,13 +278,24 @@ export class ExportDesk {
   /**
    * Adds (no `id`) or updates a target, every field checked (400 with the field). A token equal to
    * the masked one shown (`****last4`) keeps the token in force; null removes it. `names`: what
-   * the caller's API calls the kind, URL and token fields, for the errors.
+   * the caller's API calls the kind, URL and token fields, for the errors. An org that holds
+   * MAX_EXPORT_DESTINATIONS_PER_ORG gets no more (409).
    */
   async put(
     org: string,
     id: string | undefined,
     input: TargetInput,
-    names: { readonly kind: string; readonly url: string; readonly token: string } = FIELD_NAMES,
+    names: FieldNames = FIELD_NAMES,
+  ): Promise<ExportTarget> {
+    if (id !== undefined) return this.#put(org, id, input, names);
+    return this.#bound.add(org, this.list(org).length, () => this.#put(org, undefined, input, names));
+  }
+
+  async #put(
+    org: string,
+    id: string | undefined,
+    input: TargetInput,
+    names: FieldNames,
   ): Promise<ExportTarget> {
     const before = id === undefined ? undefined : this.get(org, id);
     if (id !== undefined && before === undefined && id !== SIEM_ID)

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
+import { MAX_EXPORT_DESTINATIONS_PER_ORG } from '../../src/export/siem.js';
 import { type ReceivedPost, startReceiver } from '../helpers/receiver.js';
 import { createOrg, startService, type TestService } from '../helpers/service.js';
 import { waitFor } from '../helpers/wait.js';
@@ -280,3 +281,62 @@ t.test('org export destinations: webhook OCSF, OTLP logs, masked tokens, tenancy
   const m = await svc.call('/api/metrics');
   t.match(String(m.body), /govgate_export_events_total [1-9]/);
 });
+
+t.test(
+  'an org holds at most MAX_EXPORT_DESTINATIONS_PER_ORG export destinations: one more is 409 conflict',
+  async (t) => {
+    const hook = await startReceiver();
+    t.teardown(() => hook.close());
+    const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: `127.0.0.1:${hook.port}` } });
+    t.teardown(() => svc.close());
+    const other = await createOrg(svc, 'tenant-b');
+    const create = (n: number, token = svc.pat) =>
+      svc.call('/api/settings/export-destinations', {
+        token,
+        body: { kind: 'webhook', endpoint: `http://127.0.0.1:${hook.port}/export/${n}` },
+      });
+    const list = async (token = svc.pat) =>
+      (await svc.call('/api/settings/export-destinations', { token })).body.data as { id: string }[];
+    const refused = (r: { status: number; body: unknown }, what: string) =>
+      t.match(
+        r,
+        {
+          status: 409,
+          body: {
+            type: 'error',
+            error: { code: 'conflict', message: /at most 20 export destinations/ },
+          },
+        },
+        what,
+      );
+
+    // Asked all at once: the URL check and the write wait between the count and the new
+    // destination, so creations under way must count, or each of them would see room.
+    const max = MAX_EXPORT_DESTINATIONS_PER_ORG;
+    const answers = await Promise.all(Array.from({ length: max + 5 }, (_, n) => create(n)));
+    t.equal(answers.filter((r) => r.status === 201).length, max, `${max} created`);
+    for (const r of answers.filter((r) => r.status !== 201)) refused(r, 'one past the bound');
+    t.equal((await list()).length, max);
+    refused(await create(100), 'one more, alone');
+
+    // At the bound, a destination still changes, and another org has its own bound.
+    const first = (await list())[0]!;
+    const changed = await svc.call(`/api/settings/export-destinations/${first.id}`, {
+      method: 'PUT',
+      token: svc.pat,
+      body: { enabled: false },
+    });
+    t.equal(changed.status, 200, 'a destination at the bound is changed');
+    t.equal((await create(0, other.adminPat)).status, 201, "another org's first");
+
+    // One deleted makes room for one.
+    const gone = await svc.call(`/api/settings/export-destinations/${first.id}`, {
+      method: 'DELETE',
+      token: svc.pat,
+    });
+    t.equal(gone.status, 200);
+    t.equal((await create(101)).status, 201, 'one deleted, one more');
+    refused(await create(102), 'and then no more');
+    t.equal((await list()).length, max);
+  },
+);
