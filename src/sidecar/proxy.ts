@@ -97,13 +97,20 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     return { key };
   };
 
-  /** A refusal as every govgate answer has it: the error body, X-Request-Id, and for 407 the challenge. */
+  /**
+   * A refusal as every govgate answer has it: the error body, X-Request-Id, the error's own
+   * headers (the Retry-After of a 503), and for 407 the challenge.
+   */
   const refusal = (
     req: IncomingMessage,
     err: ServiceError,
   ): { status: number; headers: Record<string, string>; body: string } => {
     const id = requestIdFor(req.headers['x-request-id'] as string | undefined);
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': id };
+    const headers: Record<string, string> = {
+      ...err.headers,
+      'content-type': 'application/json',
+      'x-request-id': id,
+    };
     if (err.status === 407) headers['proxy-authenticate'] = 'Basic realm="govgate"';
     return { status: err.status, headers, body: JSON.stringify(errorBody(err.code, err.message, id)) };
   };
