@@ -370,12 +370,17 @@ export function requestCounter(): { inFlight: InFlight; queuedLost: (this: Count
   return { inFlight, queuedLost };
 }
 
-/** node:http server options: a client that never finishes its request must not hold its connection. */
-export function nodeTimeouts(opts: Pick<ListenOptions, 'headersTimeoutMs' | 'requestTimeoutMs'>) {
+/**
+ * node:http server options: a client that never finishes its request must not hold its
+ * connection, nor one that leaves it idle after an answer (`keepAliveTimeoutMs`, 65 s by default).
+ */
+export function nodeTimeouts(
+  opts: Pick<ListenOptions, 'headersTimeoutMs' | 'requestTimeoutMs'> & { keepAliveTimeoutMs?: number },
+) {
   const headersTimeout = opts.headersTimeoutMs ?? 30_000;
   const requestTimeout = opts.requestTimeoutMs ?? 120_000;
   return {
-    keepAliveTimeout: 65_000,
+    keepAliveTimeout: opts.keepAliveTimeoutMs ?? 65_000,
     headersTimeout,
     requestTimeout,
     connectionsCheckingInterval: Math.min(5_000, Math.ceil(headersTimeout / 2)),

@@ -16,6 +16,33 @@ export interface ProviderHost {
   readonly prefix: string;
 }
 
+/**
+ * The TLS handshake of a tunnel must end within this. An agent's SDK starts it as soon as the
+ * proxy says 200, over loopback or a pod's network: 10 s is long for that, and short enough that
+ * clients which open tunnels and say nothing cannot pile them up.
+ */
+export const TUNNEL_HANDSHAKE_TIMEOUT_MS = 10_000;
+/**
+ * Tunnels open at once. Each holds a socket and its TLS state; an agent opens about one per call
+ * in flight, and past SERVICE_UPSTREAM_CONNECTIONS (128 by default) its calls wait for a provider
+ * connection anyway, so 512 leaves room for a busy agent and bounds what a runaway one holds.
+ */
+export const MAX_TUNNELS = 512;
+
+/**
+ * What one client can make the proxy hold. The header, request and idle timeouts default to those
+ * of the outer port (nodeTimeouts: 30 s, 120 s, 65 s), and apply to each call inside a tunnel too.
+ */
+export interface ForwardProxyLimits {
+  readonly handshakeTimeoutMs?: number;
+  readonly headersTimeoutMs?: number;
+  readonly requestTimeoutMs?: number;
+  /** How long a connection or tunnel may stay open with no call on it after an answer. */
+  readonly idleTimeoutMs?: number;
+  /** Past this many open tunnels a CONNECT is refused 503 `unavailable` with Retry-After. */
+  readonly maxTunnels?: number;
+}
+
 export interface ForwardProxyOptions {
   readonly host: string;
   readonly port: number;
@@ -27,10 +54,13 @@ export interface ForwardProxyOptions {
   /** The sidecar's own handler: a call through the proxy is answered as one to its /v1 routes. */
   readonly handler: HttpHandler;
   readonly logger: Logger;
+  readonly limits?: ForwardProxyLimits;
 }
 
 export interface ForwardProxy {
   readonly port: number;
+  /** Tunnels open now (from the proxy's 200 to their close). */
+  readonly openTunnels: number;
   close(graceMs?: number): Promise<void>;
 }
 
@@ -46,8 +76,17 @@ export interface ForwardProxy {
  */
 export async function startForwardProxy(opts: ForwardProxyOptions): Promise<ForwardProxy> {
   const { inFlight, queuedLost } = requestCounter();
-  const timeouts = nodeTimeouts({});
+  const limits = opts.limits ?? {};
+  const timeouts = nodeTimeouts({
+    ...(limits.headersTimeoutMs === undefined ? {} : { headersTimeoutMs: limits.headersTimeoutMs }),
+    ...(limits.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: limits.requestTimeoutMs }),
+    ...(limits.idleTimeoutMs === undefined ? {} : { keepAliveTimeoutMs: limits.idleTimeoutMs }),
+  });
+  const handshakeTimeoutMs = limits.handshakeTimeoutMs ?? TUNNEL_HANDSHAKE_TIMEOUT_MS;
+  const maxTunnels = limits.maxTunnels ?? MAX_TUNNELS;
   const tunnels = new Set<Duplex>();
+  /** Each tunnel's request listener: its calls are its agent's, with its provider's prefix cut. */
+  const tunnelListeners = new WeakMap<Duplex, (req: IncomingMessage, res: ServerResponse) => void>();
 
   /** The agent's calls, with its agent key as their credential and the provider's path prefix cut. */
   const asAgent = (key: string, prefix: string): HttpHandler => {
@@ -169,6 +208,20 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost)(req, res);
   });
 
+  // The calls inside the tunnels: one HTTP server for all of them, which never listens (each
+  // tunnel is handed to it as a connection). node starts the checker of its header and request
+  // timeouts when a server emits 'listening', so this one is told it listens: without that, a
+  // call that never finished held its tunnel for good (proxy-limits.test.ts fails if node stops
+  // doing so). Its idle timeout (keepAliveTimeout) is each socket's own and needs nothing more.
+  const inner = createServer(timeouts, (req: IncomingMessage, res: ServerResponse) => {
+    const listener = tunnelListeners.get(req.socket);
+    // Every socket it serves is a tunnel, listed before it is handed over.
+    if (listener !== undefined) listener(req, res);
+    else res.destroy();
+  });
+  inner.on('clientError', (_err, s: Duplex) => s.destroy());
+  inner.emit('listening');
+
   server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on('error', () => socket.destroy());
     const [host = '', portText = '443'] = (req.url ?? '').toLowerCase().split(/:(?=\d+$)/);
@@ -189,6 +242,16 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       );
       return;
     }
+    if (tunnels.size >= maxTunnels) {
+      refuseSocket(
+        req,
+        socket,
+        new ServiceError('unavailable', `the proxy already has ${maxTunnels} tunnels open, its limit`, {
+          headers: { 'retry-after': '1' },
+        }),
+      );
+      return;
+    }
     socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
     if (head.length > 0) socket.unshift(head);
     const tls = new TLSSocket(socket, {
@@ -198,13 +261,15 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     });
     tls.on('error', () => tls.destroy());
     tunnels.add(tls);
-    tls.once('close', () => tunnels.delete(tls));
-    // One HTTP server per tunnel: its calls are the agent's, whatever credential they carry.
-    const inner = createServer(
-      timeouts,
-      requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost),
-    );
-    inner.on('clientError', (_err, s: Duplex) => s.destroy());
+    // A TLSSocket has no handshake timeout of its own (tls.Server's is not used here): an agent
+    // that opens a tunnel and never starts TLS would hold it for good.
+    const handshake = setTimeout(() => tls.destroy(), handshakeTimeoutMs);
+    tls.once('secure', () => clearTimeout(handshake));
+    tls.once('close', () => {
+      clearTimeout(handshake);
+      tunnels.delete(tls);
+    });
+    tunnelListeners.set(tls, requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost));
     inner.emit('connection', tls);
   });
   server.on('clientError', (_err, socket: Duplex) => {
@@ -224,6 +289,9 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   let closing: Promise<void> | undefined;
   return {
     port,
+    get openTunnels() {
+      return tunnels.size;
+    },
     close(graceMs = 10_000) {
       closing ??= shut(graceMs);
       return closing;
@@ -237,6 +305,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     await inFlight.drained(graceMs);
     for (const t of tunnels) t.destroy();
     server.closeAllConnections();
+    inner.close(); // stops its timeout checker
     await closed;
   }
 }
