@@ -235,9 +235,10 @@ function repeatedIn(req: IncomingMessage, headers: Record<string, string>): stri
  * `get`, or a malformed request line or header) never reaches the handler. Node would answer a
  * bare 400 with no body and no request id; this answers in the contract's shape instead, and
  * closes the connection (the parser cannot find the next request in it). Headers over the size
- * limit keep node's 431, and a connection that is already gone is just let go.
+ * limit keep node's 431, and a connection that is already gone is just let go. A node:http
+ * server's `clientError` listener: `listenNode`'s, and the sidecar forward proxy's.
  */
-function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
+export function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
   // An answer under way on the connection (a stream, with a pipelined request behind it), or one
   // sent to the request still being read (a 413 sent before its body ended): a second status line
   // must not follow it, so the connection is just closed.

@@ -3,7 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
-import { nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
+import { answerUnparsable, nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
 import { requestIdFor } from '../http/request-id.js';
 import type { HttpHandler } from '../http/types.js';
 import type { Logger } from '../util/log.js';
@@ -219,7 +219,17 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     if (listener !== undefined) listener(req, res);
     else res.destroy();
   });
-  inner.on('clientError', (_err, s: Duplex) => s.destroy());
+  // What its parser refuses, and a call that does not arrive in time, is answered as on the
+  // gateway's port (400 or 408 in the error shape, 431), not with the tunnel just closed.
+  inner.on('clientError', answerUnparsable);
+  // A CONNECT inside a tunnel is a call no provider answers: node would close the tunnel unanswered.
+  inner.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    refuseSocket(
+      req,
+      socket,
+      new ServiceError('invalid_request', 'a tunnel carries calls to its provider; CONNECT is not one'),
+    );
+  });
   inner.emit('listening');
 
   server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -272,10 +282,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     tunnelListeners.set(tls, requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost));
     inner.emit('connection', tls);
   });
-  server.on('clientError', (_err, socket: Duplex) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
-    else socket.destroy();
-  });
+  server.on('clientError', answerUnparsable);
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
