@@ -43,6 +43,14 @@ export interface ForwardProxyLimits {
   readonly maxTunnels?: number;
 }
 
+/**
+ * A target's host as the provider-host map spells it: lower case, an IPv6 address without its
+ * brackets (a URL's hostname and a CONNECT target keep them; the map's keys do not).
+ */
+function hostKey(host: string): string {
+  return host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+}
+
 export interface ForwardProxyOptions {
   readonly host: string;
   readonly port: number;
@@ -192,14 +200,19 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       refuse(req, res, admitted);
       return;
     }
-    const provider = opts.providerHosts().get(target.hostname.toLowerCase());
+    // Only http: on its default port (80) is the provider's plain-HTTP API: another port is
+    // another service of that host, and another scheme is no call the gateway can answer.
+    const provider =
+      target.protocol === 'http:' && target.port === ''
+        ? opts.providerHosts().get(hostKey(target.hostname))
+        : undefined;
     if (provider === undefined) {
       refuse(
         req,
         res,
         new ServiceError(
           'forbidden',
-          `govgate's proxy carries calls to this org's model providers only; ${target.host} is not one`,
+          `govgate's proxy carries calls to this org's model providers only (http:// on port 80, or a tunnel to port 443); ${target.protocol}//${target.host} is not one`,
         ),
       );
       return;
@@ -240,7 +253,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       refuseSocket(req, socket, admitted);
       return;
     }
-    const provider = opts.providerHosts().get(host.replace(/^\[|\]$/g, ''));
+    const provider = opts.providerHosts().get(hostKey(host));
     if (provider === undefined || portText !== '443') {
       refuseSocket(
         req,

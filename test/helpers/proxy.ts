@@ -3,7 +3,12 @@ import { connect as connectSocket, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect as connectTls, type TLSSocket } from 'node:tls';
-import { type ForwardProxy, type ForwardProxyLimits, startForwardProxy } from '../../src/sidecar/proxy.js';
+import {
+  type ForwardProxy,
+  type ForwardProxyLimits,
+  type ProviderHost,
+  startForwardProxy,
+} from '../../src/sidecar/proxy.js';
 import { ProxyCa } from '../../src/sidecar/proxy-ca.js';
 import { createLogger } from '../../src/util/log.js';
 
@@ -14,22 +19,29 @@ export const basic = (key: string): string => `Basic ${Buffer.from(`agent:${key}
 export const CONNECT = `CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\nProxy-Authorization: ${basic(KEY)}\r\n\r\n`;
 
 /**
- * The forward proxy on its own, on 127.0.0.1:0, with the proxy CA of a fresh keys dir, one
- * provider host (api.openai.com) and a handler that answers every call 200 with its path:
- * what the proxy itself does is under test, not the gateway behind it.
+ * The forward proxy on its own, on 127.0.0.1:0, with the proxy CA of a fresh keys dir, the
+ * provider hosts `hosts` (api.openai.com unless given) and a handler that answers every call 200
+ * with its path: what the proxy itself does is under test, not the gateway behind it.
  */
 export async function bareProxy(
   t: { teardown(fn: () => Promise<void>): void },
-  opts: { limits?: ForwardProxyLimits; authenticate?: (secret: string) => boolean } = {},
+  opts: {
+    limits?: ForwardProxyLimits;
+    authenticate?: (secret: string) => boolean;
+    hosts?: readonly string[];
+  } = {},
 ): Promise<{ proxy: ForwardProxy; caPem: string; handled: () => number }> {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-proxy-'));
   const ca = ProxyCa.load(dir);
   let handled = 0;
+  const hosts = new Map<string, ProviderHost>(
+    (opts.hosts ?? ['api.openai.com']).map((host) => [host, { host, prefix: '' }]),
+  );
   const proxy = await startForwardProxy({
     host: '127.0.0.1',
     port: 0,
     ca,
-    providerHosts: () => new Map([['api.openai.com', { host: 'api.openai.com', prefix: '' }]]),
+    providerHosts: () => hosts,
     authenticate: opts.authenticate ?? ((secret) => secret === KEY),
     handler: (req, res) => {
       handled++;

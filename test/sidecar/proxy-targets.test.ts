@@ -1,0 +1,39 @@
+import { connect as connectSocket } from 'node:net';
+import t from 'tap';
+import { bareProxy, basic, KEY, parsed, untilClosed } from '../helpers/proxy.js';
+
+/** A plain-HTTP call through the proxy to `target` (absolute form); its answer. */
+async function plain(port: number, target: string): Promise<{ status: number; body: any }> {
+  const host = new URL(target.replace(/^\w+:/, 'http:')).host;
+  const socket = connectSocket(port, '127.0.0.1', () =>
+    socket.write(
+      `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nProxy-Authorization: ${basic(KEY)}\r\nConnection: close\r\n\r\n`,
+    ),
+  );
+  return parsed(await untilClosed(socket));
+}
+
+t.test('plain HTTP through the proxy: the http scheme and its default port only', async (t) => {
+  const { proxy, handled } = await bareProxy(t, { hosts: ['api.openai.com', '::1'] });
+  for (const target of [
+    'http://api.openai.com:22/v1/models',
+    'http://api.openai.com:8080/v1/models',
+    'http://api.openai.com:443/v1/models',
+    'ftp://api.openai.com/v1/models',
+    'https://api.openai.com/v1/models',
+  ]) {
+    const res = await plain(proxy.port, target);
+    t.equal(res.status, 403, target);
+    t.match(res.body, { error: { code: 'forbidden' } }, target);
+  }
+  t.equal(handled(), 0, 'none was served');
+  for (const target of [
+    'http://api.openai.com/v1/models',
+    'http://api.openai.com:80/v1/models',
+    'http://[::1]/v1/models',
+  ]) {
+    const res = await plain(proxy.port, target);
+    t.equal(res.status, 200, target);
+    t.same(res.body, { path: '/v1/models' }, target);
+  }
+});
