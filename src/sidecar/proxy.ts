@@ -3,6 +3,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
+import { recordable } from '../core/guardrails/recorded.js';
 import { answerUnparsable, nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
 import { requestIdFor } from '../http/request-id.js';
 import type { HttpHandler } from '../http/types.js';
@@ -63,7 +64,15 @@ export interface ForwardProxyOptions {
   readonly handler: HttpHandler;
   readonly logger: Logger;
   readonly limits?: ForwardProxyLimits;
+  /**
+   * Called for each request the proxy itself refuses (403, 407, 503, 400), the calls it hands to
+   * `handler` being counted there: the sidecar counts them in govgate_http_requests_total.
+   */
+  readonly onRefused?: (method: string, status: number, seconds: number) => void;
 }
+
+/** The route label and log field of the proxy's own refusals (its calls are `proxy <route>`). */
+export const PROXY_ROUTE = 'proxy';
 
 export interface ForwardProxy {
   readonly port: number;
@@ -93,6 +102,8 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   const handshakeTimeoutMs = limits.handshakeTimeoutMs ?? TUNNEL_HANDSHAKE_TIMEOUT_MS;
   const maxTunnels = limits.maxTunnels ?? MAX_TUNNELS;
   const tunnels = new Set<Duplex>();
+  /** When each request the proxy answers itself arrived (its refusals are timed as the gateway's answers). */
+  const arrivedAt = new WeakMap<IncomingMessage, number>();
   /** Each tunnel's request listener: its calls are its agent's, with its provider's prefix cut. */
   const tunnelListeners = new WeakMap<Duplex, (req: IncomingMessage, res: ServerResponse) => void>();
 
@@ -145,6 +156,33 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   };
 
   /**
+   * Counts and logs a refusal as the gateway's handler does its own answers (createHttpHandler's
+   * finish): an agent refused for its credential or its target shows in the metrics, every
+   * refusal at debug, and a 503 at warn, for an operator must see those.
+   */
+  const recordRefusal = (req: IncomingMessage, err: ServiceError, id: string): void => {
+    const method = req.method ?? 'GET';
+    const seconds = (performance.now() - (arrivedAt.get(req) ?? performance.now())) / 1000;
+    opts.onRefused?.(method, err.status, seconds);
+    const failed = err.status >= 500;
+    if (failed ? opts.logger.enabled('warn') : opts.logger.enabled('debug')) {
+      // The request id and the target an error quotes are the caller's own text: a secret in them
+      // is logged as its placeholder.
+      const fields = {
+        request_id: recordable(id),
+        method,
+        route: PROXY_ROUTE,
+        status: err.status,
+        ms: Math.round(seconds * 1e4) / 10,
+        reason: err.code,
+        error: recordable(err.message),
+      };
+      if (failed) opts.logger.warn('request failed', fields);
+      else opts.logger.debug('request', fields);
+    }
+  };
+
+  /**
    * A refusal as every govgate answer has it: the error body, X-Request-Id, the error's own
    * headers (the Retry-After of a 503), and for 407 the challenge.
    */
@@ -153,6 +191,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     err: ServiceError,
   ): { status: number; headers: Record<string, string>; body: string } => {
     const id = requestIdFor(req.headers['x-request-id'] as string | undefined);
+    recordRefusal(req, err, id);
     const headers: Record<string, string> = {
       ...err.headers,
       'content-type': 'application/json',
@@ -180,6 +219,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   };
 
   const server = createServer(timeouts, (req: IncomingMessage, res: ServerResponse) => {
+    arrivedAt.set(req, performance.now());
     // A plain-HTTP call through the proxy names its target in the request line (absolute form).
     let target: URL;
     try {
@@ -237,6 +277,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   inner.on('clientError', answerUnparsable);
   // A CONNECT inside a tunnel is a call no provider answers: node would close the tunnel unanswered.
   inner.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    arrivedAt.set(req, performance.now());
     refuseSocket(
       req,
       socket,
@@ -246,6 +287,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   inner.emit('listening');
 
   server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    arrivedAt.set(req, performance.now());
     socket.on('error', () => socket.destroy());
     const [host = '', portText = '443'] = (req.url ?? '').toLowerCase().split(/:(?=\d+$)/);
     const admitted = admit(req);

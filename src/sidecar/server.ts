@@ -30,7 +30,7 @@ import type { Logger } from '../util/log.js';
 import { VERSION } from '../version.js';
 import { ControlClient } from './control-client.js';
 import { forwarder } from './forward.js';
-import { startForwardProxy } from './proxy.js';
+import { PROXY_ROUTE, startForwardProxy } from './proxy.js';
 import { ProxyCa } from './proxy-ca.js';
 import { RemoteSnapshot } from './snapshot.js';
 import { Shipper, SnapshotPoller } from './sync.js';
@@ -286,10 +286,11 @@ export async function startSidecar(
         logger,
         work,
         onFinish: (ctx, status, seconds) =>
-          metrics.request(`proxy ${ctx.route}`, ctx.req.method, status, seconds),
+          metrics.request(`${PROXY_ROUTE} ${ctx.route}`, ctx.req.method, status, seconds),
         beforeWrite: () => store.health.check(),
       }),
       logger,
+      onRefused: (method, status, seconds) => metrics.request(PROXY_ROUTE, method, status, seconds),
     });
     closers.push(() => proxy.close(0));
     // The probe listener: the health routes of the same app, and nothing else (any other path

@@ -10,7 +10,7 @@ import {
   startForwardProxy,
 } from '../../src/sidecar/proxy.js';
 import { ProxyCa } from '../../src/sidecar/proxy-ca.js';
-import { createLogger } from '../../src/util/log.js';
+import { createLogger, type Logger } from '../../src/util/log.js';
 
 /** The one agent key the bare proxy admits. */
 export const KEY = `gk_agent_${'A'.repeat(40)}`;
@@ -29,6 +29,7 @@ export async function bareProxy(
     limits?: ForwardProxyLimits;
     authenticate?: (secret: string) => boolean;
     hosts?: readonly string[];
+    logger?: Logger;
   } = {},
 ): Promise<{ proxy: ForwardProxy; caPem: string; handled: () => number }> {
   const dir = mkdtempSync(join(tmpdir(), 'govgate-proxy-'));
@@ -47,7 +48,7 @@ export async function bareProxy(
       handled++;
       res.send(200, { 'content-type': 'application/json' }, JSON.stringify({ path: req.path }));
     },
-    logger: createLogger('error'),
+    logger: opts.logger ?? createLogger('error'),
     ...(opts.limits === undefined ? {} : { limits: opts.limits }),
   });
   t.teardown(async () => {

@@ -1,6 +1,8 @@
 import { connect as connectSocket } from 'node:net';
 import t from 'tap';
-import { bareProxy, basic, KEY, parsed, untilClosed } from '../helpers/proxy.js';
+import { ServiceError } from '../../src/core/errors.js';
+import { createLogger } from '../../src/util/log.js';
+import { bareProxy, basic, KEY, parsed, proxyHead, untilClosed } from '../helpers/proxy.js';
 
 /** A plain-HTTP call through the proxy to `target` (absolute form); its answer. */
 async function plain(port: number, target: string): Promise<{ status: number; body: any }> {
@@ -36,4 +38,30 @@ t.test('plain HTTP through the proxy: the http scheme and its default port only'
     t.equal(res.status, 200, target);
     t.same(res.body, { path: '/v1/models' }, target);
   }
+});
+
+t.test('a refusal is logged as the gateway logs its own: 4xx at debug, 5xx at warn', async (t) => {
+  const lines: any[] = [];
+  const logger = createLogger('debug', (line) => lines.push(JSON.parse(line)));
+  const { proxy } = await bareProxy(t, { logger });
+  await plain(proxy.port, 'http://example.com/');
+  const { socket } = await proxyHead(
+    proxy.port,
+    'CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\n\r\n',
+  );
+  socket.destroy();
+  const { proxy: down } = await bareProxy(t, {
+    logger,
+    authenticate: () => {
+      throw new ServiceError('unavailable', 'no policy snapshot yet', { headers: { 'retry-after': '1' } });
+    },
+  });
+  await plain(down.port, 'http://api.openai.com/v1/models');
+  const refusals = lines.filter((l) => l.route === 'proxy');
+  t.match(refusals, [
+    { level: 'debug', msg: 'request', method: 'GET', status: 403, reason: 'forbidden', request_id: String },
+    { level: 'debug', msg: 'request', method: 'CONNECT', status: 407, reason: 'proxy_auth_required' },
+    { level: 'warn', msg: 'request failed', method: 'GET', status: 503, reason: 'unavailable' },
+  ]);
+  t.equal(refusals.length, 3);
 });

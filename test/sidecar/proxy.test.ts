@@ -161,6 +161,19 @@ t.test('agents that send their traffic through HTTPS_PROXY: the sidecar governs 
       );
       if (status === 407) t.match(res.head, /\r\nproxy-authenticate: Basic realm="govgate"/i, what);
     }
+    // Counted as the gateway's refusals are (route `proxy`), so a scrape shows an agent refused.
+    const metrics = String((await sc.call('/api/metrics')).body);
+    const count = (method: string, status: number): number =>
+      Number(
+        new RegExp(
+          `\ngovgate_http_requests_total\\{route="proxy",method="${method}",status="${status}"\\} (\\d+)\n`,
+        ).exec(metrics)?.[1] ?? 0,
+      );
+    t.ok(count('CONNECT', 403) >= 2, 'tunnels to another host are counted');
+    t.ok(count('CONNECT', 407) >= 3, 'tunnels without a valid credential are counted');
+    t.equal(count('GET', 403), 1, 'plain HTTP to another host');
+    t.equal(count('GET', 407), 1, 'plain HTTP without a credential');
+    t.equal(count('GET', 400), 1, 'not a proxy request');
   });
 
   t.test('plain HTTP through the proxy (absolute form) is governed too', async (t) => {
