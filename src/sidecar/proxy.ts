@@ -46,10 +46,15 @@ export interface ForwardProxyLimits {
 
 /**
  * A target's host as the provider-host map spells it: lower case, an IPv6 address without its
- * brackets (a URL's hostname and a CONNECT target keep them; the map's keys do not).
+ * brackets (a URL's hostname and a CONNECT target keep them; the map's keys do not), and a name
+ * without the one trailing dot of its fully qualified form (`api.openai.com.` is the same host
+ * to DNS and to the certificate check; two dots are no valid name).
  */
 function hostKey(host: string): string {
-  return host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  return host
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/([^.])\.$/, '$1');
 }
 
 export interface ForwardProxyOptions {

@@ -4,13 +4,13 @@ import { ServiceError } from '../../src/core/errors.js';
 import { createLogger } from '../../src/util/log.js';
 import { bareProxy, basic, KEY, parsed, proxyHead, untilClosed } from '../helpers/proxy.js';
 
+const AUTH = `Proxy-Authorization: ${basic(KEY)}\r\n`;
+
 /** A plain-HTTP call through the proxy to `target` (absolute form); its answer. */
 async function plain(port: number, target: string): Promise<{ status: number; body: any }> {
   const host = new URL(target.replace(/^\w+:/, 'http:')).host;
   const socket = connectSocket(port, '127.0.0.1', () =>
-    socket.write(
-      `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nProxy-Authorization: ${basic(KEY)}\r\nConnection: close\r\n\r\n`,
-    ),
+    socket.write(`GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${AUTH}Connection: close\r\n\r\n`),
   );
   return parsed(await untilClosed(socket));
 }
@@ -64,4 +64,27 @@ t.test('a refusal is logged as the gateway logs its own: 4xx at debug, 5xx at wa
     { level: 'warn', msg: 'request failed', method: 'GET', status: 503, reason: 'unavailable' },
   ]);
   t.equal(refusals.length, 3);
+});
+
+t.test('a host with one trailing dot (the fully qualified name) is the same host', async (t) => {
+  const { proxy, handled } = await bareProxy(t);
+  const res = await plain(proxy.port, 'http://api.openai.com./v1/models');
+  t.equal(res.status, 200, 'plain HTTP');
+  t.same(res.body, { path: '/v1/models' });
+  const { socket, head } = await proxyHead(
+    proxy.port,
+    `CONNECT api.openai.com.:443 HTTP/1.1\r\nHost: api.openai.com.:443\r\n${AUTH}\r\n`,
+  );
+  socket.destroy();
+  t.match(head, /^HTTP\/1\.1 200 /, 'a tunnel');
+  for (const target of ['http://api.openai.com../v1/models', 'http://.api.openai.com/v1/models']) {
+    t.equal((await plain(proxy.port, target)).status, 403, `${target}: not the same host`);
+  }
+  const twoDots = await proxyHead(
+    proxy.port,
+    `CONNECT api.openai.com..:443 HTTP/1.1\r\nHost: api.openai.com..:443\r\n${AUTH}\r\n`,
+  );
+  twoDots.socket.destroy();
+  t.match(twoDots.head, /^HTTP\/1\.1 403 /, 'two trailing dots: another name');
+  t.equal(handled(), 1);
 });
