@@ -338,7 +338,9 @@ export class SidecarDesk {
    * minutes (a no-op but for the time it was last seen); a key not seen for MANDATE_KEY_TTL_MS is
    * no longer published (its sidecar is gone; a mandate lives 60 s). New keys are a
    * `sidecar.mandate_keys_registered` event of the org chain. A key id the control plane or
-   * another sidecar uses is refused (409); a revoked sidecar's keys are not published.
+   * another sidecar uses is refused (409), but for the same public key held by a revoked sidecar
+   * of the same org (a token rotated on the same keys dir): that key moves to this sidecar, a
+   * `sidecar.mandate_keys_rebound` event (#mayRebind). A revoked sidecar's keys are not published.
    */
   async registerMandateKeys(
     sidecar: SidecarRecord,
@@ -370,39 +372,81 @@ export class SidecarDesk {
     const now = Date.now();
     const fresh: SidecarMandateJwk[] = [];
     const seen: SidecarMandateJwk[] = [];
+    const rebound: Array<{ key: SidecarMandateJwk; from: string }> = [];
     for (const k of jwks) {
       const had = this.#store.sidecars.get([MANDATE_KEY, k.kid]) as MandateKeyRecord | undefined;
-      if (taken(k.kid) || (had !== undefined && (had.sidecar_id !== sidecar.sidecar_id || had.jwk.x !== k.x)))
+      if (taken(k.kid) || (had !== undefined && had.jwk.x !== k.x))
         throw new ServiceError('conflict', `mandate key id ${k.kid} is in use by another key`, {
           param: 'keys',
         });
       if (had === undefined) fresh.push(k);
-      else if (now - Date.parse(had.seen_at) >= MANDATE_KEY_REFRESH_MS) seen.push(k);
+      else if (had.sidecar_id !== sidecar.sidecar_id) {
+        this.#mayRebind(sidecar, k.kid, had.sidecar_id);
+        rebound.push({ key: k, from: had.sidecar_id });
+      } else if (now - Date.parse(had.seen_at) >= MANDATE_KEY_REFRESH_MS) seen.push(k);
     }
     const kids = jwks.map((k) => k.kid).sort();
-    if (fresh.length === 0 && seen.length === 0) return { kids, registered: false };
+    if (fresh.length === 0 && seen.length === 0 && rebound.length === 0) return { kids, registered: false };
     const at = new Date(now).toISOString();
-    const event =
-      fresh.length === 0
-        ? undefined
-        : this.#audit.append({
-            org_id: sidecar.org_id,
-            event_type: 'sidecar.mandate_keys_registered',
-            outcome: 'allow',
-            details: { sidecar_id: sidecar.sidecar_id, keys: fresh.map((k) => ({ kid: k.kid, x: k.x })) },
-          });
+    const events: Array<Promise<unknown>> = [];
+    if (fresh.length > 0)
+      events.push(
+        this.#audit.append({
+          org_id: sidecar.org_id,
+          event_type: 'sidecar.mandate_keys_registered',
+          outcome: 'allow',
+          details: { sidecar_id: sidecar.sidecar_id, keys: fresh.map((k) => ({ kid: k.kid, x: k.x })) },
+        }),
+      );
+    // A key that moves from one sidecar to another is its own event: who could sign for the org
+    // with it changed, and an auditor looking for that should not have to diff registrations.
+    if (rebound.length > 0)
+      events.push(
+        this.#audit.append({
+          org_id: sidecar.org_id,
+          event_type: 'sidecar.mandate_keys_rebound',
+          outcome: 'allow',
+          details: {
+            sidecar_id: sidecar.sidecar_id,
+            keys: rebound.map(({ key, from }) => ({ kid: key.kid, x: key.x, from_sidecar_id: from })),
+          },
+        }),
+      );
     const written = this.#store.writer.enqueue(() => {
-      for (const k of [...fresh, ...seen])
+      for (const k of [...fresh, ...seen, ...rebound.map((r) => r.key)])
         this.#store.sidecars.putSync([MANDATE_KEY, k.kid], {
           sidecar_id: sidecar.sidecar_id,
           jwk: k,
           seen_at: at,
         });
     });
-    await Promise.all([event, written]);
+    await Promise.all([...events, written]);
     this.#mandateJwks = undefined;
     this.#generation++;
-    return { kids, registered: fresh.length > 0 };
+    return { kids, registered: fresh.length > 0 || rebound.length > 0 };
+  }
+
+  /**
+   * Refuses (409) unless mandate key `kid`, bound to sidecar `holderId`, may move to `sidecar`
+   * (which presents the same public key): only from a revoked sidecar of the same org. That is a
+   * token rotated on the same keys dir (docs/sidecar.md, "Tokens"), and it gives the new token
+   * nothing it did not have: any sidecar token of the org may register keys that sign for the
+   * org. While the holder is live the key stays its own: the registration proves no possession of the private
+   * key, so moving it then would let any sidecar of the org take another's key (its mandates
+   * recorded as the taker's, a revocation of the taker silencing the holder), and two live
+   * sidecars presenting one key (a copied keys dir, a rotation not finished) would move it back
+   * and forth. Another org's sidecar never takes it, and is not told whose it is.
+   */
+  #mayRebind(sidecar: SidecarRecord, kid: string, holderId: string): void {
+    const holder = this.#store.sidecars.get([SIDECAR_KEY, holderId]) as SidecarRecord | undefined;
+    if (holder?.org_id !== sidecar.org_id)
+      throw new ServiceError('conflict', `mandate key id ${kid} is in use by another key`, { param: 'keys' });
+    if (holder.revoked_at === null)
+      throw new ServiceError(
+        'conflict',
+        `mandate key ${kid} is bound to sidecar ${holderId} of this org, which is not revoked: a key moves to a new sidecar token once the one that holds it is revoked (DELETE /api/sidecars/${holderId})`,
+        { param: 'keys' },
+      );
   }
 
   /**

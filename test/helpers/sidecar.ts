@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
 import { type RunningSidecar, startSidecar } from '../../src/sidecar/server.js';
-import { createLogger } from '../../src/util/log.js';
+import { createLogger, type Logger } from '../../src/util/log.js';
 import { callHttp } from './http.js';
 import { type Engine, startService, type TestService } from './service.js';
 
@@ -39,6 +39,8 @@ export async function startTestSidecar(opts: {
   env?: Record<string, string>;
   /** Cut the local log once this many acknowledged entries are past its last cut. */
   pruneAfter?: number;
+  /** Where its log lines go (default: errors only, to stderr). */
+  logger?: Logger;
 }): Promise<TestSidecar> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'govgate-sidecar-'));
   const config = loadConfig({
@@ -56,7 +58,7 @@ export async function startTestSidecar(opts: {
   });
   const sidecar = await startSidecar(
     config,
-    createLogger('error'),
+    opts.logger ?? createLogger('error'),
     opts.pruneAfter === undefined ? {} : { pruneAfter: opts.pruneAfter },
   );
   const url = sidecar.listenUrl;
