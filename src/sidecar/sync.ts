@@ -20,6 +20,8 @@ const MAX_CLOCK_SKEW_MS = 30_000;
 
 /** Statuses after which the sidecar forgets its snapshot: the control plane no longer knows this sidecar. */
 const REFUSED = new Set([401, 403]);
+/** Statuses that refuse the mandate keys themselves (a conflict, a malformed key), not the sidecar. */
+const KEYS_REFUSED = new Set([400, 409]);
 
 /**
  * Pulls the org snapshot every `intervalMs` (a conditional GET: an unchanged snapshot costs a
@@ -35,6 +37,8 @@ export class SnapshotPoller {
   /** Whether this clock is within MAX_CLOCK_SKEW_MS of the control plane's (as of the last pull). */
   clockAgrees = true;
   #keysAt = 0;
+  /** Consecutive refusals of the mandate keys (#registerKeys). */
+  #keysRefused = 0;
 
   constructor(
     private readonly client: ControlClient,
@@ -104,6 +108,7 @@ export class SnapshotPoller {
 
   /** One pull; resolves true when a snapshot is in force afterwards. */
   async pollOnce(): Promise<boolean> {
+    let step: 'snapshot' | 'mandate_keys' = 'snapshot';
     try {
       const got = await this.client.snapshot(this.snapshot.etag);
       if (got !== undefined) {
@@ -118,11 +123,8 @@ export class SnapshotPoller {
       // Registered once a snapshot is in force, and again every few minutes: the control plane
       // stops publishing a key it has not seen for a day.
       if (!this.mandateKeysRegistered || Date.now() - this.#keysAt >= KEYS_AGAIN_MS) {
-        await this.client.registerMandateKeys(this.mandateJwks());
-        this.mandateKeysRegistered = true;
-        this.#keysAt = Date.now();
-        const record = { kids: this.#kids(), at: this.#keysAt, token: this.client.tokenDigest };
-        await this.store.writer.enqueue(() => this.store.meta.putSync(MANDATE_KEYS_KEY, record));
+        step = 'mandate_keys';
+        await this.#registerKeys();
       }
       this.#checkClock();
       if (this.failures > 0) this.onRecovered();
@@ -147,7 +149,9 @@ export class SnapshotPoller {
           .catch(() => {});
       } else if (this.failures === 1 || this.failures % 60 === 0) {
         this.logger.warn(
-          'the control plane cannot be reached for the snapshot; deciding from the one in force',
+          step === 'snapshot'
+            ? 'the control plane cannot be reached for the snapshot; deciding from the one in force'
+            : 'the control plane cannot be reached to register the mandate keys; tried again',
           {
             error: String(err),
             failures: this.failures,
@@ -156,6 +160,40 @@ export class SnapshotPoller {
       }
     }
     return this.snapshot.loaded;
+  }
+
+  /**
+   * Registers this sidecar's mandate keys. A refusal of the keys themselves (409: a key id the
+   * control plane holds for another key or another sidecar, such as the old token of a rotation
+   * not revoked yet; 400) is not an outage: the snapshot was pulled, and the control plane will
+   * answer the same until an operator acts. It leaves readiness `mandate_keys` false, says what
+   * the control plane answered in an error line (the first time, then every 60th), and is tried
+   * again on each poll, so the sidecar is ready within a poll of the fix.
+   */
+  async #registerKeys(): Promise<void> {
+    try {
+      await this.client.registerMandateKeys(this.mandateJwks());
+    } catch (err) {
+      if (!(err instanceof ControlError) || !KEYS_REFUSED.has(err.status)) throw err;
+      // Not taken now, so not remembered as taken either: a restart while the control plane is
+      // away must not report ready on an older registration.
+      if (this.mandateKeysRegistered)
+        await this.store.writer.enqueue(() => this.store.meta.removeSync(MANDATE_KEYS_KEY)).catch(() => {});
+      this.mandateKeysRegistered = false;
+      this.#keysRefused++;
+      if (this.#keysRefused === 1 || this.#keysRefused % 60 === 0)
+        this.logger.error(
+          "the control plane refused this sidecar's mandate keys (its answer says why): not ready until they are taken",
+          { status: err.status, error: err.message, refusals: this.#keysRefused },
+        );
+      return;
+    }
+    if (this.#keysRefused > 0) this.logger.info("the control plane took this sidecar's mandate keys");
+    this.#keysRefused = 0;
+    this.mandateKeysRegistered = true;
+    this.#keysAt = Date.now();
+    const record = { kids: this.#kids(), at: this.#keysAt, token: this.client.tokenDigest };
+    await this.store.writer.enqueue(() => this.store.meta.putSync(MANDATE_KEYS_KEY, record));
   }
 
   /**

@@ -9,6 +9,18 @@ import { createSidecarToken, startTestSidecar, type TestSidecar } from '../helpe
  * nothing else.
  */
 
+/** Readiness polled until `cond` holds on its answer (the sidecar polls the control plane every 100 ms here). */
+async function readyWhen(sc: TestSidecar, cond: (body: any) => boolean, what: string): Promise<any> {
+  let body: any;
+  const end = Date.now() + 10_000;
+  for (;;) {
+    body = (await sc.call('/api/health/ready')).body;
+    if (cond(body)) return body;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(body)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** The mandate key ids a sidecar registered, from the org chain. */
 async function registeredKids(control: TestService, sidecarId: string): Promise<string[]> {
   const res = await control.call('/api/audit?event_type=sidecar.mandate_keys_registered&limit=100', {
@@ -75,6 +87,55 @@ t.test('a new token on the same keys dir, the old one revoked: the mandate keys 
   const verified = await control.call('/v1/tokens/verify', { body: { token: govern.body.mandate } });
   t.equal(verified.body.valid, true, JSON.stringify(verified.body));
 });
+
+t.test(
+  'a new token while the old one is live: refused, said so, ready once the old one is revoked',
+  async (t) => {
+    const control = await startService();
+    const first = await createSidecarToken(control, control.pat);
+    let sc: TestSidecar = await startTestSidecar({ controlUrl: control.url, token: first.token });
+    t.teardown(async () => {
+      await sc.close();
+      await control.close();
+    });
+    await sc.close(true);
+    const second = await createSidecarToken(control, control.pat);
+    const lines: any[] = [];
+    sc = await startTestSidecar({
+      controlUrl: control.url,
+      token: second.token,
+      dir: sc.dir,
+      logger: createLogger('info', (l) => lines.push(JSON.parse(l))),
+    });
+    // Two live sidecars would hold one key: the old token still speaks for it until it is revoked.
+    const before = await sc.call('/api/health/ready');
+    t.equal(before.status, 503);
+    t.equal(before.body.checks.mandate_keys, false);
+    t.equal(before.body.checks.snapshot, true, 'it has its snapshot');
+    const refused = lines.find((l) => /mandate keys/.test(l.msg));
+    t.ok(refused, 'its log names the mandate keys');
+    t.equal(refused?.level, 'error');
+    t.match(refused?.error, new RegExp(first.sidecarId), 'and the sidecar that holds them');
+    t.notOk(
+      lines.some((l) => /cannot be reached/.test(l.msg)),
+      'not that the control plane cannot be reached',
+    );
+    const metrics = String((await sc.call('/api/metrics')).body);
+    t.match(metrics, /govgate_sidecar_sync_failures\{kind="snapshot"\} 0/, 'the snapshot pulls did not fail');
+
+    t.equal(
+      (await control.call(`/api/sidecars/${first.sidecarId}`, { method: 'DELETE', token: control.pat }))
+        .status,
+      200,
+    );
+    await readyWhen(sc, (b) => b.status === 'ok', 'the keys taken');
+    t.pass('ready once the old token is revoked');
+    t.ok(
+      lines.some((l) => l.level === 'info' && /took this sidecar's mandate keys/.test(l.msg)),
+      'and its log says so',
+    );
+  },
+);
 
 t.test('what moves a mandate key and what does not', async (t) => {
   const control = await startService();
