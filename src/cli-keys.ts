@@ -55,7 +55,7 @@ export function runKeys(argv: string[], io: KeysIO): number {
     case 'proxy-ca': {
       const path = ProxyCa.certPath(dir);
       if (!existsSync(path)) return missing('proxy');
-      io.stdout.write(ProxyCa.load(dir).certPem);
+      io.stdout.write(ProxyCa.readCertificate(dir));
       return 0;
     }
     default:

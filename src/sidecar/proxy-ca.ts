@@ -1,10 +1,12 @@
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type * as Forge from 'node-forge';
+import { KeyMaterialError } from '../crypto/key-errors.js';
+import { encryptIfPlain, PEM_CIPHER, writeAtomic } from '../crypto/pem-at-rest.js';
 
 // node-forge is CommonJS without a default export in its typings: required, typed as its module.
 const forge = createRequire(import.meta.url)('node-forge') as typeof Forge;
@@ -17,7 +19,8 @@ const MAX_CACHED_HOSTS = 1_000;
 
 /**
  * The sidecar forward proxy's certificate authority (docs/sidecar.md, "The forward proxy"): made
- * once per keys dir (`proxy/ca.pem`, and its key `proxy/ca-key.pem`, mode 0600), it signs a
+ * once per keys dir (`proxy/ca.pem`, and its key `proxy/ca-key.pem`, mode 0600, PKCS#8 encrypted
+ * with SERVICE_AUDIT_KEY_PASSWORD when one is set, as the audit and mandate keys are), it signs a
  * certificate for each model-provider host an agent reaches through the proxy, so the sidecar can
  * read and govern the call. The agent trusts `proxy/ca.pem` (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE,
  * REQUESTS_CA_BUNDLE). Certificates are signed with node-forge over RSA keys node:crypto makes.
@@ -31,27 +34,47 @@ export class ProxyCa {
   readonly #leafPublic: Forge.pki.rsa.PublicKey;
   readonly #hosts = new Map<string, { context: SecureContext; madeAt: number }>();
 
-  private constructor(certPem: string, keyPem: string) {
+  private constructor(certPem: string, key: KeyObject) {
     this.certPem = certPem;
     this.#cert = forge.pki.certificateFromPem(certPem);
-    this.#key = forge.pki.privateKeyFromPem(keyPem) as Forge.pki.rsa.PrivateKey;
+    // node-forge reads no encrypted PKCS#8: it is handed the key node:crypto decrypted, in memory.
+    this.#key = forge.pki.privateKeyFromPem(
+      key.export({ type: 'pkcs1', format: 'pem' }) as string,
+    ) as Forge.pki.rsa.PrivateKey;
     const leaf = rsaPair();
     this.#leafKeyPem = leaf.privatePem;
     this.#leafPublic = forge.pki.publicKeyFromPem(leaf.publicPem) as Forge.pki.rsa.PublicKey;
   }
 
-  /** The CA of `keysDir`, made on first use. */
-  static load(keysDir: string): ProxyCa {
+  /**
+   * The CA of `keysDir`, made on first use; its key encrypted with `password` (the audit keys'
+   * SERVICE_AUDIT_KEY_PASSWORD) when one is given. A key kept in the clear from before a password
+   * was set is written back encrypted (encryptIfPlain). A key that cannot be read (a wrong or a
+   * missing password) is a KeyMaterialError, and the CA is never made anew for it: the agents
+   * trust this one.
+   */
+  static load(keysDir: string, password?: string): ProxyCa {
+    const pw = password === '' ? undefined : password;
     const dir = join(keysDir, 'proxy');
     const certPath = join(dir, 'ca.pem');
     const keyPath = join(dir, 'ca-key.pem');
     if (!existsSync(certPath) || !existsSync(keyPath)) {
       mkdirSync(dir, { recursive: true, mode: 0o700 });
       const made = makeCa();
-      writeFileSync(keyPath, made.keyPem, { mode: 0o600 });
-      writeFileSync(certPath, made.certPem, { mode: 0o644 });
+      const keyPem = made.key.export({
+        type: 'pkcs8',
+        format: 'pem',
+        ...(pw === undefined ? {} : { cipher: PEM_CIPHER, passphrase: pw }),
+      });
+      writeAtomic(keyPath, keyPem.toString(), 0o600);
+      writeAtomic(certPath, made.certPem, 0o644);
     }
-    return new ProxyCa(readFileSync(certPath, 'utf8'), readFileSync(keyPath, 'utf8'));
+    return new ProxyCa(readFileSync(certPath, 'utf8'), readCaKey(keyPath, pw));
+  }
+
+  /** The CA certificate of `keysDir` (public: read without its key, so without a password). */
+  static readCertificate(keysDir: string): string {
+    return readFileSync(ProxyCa.certPath(keysDir), 'utf8');
   }
 
   /**
@@ -102,6 +125,24 @@ export class ProxyCa {
   }
 }
 
+function readCaKey(path: string, password: string | undefined): KeyObject {
+  try {
+    const pem = readFileSync(path, 'utf8');
+    const key = createPrivateKey({
+      key: pem,
+      format: 'pem',
+      ...(password === undefined ? {} : { passphrase: password }),
+    });
+    encryptIfPlain(path, pem, key, password);
+    return key;
+  } catch (err) {
+    throw new KeyMaterialError(
+      `cannot read the proxy CA key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
 function rsaPair(): { privatePem: string; publicPem: string } {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   return {
@@ -115,7 +156,7 @@ function serial(): string {
   return `0${randomBytes(15).toString('hex')}`;
 }
 
-function makeCa(): { certPem: string; keyPem: string } {
+function makeCa(): { certPem: string; key: KeyObject } {
   const pair = rsaPair();
   const cert = forge.pki.createCertificate();
   cert.publicKey = forge.pki.publicKeyFromPem(pair.publicPem);
@@ -135,5 +176,5 @@ function makeCa(): { certPem: string; keyPem: string } {
     { name: 'subjectKeyIdentifier' },
   ]);
   cert.sign(forge.pki.privateKeyFromPem(pair.privatePem), forge.md.sha256.create());
-  return { certPem: forge.pki.certificateToPem(cert), keyPem: pair.privatePem };
+  return { certPem: forge.pki.certificateToPem(cert), key: createPrivateKey(pair.privatePem) };
 }

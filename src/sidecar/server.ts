@@ -274,7 +274,7 @@ export async function startSidecar(
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
     registerGatewayRoutes(proxyRouter, gateway);
-    const ca = ProxyCa.load(config.keysDir);
+    const ca = ProxyCa.load(config.keysDir, config.audit.keyPassword);
     if (config.proxyCaExportDir !== undefined) ca.exportTo(config.proxyCaExportDir);
     const proxy = await startForwardProxy({
       host: config.host,
