@@ -74,6 +74,8 @@ export interface RunningService {
   readonly bootstrap: BootstrapResult;
   /** The sidecar injector's HTTPS port, when SERVICE_INJECTOR_PORT is set. */
   readonly injectorPort: number | undefined;
+  /** The control plane's sidecar desk (tokens, snapshots, sync). */
+  readonly sidecars: SidecarDesk;
   /** Graceful: stop accepting, let in-flight requests finish, then close upstreams and the store. */
   close(graceMs?: number): Promise<void>;
 }
@@ -468,6 +470,7 @@ async function startLocked(
   if (!config.publicUrl) baseUrl = listenUrl;
   return {
     injectorPort: injector?.port,
+    sidecars,
     server,
     get baseUrl() {
       return base.value;

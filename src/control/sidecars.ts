@@ -141,6 +141,8 @@ export class SidecarDesk {
   readonly #audit: AuditSink;
   /** Per org: the last snapshot built and the generations it was built at. */
   readonly #snapshots = new Map<string, BuiltSnapshot>();
+  /** Snapshots built (for tests: one org's change must not rebuild another's). */
+  snapshotBuilds = 0;
   /**
    * Per (sidecar, epoch): the state including batches still committing, so a second batch that
    * arrives meanwhile is checked against the first. Dropped when a commit fails.
@@ -271,7 +273,8 @@ export class SidecarDesk {
   /** The org's snapshot for `sidecar`, and its ETag (unchanged while nothing in it changed). */
   snapshot(sidecar: SidecarRecord): { etag: string; doc: SnapshotDoc } {
     const org = sidecar.org_id;
-    const key = `${this.#identity.generation}:${this.#settings.generation}:${this.#policies.generation}`;
+    // Rebuilt when this org's identities, settings or policies changed, not another org's.
+    const key = `${this.#identity.orgGenerations.of(org)}:${this.#settings.orgGenerations.of(org)}:${this.#policies.orgGenerations.of(org)}`;
     let built = this.#snapshots.get(org);
     if (built?.key !== key) {
       built = this.#build(org, key);
@@ -289,6 +292,7 @@ export class SidecarDesk {
   }
 
   #build(org: string, key: string): BuiltSnapshot {
+    this.snapshotBuilds++;
     const agents = [];
     for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
       const page = this.#identity.listAgents(org, 1000, cursor);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
 import { hashCredential, newAgentKey, newId, newPat } from '../util/ids.js';
+import { OrgGenerations } from '../util/org-generations.js';
 import { minRole, type Role } from './roles.js';
 import type { AgentRecord, CredentialRecord, OrgRecord, Principal, UserRecord } from './types.js';
 
@@ -35,6 +36,8 @@ const AGENT_KEY_INDEX_BUILT = 'meta:agent-key-index';
  */
 export class IdentityRepo {
   generation = 0;
+  /** Changes per org (`generation` counts them all): see OrgGenerations. */
+  readonly orgGenerations = new OrgGenerations();
 
   constructor(private readonly store: Store) {
     this.indexAgentKeys();
@@ -59,8 +62,9 @@ export class IdentityRepo {
     });
   }
 
-  private bump(): void {
+  private bump(orgId: string): void {
     this.generation++;
+    this.orgGenerations.bump(orgId);
   }
 
   // ---- orgs
@@ -111,7 +115,7 @@ export class IdentityRepo {
       }
       this.store.users.putSync(userId, record);
     });
-    this.bump();
+    this.bump(orgId);
     return record;
   }
 
@@ -152,7 +156,7 @@ export class IdentityRepo {
       this.store.credentials.putSync(`id:${record.credential_id}`, hash);
       if (kind === 'agent') this.store.credentials.putSync(agentKeyIndex(orgId, hash), record.credential_id);
     });
-    this.bump();
+    this.bump(orgId);
     return { secret, record };
   }
 
@@ -192,7 +196,7 @@ export class IdentityRepo {
       this.store.credentials.putSync(hash, revoked);
       if (current.kind === 'agent') this.store.credentials.removeSync(agentKeyIndex(current.org_id, hash));
     });
-    this.bump();
+    this.bump(current.org_id);
     return revoked;
   }
 
@@ -270,7 +274,7 @@ export class IdentityRepo {
           erased.agents++;
         }
     });
-    this.bump();
+    this.bump(orgId);
     return erased;
   }
 
@@ -313,7 +317,7 @@ export class IdentityRepo {
       this.store.agents.putSync(record.agent_uuid, record);
       this.store.agentNames.putSync([orgId, input.agent_id], record.agent_uuid);
     });
-    this.bump();
+    this.bump(orgId);
     return record;
   }
 

@@ -7,6 +7,7 @@ import {
   type FailClosedCondition,
 } from '../core/policy/index.js';
 import { newId } from '../util/ids.js';
+import { OrgGenerations } from '../util/org-generations.js';
 import type { Store } from './db.js';
 
 /** A policy: a name and a line of versions, at most one of them published and one a draft. */
@@ -104,6 +105,8 @@ export interface PolicyRepoOptions {
  */
 export class PolicyRepo {
   generation = 0;
+  /** Changes per org (`generation` counts them all): see OrgGenerations. */
+  readonly orgGenerations = new OrgGenerations();
   private readonly compiledCache = new Map<string, CompiledPolicy>();
   private readonly memo = new Map<string, OrgMemo>();
   /** Versions compiled with conditions that fail closed, by org and cache key; each warned of once. */
@@ -117,6 +120,11 @@ export class PolicyRepo {
 
   private now(): string {
     return this.clock().toISOString();
+  }
+
+  private bump(orgId: string): void {
+    this.generation++;
+    this.orgGenerations.bump(orgId);
   }
 
   // ---- policies
@@ -302,7 +310,7 @@ export class PolicyRepo {
     });
     if (compiled) this.compiledCache.set(cacheKey(policyId, versionNo), compiled);
     if (result.superseded !== null) this.compiledCache.delete(cacheKey(policyId, result.superseded));
-    this.generation++;
+    this.bump(orgId);
     return result;
   }
 
@@ -353,7 +361,7 @@ export class PolicyRepo {
       return { version: pulled, active_version: active };
     });
     this.compiledCache.delete(cacheKey(policyId, versionNo));
-    this.generation++;
+    this.bump(orgId);
     // Compile the restored version now, so the next request does not pay for it.
     if (result.active_version !== null) this.compiled(orgId, policyId, result.active_version);
     return result;
@@ -384,7 +392,7 @@ export class PolicyRepo {
       this.store.policyAssignments.putSync(key, assignment);
       return before?.policy_id ?? null;
     });
-    this.generation++;
+    this.bump(orgId);
     return { assignment, replaced };
   }
 
@@ -478,15 +486,17 @@ export class PolicyRepo {
 
   /**
    * The policy for one agent: the agent's assignment when its policy has an active version, else
-   * the org's, else DEFAULT_POLICY. Memoized per (org, agent) until `generation` moves.
+   * the org's, else DEFAULT_POLICY. Memoized per (org, agent) until the org's generation moves.
    */
   effective(orgId: string, agentUuid: string): EffectivePolicy {
+    // The org's own changes only: another org's publish does not empty this org's memo.
+    const generation = this.orgGenerations.of(orgId);
     let memo = this.memo.get(orgId);
     if (memo === undefined) {
-      memo = { generation: this.generation, agents: new Map() };
+      memo = { generation, agents: new Map() };
       this.memo.set(orgId, memo);
-    } else if (memo.generation !== this.generation) {
-      memo.generation = this.generation;
+    } else if (memo.generation !== generation) {
+      memo.generation = generation;
       memo.agents.clear();
     }
     const hit = memo.agents.get(agentUuid);

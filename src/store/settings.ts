@@ -1,11 +1,14 @@
 import type { SealedSecret, Vault } from '../crypto/vault.js';
 import type { ProviderSettings } from '../providers/types.js';
+import { OrgGenerations } from '../util/org-generations.js';
 import type { Store } from './db.js';
 
 /** Org settings (provider list) and the vault slots that hold their secrets. */
 export class SettingsRepo {
   /** Grows on every change, so snapshot caches know when to rebuild. */
   generation = 0;
+  /** Changes per org (`generation` counts them all): see OrgGenerations. */
+  readonly orgGenerations = new OrgGenerations();
 
   constructor(
     private readonly store: Store,
@@ -47,5 +50,6 @@ export class SettingsRepo {
       this.store.settings.putSync([orgId, 'providers'], entries);
     });
     this.generation++;
+    this.orgGenerations.bump(orgId);
   }
 }

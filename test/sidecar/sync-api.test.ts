@@ -92,8 +92,19 @@ t.test('the sync API: tokens, snapshot, and the control plane as the sidecar log
     t.match(etag, /^"[0-9a-f]{64}"$/);
     const again = await sync('/api/sync/snapshot', { headers: { 'if-none-match': etag } });
     t.equal(again.status, 304, 'unchanged: 304');
+    // Another org's changes do not rebuild this org's snapshot (it is rebuilt per org).
+    const desk = svc.service.sidecars;
+    const builds = desk.snapshotBuilds;
+    const otherKey = await svc.call(`/api/agents/${other.agentUuid}/keys`, {
+      token: other.adminPat,
+      body: {},
+    });
+    t.equal(otherKey.status, 201, JSON.stringify(otherKey.body));
+    t.equal((await sync('/api/sync/snapshot', { headers: { 'if-none-match': etag } })).status, 304);
+    t.equal(desk.snapshotBuilds, builds, "another org's new key: not rebuilt");
     await svc.call('/api/agents/onboard', { token: svc.pat, body: { agent_id: 'new-one' } });
     const changed = await sync('/api/sync/snapshot', { headers: { 'if-none-match': etag } });
+    t.equal(desk.snapshotBuilds, builds + 1, "this org's new agent: rebuilt");
     t.equal(changed.status, 200, 'a new agent changes it');
     t.ok(changed.body.agents.some((a: any) => a.agent_id === 'new-one'));
   });
