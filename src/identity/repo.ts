@@ -29,6 +29,15 @@ function expiry(days: number | undefined): string | null {
 const agentKeyIndex = (orgId: string, hash: string): string => `ak:${orgId}:${hash}`;
 /** Present once the org index of agent keys has been built. */
 const AGENT_KEY_INDEX_BUILT = 'meta:agent-key-index';
+/** The key of a live credential in the subject index (IdentityRepo.indexSubjects). */
+const subjectIndex = (subjectId: string, hash: string): string => `sc:${subjectId}:${hash}`;
+const SUBJECT_INDEX_BUILT = 'meta:subject-index';
+/**
+ * Live (unrevoked, unexpired) credentials one user or agent may hold. Far more than rotation
+ * needs; it bounds what one caller (any requester can mint its own tokens) can add to the store
+ * and to every sidecar snapshot of its org.
+ */
+export const MAX_LIVE_CREDENTIALS = 100;
 
 /**
  * Orgs, users, agents and credentials in LMDB. `generation` grows on every change that can alter
@@ -41,6 +50,39 @@ export class IdentityRepo {
 
   constructor(private readonly store: Store) {
     this.indexAgentKeys();
+    this.indexSubjects();
+  }
+
+  /**
+   * The index of live credentials by subject (`sc:<user or agent>:<hash>` → credential id), for
+   * the cap on live credentials per subject (MAX_LIVE_CREDENTIALS). Built once from the records
+   * when a store written before it opens.
+   */
+  private indexSubjects(): void {
+    const { credentials } = this.store;
+    if (credentials.get(SUBJECT_INDEX_BUILT) !== undefined) return;
+    this.store.root.transactionSync(() => {
+      for (const { key, value } of credentials.getRange()) {
+        const c = value as CredentialRecord | string;
+        if (typeof c === 'string' || c.revoked_at !== null) continue;
+        credentials.putSync(subjectIndex(c.subject_id, key as string), c.credential_id);
+      }
+      credentials.putSync(SUBJECT_INDEX_BUILT, 'sc');
+    });
+  }
+
+  /** How many unrevoked, unexpired credentials `subjectId` holds (read inside the issuing transaction). */
+  private liveCredentials(subjectId: string, now: number): number {
+    const { credentials } = this.store;
+    const prefix = subjectIndex(subjectId, '');
+    let n = 0;
+    for (const key of credentials.getKeys({ start: prefix, end: `${prefix}\uffff` })) {
+      const c = credentials.get((key as string).slice(prefix.length)) as CredentialRecord | undefined;
+      if (c === undefined || c.subject_id !== subjectId || c.revoked_at !== null) continue;
+      if (c.expires_at !== null && Date.parse(c.expires_at) <= now) continue;
+      n++;
+    }
+    return n;
   }
 
   /**
@@ -152,8 +194,14 @@ export class IdentityRepo {
     };
     const hash = hashCredential(secret);
     this.store.root.transactionSync(() => {
+      if (this.liveCredentials(subjectId, Date.now()) >= MAX_LIVE_CREDENTIALS)
+        throw new ServiceError(
+          'conflict',
+          `${kind === 'pat' ? 'user' : 'agent'} ${subjectId} already holds ${MAX_LIVE_CREDENTIALS} live ${kind === 'pat' ? 'tokens' : 'keys'}: revoke one to issue another`,
+        );
       this.store.credentials.putSync(hash, record);
       this.store.credentials.putSync(`id:${record.credential_id}`, hash);
+      this.store.credentials.putSync(subjectIndex(subjectId, hash), record.credential_id);
       if (kind === 'agent') this.store.credentials.putSync(agentKeyIndex(orgId, hash), record.credential_id);
     });
     this.bump(orgId);
@@ -194,6 +242,7 @@ export class IdentityRepo {
     const revoked: CredentialRecord = { ...current, revoked_at: current.revoked_at ?? nowIso() };
     this.store.root.transactionSync(() => {
       this.store.credentials.putSync(hash, revoked);
+      this.store.credentials.removeSync(subjectIndex(current.subject_id, hash));
       if (current.kind === 'agent') this.store.credentials.removeSync(agentKeyIndex(current.org_id, hash));
     });
     this.bump(current.org_id);
@@ -264,6 +313,7 @@ export class IdentityRepo {
           continue;
         this.store.credentials.removeSync(key);
         this.store.credentials.removeSync(`id:${c.credential_id}`);
+        this.store.credentials.removeSync(subjectIndex(c.subject_id, key as string));
         erased.tokens++;
       }
       if (owner !== undefined)

@@ -1,0 +1,97 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { IdentityRepo, MAX_LIVE_CREDENTIALS } from '../../src/identity/repo.js';
+import { openStore } from '../../src/store/db.js';
+
+// A sidecar snapshot lists its org's live agent keys. They are read from an index by org, so the
+// cost of one org's snapshot does not grow with every credential of the deployment (each identity
+// change rebuilt it by scanning them all, revoked ones included); a store from before the index
+// gets it built when it opens.
+t.test("an org's live agent keys come from the org index, kept on issue and revoke", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-identity-'));
+  let store = openStore(dir);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  let repo = new IdentityRepo(store);
+  const a = repo.createOrg('a');
+  const b = repo.createOrg('b');
+  const agentA = repo.onboardAgent(a.org_id, { agent_id: 'bot' });
+  const agentB = repo.onboardAgent(b.org_id, { agent_id: 'bot' });
+  const keysA = [repo.createAgentKey(agentA, {}), repo.createAgentKey(agentA, {})];
+  const keyB = repo.createAgentKey(agentB, {});
+  const user = repo.createUser(a.org_id, 'admin@a.example', 'admin');
+  repo.createPat(user, {});
+  const ids = (org: string) => [...repo.agentCredentials(org)].map((c) => c.record.credential_id).sort();
+  t.same(ids(a.org_id), keysA.map((k) => k.record.credential_id).sort(), "org a's keys, not its PAT");
+  t.same(ids(b.org_id), [keyB.record.credential_id]);
+  repo.revokeCredential(keysA[0]?.record.credential_id as string);
+  t.same(ids(a.org_id), [keysA[1]?.record.credential_id], 'a revoked key leaves the index');
+
+  // A store written before the index: its entries and mark removed, then opened again.
+  await store.root.transaction(() => {
+    for (const key of store.credentials.getKeys({ start: 'ak:', end: 'ak:\uffff' }))
+      store.credentials.removeSync(key);
+    store.credentials.removeSync('meta:agent-key-index');
+  });
+  t.same(ids(a.org_id), [], 'without the index nothing is found');
+  await store.close();
+  store = openStore(dir);
+  repo = new IdentityRepo(store);
+  t.same(ids(a.org_id), [keysA[1]?.record.credential_id], 'built again when the store opens');
+  t.same(ids(b.org_id), [keyB.record.credential_id]);
+  t.ok(repo.authenticate(keyB.secret), 'authentication is untouched');
+});
+
+// Any requester can mint its own tokens, and a developer keys for an agent: each subject holds at
+// most MAX_LIVE_CREDENTIALS live ones, so one caller cannot grow the store (and its org's sidecar
+// snapshots) without end. Revoked and expired ones do not count.
+t.test('a user or an agent holds at most MAX_LIVE_CREDENTIALS live credentials', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-identity-'));
+  let store = openStore(dir);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  let repo = new IdentityRepo(store);
+  const org = repo.createOrg('a');
+  const user = repo.createUser(org.org_id, 'dev@a.example', 'developer');
+  const agent = repo.onboardAgent(org.org_id, { agent_id: 'bot' });
+  const pats = [];
+  for (let i = 0; i < MAX_LIVE_CREDENTIALS; i++) pats.push(repo.createPat(user, {}));
+  for (let i = 0; i < MAX_LIVE_CREDENTIALS; i++) repo.createAgentKey(agent, {});
+  const refused = (fn: () => unknown, what: string) => {
+    try {
+      fn();
+      t.fail(`${what}: issued`);
+    } catch (err) {
+      t.match(
+        err,
+        { code: 'conflict', message: new RegExp(`already holds ${MAX_LIVE_CREDENTIALS} live`) },
+        what,
+      );
+    }
+  };
+  refused(() => repo.createPat(user, {}), 'one token more');
+  refused(() => repo.createAgentKey(agent, {}), 'one agent key more');
+  repo.revokeCredential(pats[0]?.record.credential_id as string);
+  t.ok(repo.createPat(user, {}), 'a revoked one makes room');
+  refused(() => repo.createPat(user, {}), 'and only one');
+  // An expired one does not count either: one issued already past its end (notAfter).
+  repo.revokeCredential(pats[1]?.record.credential_id as string);
+  repo.createPat(user, { notAfter: new Date(Date.now() - 1000).toISOString() });
+  t.ok(repo.createPat(user, {}), 'an expired one makes no difference to the count');
+  // A store from before the index: built when it opens, and the cap holds.
+  await store.root.transaction(() => {
+    for (const key of store.credentials.getKeys({ start: 'sc:', end: 'sc:\uffff' }))
+      store.credentials.removeSync(key);
+    store.credentials.removeSync('meta:subject-index');
+  });
+  await store.close();
+  store = openStore(dir);
+  repo = new IdentityRepo(store);
+  refused(() => repo.createPat(user, {}), 'after the index is built again');
+});
