@@ -34,7 +34,7 @@ export class IntegrityPool {
     this.#chunkEvents = Math.max(1, Math.floor(opts.chunkEvents ?? 2_048));
     this.#slots = Array.from(
       { length: opts.workers },
-      () => new JobWorker(WORKER_URL, 'integrity', { dataDir: opts.dataDir }),
+      () => new JobWorker(WORKER_URL, 'integrity', { workerData: { dataDir: opts.dataDir } }),
     );
   }
 
