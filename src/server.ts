@@ -104,6 +104,8 @@ export async function startAllInOne(
 export interface StartSeams {
   /** The audit trail's clock (event times, retention's cutoff); `Date.now` by default. */
   readonly clock?: () => number;
+  /** The content scan worker's entry (ScanPool); a test's holds each scan until it lets it go. */
+  readonly scanWorker?: URL;
 }
 
 async function startLocked(
@@ -231,7 +233,7 @@ async function startLocked(
         ),
       ),
   };
-  const scans = new ScanPool();
+  const scans = new ScanPool(seams.scanWorker);
   metrics.watchScans(() => scans);
   const governor = new Governor(snapshot, approvals, scans);
   const gateway = new GatewayService({

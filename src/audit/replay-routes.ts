@@ -5,7 +5,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
-import { scanTexts, stringsIn } from '../core/guardrails/index.js';
+import { type ContentScan, scanTexts, stringsIn } from '../core/guardrails/index.js';
 import {
   type Action,
   type CompiledPolicy,
@@ -26,6 +26,7 @@ import type { Router } from '../http/router.js';
 import { requireRole, targetOrg } from '../identity/guard.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { PolicyRepo } from '../store/policies.js';
+import { JobDropped } from '../util/job-worker.js';
 import { type ReplayResult, ReplayRun } from './replay.js';
 import type { AuditLog, AuditQuery } from './types.js';
 
@@ -296,11 +297,17 @@ export function registerReplayRoutes(router: Router<RouteHandler>, deps: ReplayD
     }
     const texts = stringsIn(action.payload, 'payload').map((text, i) => ({ message: i, part: -1, text }));
     const opts = detectOptions(policy, flags);
-    // A large payload is scanned off the event loop, as /v1/govern's is (ScanPool).
-    const scan =
-      deps.scans !== undefined && isLarge(texts)
-        ? await deps.scans.scan(texts, opts)
-        : scanTexts(texts, opts);
+    // A large payload is scanned off the event loop, as /v1/govern's is (ScanPool), within the
+    // org's share of the scan queue; dropped from it if the caller leaves first (nobody to answer).
+    let scan: ContentScan;
+    if (deps.scans !== undefined && isLarge(texts)) {
+      try {
+        scan = await deps.scans.scan(texts, opts, { org: orgId, cancel: ctx.res });
+      } catch (err) {
+        if (err instanceof JobDropped) return;
+        throw err;
+      }
+    } else scan = scanTexts(texts, opts);
     action.detections = scan.summary;
     const d = evaluate(policy, action, flags);
     ctx.json(200, {

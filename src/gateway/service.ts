@@ -23,7 +23,7 @@ import {
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
 import { decisionRecord, detectionRecord } from '../govern/governor.js';
-import { isLargeText, type ScanPool } from '../govern/scan-pool.js';
+import { isLargeText, type ScanPool, ScanQueueFull } from '../govern/scan-pool.js';
 import type { ApprovalRequest } from '../govern/types.js';
 import type { Ctx } from '../http/context.js';
 import type { ServerResponse } from '../http/types.js';
@@ -46,6 +46,7 @@ import {
 import type { Snapshot } from '../snapshot/types.js';
 import type { IdempotencyStore, StoredResponse } from '../store/idempotency.js';
 import { sha256Hex } from '../util/ids.js';
+import { JobDropped } from '../util/job-worker.js';
 import { type ActingAgent, actingAgent, callerDetails } from './acting-agent.js';
 import { guardAnthropicMessage } from './anthropic-output.js';
 import { type ApprovalRef, blockedChunks, blockedCompletion, blockMessage } from './blocked.js';
@@ -422,6 +423,7 @@ export class GatewayService {
             beta: forward?.call.beta ?? null,
           }),
           pipelineId: ids.pipelineId,
+          cancel: ctx.res,
         },
         // Steps after the policy, before an approval is spent on the call (see decide).
         (result) => {
@@ -439,7 +441,30 @@ export class GatewayService {
       // while it was is read again.
       let gov: GovernResult;
       if (deciding instanceof Promise) {
-        gov = await deciding;
+        try {
+          gov = await deciding;
+        } catch (err) {
+          const base = {
+            org_id: agent.orgId,
+            event_type: 'llm_call',
+            agent_id: agent.agentId,
+            session_id: ids.sessionId,
+            task_id: ids.taskId,
+            pipeline_id: ids.pipelineId,
+            behavior_type: 'LLM_CALL',
+            model: recordable(request.model),
+            personal: endUser === null ? {} : { end_user: endUser },
+          };
+          const details = Object.assign(callerDetails(agent), {
+            endpoint: fe.endpoint,
+            format: fe.format,
+            stream: request.stream === true,
+            tools: payload.tools.length === 0 ? payload.tools : payload.tools.map(recordable),
+            idempotency_key: idem === undefined ? null : recordable(idem.key),
+          });
+          await this.notScanned(ctx, err, base, provider.name, details);
+          return;
+        }
         provider = this.stillValid(ctx, agent, provider, request.model);
       } else gov = deciding;
       this.deps.metrics.phase('govern', (performance.now() - t0) / 1000);
@@ -852,6 +877,46 @@ export class GatewayService {
   }
 
   /**
+   * A large call whose content was never scanned, so never decided: the scan queue refused it
+   * (ScanPool: 429 past its org's share, 503 past the whole queue; rethrown, to be answered with
+   * its Retry-After), or it was dropped from the queue because its client went away (nobody to
+   * answer). Its event says so as a call that fails after its decision does (`outcome: error`,
+   * the status, `error_code`, `client_disconnected`), with no provider (the one it was routed to
+   * is a detail) and `decision: null`. Anything else (a worker that died, flags that do not
+   * parse) is rethrown as it came, unaudited as it is for an ordinary call.
+   */
+  private async notScanned(
+    ctx: Ctx,
+    err: unknown,
+    base: AuditInput,
+    routedProvider: string,
+    details: Record<string, unknown>,
+  ): Promise<void> {
+    const dropped = err instanceof JobDropped;
+    if (!dropped && !(err instanceof ScanQueueFull)) throw err;
+    // The client's abort dropped the scan: its event is the one a disconnect after the decision
+    // gets (499, or 503 when the service cut the connection at the end of its drain).
+    const early = dropped ? (earlyEnd(ctx.res) ?? CLIENT_LEFT) : undefined;
+    const e = err as ScanQueueFull;
+    await this.deps.audit.append(
+      Object.assign({}, base, {
+        provider: null,
+        rule_id: null,
+        outcome: 'error',
+        reason: early ? early.reason : e.message,
+        details: Object.assign(details, {
+          routed_provider: routedProvider,
+          decision: null,
+          status: early ? early.status : e.status,
+          error_code: early ? early.code : e.code,
+          client_disconnected: early?.client ?? false,
+        }),
+      }),
+    );
+    if (!dropped) throw err;
+  }
+
+  /**
    * After a wait for the scan worker: the caller's credential still acts for the same agent (a
    * key revoked or disabled meanwhile is refused as it would have been on arrival), and the
    * model's provider is the one configured now (a provider re-pointed or given a new key
@@ -1229,6 +1294,7 @@ export class GatewayService {
         // dimensions, ...), hashed only when an approval is looked up.
         context: () => ({ model: request.model, provider: provider.name, content: requestDigest(request) }),
         pipelineId: ids.pipelineId,
+        cancel: ctx.res,
       },
       // Steps after the policy, before an approval is spent on the call (see decide).
       (result) => {
@@ -1253,7 +1319,25 @@ export class GatewayService {
     // while it was is read again.
     let gov: GovernResult;
     if (deciding instanceof Promise) {
-      gov = await deciding;
+      try {
+        gov = await deciding;
+      } catch (err) {
+        const base = {
+          org_id: agent.orgId,
+          event_type: 'embedding_call',
+          agent_id: agent.agentId,
+          session_id: ids.sessionId,
+          task_id: ids.taskId,
+          pipeline_id: ids.pipelineId,
+          behavior_type: 'EMBEDDING_CALL',
+          model: recordable(request.model),
+          personal: typeof endUser === 'string' ? { end_user: endUser } : {},
+        };
+        const details = callerDetails(agent);
+        if (idemKey !== undefined) details.idempotency_key = recordable(idemKey);
+        await this.notScanned(ctx, err, base, provider.name, details);
+        return;
+      }
       provider = this.stillValid(ctx, agent, provider, request.model);
     } else gov = deciding;
     const decision = gov.decision;

@@ -19,6 +19,7 @@ import {
   policyFlags,
 } from '../core/policy/index.js';
 import type { EffectivePolicy, Snapshot } from '../snapshot/types.js';
+import type { JobCancel } from '../util/job-worker.js';
 import { isLarge, type ScanPool } from './scan-pool.js';
 
 export interface GovernAgent {
@@ -46,6 +47,12 @@ export interface GovernInput {
   readonly flagsHeader: string | undefined;
   /** The call's pipeline, recorded when it consumes an approval. */
   readonly pipelineId?: string;
+  /**
+   * The caller's request (its server response), when the call dies with it: a large call still
+   * waiting for the scan worker when its client goes away is dropped (decideOrDefer rejects with
+   * JobDropped) instead of being scanned and decided for nobody.
+   */
+  readonly cancel?: JobCancel;
 }
 
 /** A call with a lazy context that needed no approval: no fingerprint (its args are null). */
@@ -175,7 +182,9 @@ export class Governor {
    * turn with the approval lookup and its consumption, under the policy and flags in force then:
    * a policy published while the call waited for the worker applies to it. If that policy runs
    * other detectors than the scan did, the content is scanned again (at most MAX_RESCANS times,
-   * then the call fails closed). Ordinary calls get their result without a promise.
+   * then the call fails closed). Ordinary calls get their result without a promise. The promise
+   * rejects when the scan queue refuses the call (429 or 503, ScanPool), and with JobDropped when
+   * `input.cancel` is aborted while the call waits for its turn.
    */
   decideOrDefer(
     agent: GovernAgent,
@@ -194,8 +203,9 @@ export class Governor {
     checks: ((result: GovernResult) => GovernResult) | undefined,
   ): Promise<GovernResult> {
     let detect = this.#setting(agent, input).detect;
+    const caller = { org: agent.orgId, cancel: input.cancel };
     for (let scans = 0; scans <= MAX_RESCANS; scans++) {
-      const scan = await scanner.scan(input.texts, detect);
+      const scan = await scanner.scan(input.texts, detect, caller);
       // Read again now, in the turn that decides: the policy may have changed during the scan.
       const setting = this.#setting(agent, input);
       if (sameDetectors(setting.detect, detect)) return this.#decided(agent, input, setting, scan, checks);

@@ -7,6 +7,14 @@ const LATENCY_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
 ];
 
+/** What the content-scan metrics read (ScanPool). */
+export interface ScanCounts {
+  readonly offloaded: number;
+  readonly pending: number;
+  readonly dropped: number;
+  readonly refused: { readonly org: number; readonly all: number };
+}
+
 /** Prometheus metrics. Label children are cached so the request path does no label hashing. */
 export class Metrics {
   readonly registry = new Registry();
@@ -37,9 +45,11 @@ export class Metrics {
     readonly dropped: number;
     readonly queued: number;
   } = () => ({ delivered: 0, failed: 0, dropped: 0, queued: 0 });
-  private scans: () => { readonly offloaded: number; readonly pending: number } = () => ({
+  private scans: () => ScanCounts = () => ({
     offloaded: 0,
     pending: 0,
+    dropped: 0,
+    refused: { org: 0, all: 0 },
   });
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly durationChildren = new Map<string, Histogram.Internal<'route'>>();
@@ -178,7 +188,7 @@ export class Metrics {
         this.set(alerts().queued);
       },
     });
-    const scans = (): { readonly offloaded: number; readonly pending: number } => this.scans();
+    const scans = (): ScanCounts => this.scans();
     new Counter({
       name: 'govgate_content_scans_offloaded_total',
       help:
@@ -196,6 +206,29 @@ export class Metrics {
       registers: [this.registry],
       collect() {
         this.set(scans().pending);
+      },
+    });
+    new Counter({
+      name: 'govgate_content_scans_dropped_total',
+      help: 'Large scans dropped from the queue before their turn: their client went away',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(scans().dropped);
+      },
+    });
+    new Counter({
+      name: 'govgate_content_scans_refused_total',
+      help:
+        'Large calls refused because the scan queue was full: limit "org" past their org\'s share ' +
+        '(429), "all" past the whole queue (503)',
+      labelNames: ['limit'],
+      registers: [this.registry],
+      collect() {
+        const refused = scans().refused;
+        this.reset();
+        this.labels('org').inc(refused.org);
+        this.labels('all').inc(refused.all);
       },
     });
     // Labelled by the effect of the rule, not by org: the org count is unbounded, and the warn log
@@ -322,7 +355,7 @@ export class Metrics {
   }
 
   /** Where the content-scan metrics read their numbers (ScanPool). */
-  watchScans(source: () => { readonly offloaded: number; readonly pending: number }): void {
+  watchScans(source: () => ScanCounts): void {
     this.scans = source;
   }
 

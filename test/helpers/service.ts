@@ -36,6 +36,8 @@ export async function startService(
     logger?: Logger;
     /** The audit trail's clock (see `StartSeams`). */
     clock?: () => number;
+    /** The content scan worker's entry (see `StartSeams`). */
+    scanWorker?: URL;
   } = {},
 ): Promise<TestService> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'govgate-test-'));
@@ -45,11 +47,10 @@ export async function startService(
     SERVICE_HTTP_SERVER: opts.engine ?? 'uws',
     ...opts.env,
   });
-  const service = await startAllInOne(
-    config,
-    opts.logger ?? createLogger('error'),
-    opts.clock === undefined ? {} : { clock: opts.clock },
-  );
+  const service = await startAllInOne(config, opts.logger ?? createLogger('error'), {
+    clock: opts.clock,
+    scanWorker: opts.scanWorker,
+  });
   // Where it listens: SERVICE_PUBLIC_URL, when a test sets one, names no address of this machine.
   const url = service.listenUrl;
   const created = service.bootstrap.created;
@@ -137,12 +138,13 @@ export async function useMockUpstream(svc: TestService, token: string, upstreamU
  */
 export async function serviceOnMockUpstream(
   t: { teardown(fn: () => Promise<void>): void },
-  opts: { engine?: Engine; env?: Record<string, string> } = {},
+  opts: { engine?: Engine; env?: Record<string, string>; scanWorker?: URL } = {},
 ): Promise<{ svc: TestService; upstream: MockUpstream }> {
   const upstream = await startMockUpstream();
   const svc = await startService({
     engine: opts.engine,
     env: { ...opts.env, SERVICE_EGRESS_ALLOW: upstream.hostPort },
+    scanWorker: opts.scanWorker,
   });
   t.teardown(async () => {
     await svc.close();
