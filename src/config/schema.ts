@@ -381,7 +381,7 @@ export const SETTINGS = [
     yaml: 'audit.key_password',
     kind: 'string',
     secret: true,
-    doc: 'Encrypts the generated audit and mandate key PEMs at rest (vault.key stays plain)',
+    doc: "Encrypts the generated audit and mandate key PEMs, and the sidecar's proxy CA key, at rest (vault.key stays plain)",
   },
   {
     env: 'SERVICE_AUDIT_RETENTION_DAYS',
