@@ -43,6 +43,8 @@ export interface AppHooks {
 
 /** How long a client refused during the drain should wait: about as long as a reconnect takes. */
 const DRAIN_RETRY_AFTER = { 'retry-after': '1' } as const;
+/** A body refused because the server holds as many body bytes as it may (BodyBudget): room comes back as bodies finish. */
+const BUSY_RETRY_AFTER = { 'retry-after': '1' } as const;
 
 /**
  * Turns the router into the adapter's handler: request ids, 404/405/413, 508 for a request a
@@ -125,6 +127,18 @@ export function createHttpHandler(router: Router<RouteHandler>, hooks: AppHooks)
         new ServiceError('unavailable', 'govgate is shutting down; send the request again', {
           headers: DRAIN_RETRY_AFTER,
         }),
+      );
+      return;
+    }
+    if (req.bodyError === 'busy') {
+      ctx.fail(
+        new ServiceError(
+          'unavailable',
+          'govgate is reading as many request bodies as it may; send it again',
+          {
+            headers: BUSY_RETRY_AFTER,
+          },
+        ),
       );
       return;
     }

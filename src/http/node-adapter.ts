@@ -3,6 +3,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorBody } from '../core/errors.js';
+import { BodyBudget } from './body-budget.js';
 import { InFlight } from './in-flight.js';
 import { repeatedHeader, repeatedOnceHeader } from './once-headers.js';
 import { requestIdFor } from './request-id.js';
@@ -287,6 +288,7 @@ export function requestListener(
   inFlight: InFlight,
   queuedLost: (this: CountedSocket) => void,
   largeBodyLimit?: LargeBodyLimit,
+  budget: BodyBudget = new BodyBudget(),
 ): (req: IncomingMessage, res: NodeRes) => void {
   return (req, res) => {
     const socket = req.socket as CountedSocket;
@@ -332,6 +334,19 @@ export function requestListener(
     let refused = false;
     let max = MAX_BODY_BYTES;
     let asked = false;
+    // The body bytes this request holds in the server's budget (BodyBudget), given back once it
+    // is handed on, refused, or its client is gone.
+    let held = 0;
+    const giveBack = (): void => {
+      budget.give(held);
+      held = 0;
+    };
+    const refuse = (error: 'too_large' | 'busy', limit?: number): void => {
+      refused = true;
+      chunks.length = 0;
+      giveBack();
+      dispatch(EMPTY, error, limit);
+    };
     req.on('data', (chunk: Buffer) => {
       if (refused) return;
       received += chunk.length;
@@ -340,21 +355,20 @@ export function requestListener(
         asked = true;
         max = largeLimit(largeBodyLimit, path, headers);
       }
-      if (received > max) {
-        refused = true;
-        chunks.length = 0;
-        dispatch(EMPTY, 'too_large', max);
-        return;
-      }
+      if (received > max) return refuse('too_large', max);
+      if (!budget.take(chunk.length)) return refuse('busy');
+      held += chunk.length;
       chunks.push(chunk);
     });
     req.on('end', () => {
       if (refused) return;
+      giveBack();
       dispatch(
         chunks.length === 1 ? (chunks[0] as Buffer) : chunks.length === 0 ? EMPTY : Buffer.concat(chunks),
         undefined,
       );
     });
+    req.on('close', giveBack);
     req.on('error', () => {
       /* the response's close handler reports the abort */
     });
@@ -394,7 +408,8 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
   // A client that never finishes its request must not hold its connection (and up to 5 MiB of
   // body) for good: node's timeouts are checked every `connectionsCheckingInterval`.
   const timeouts = nodeTimeouts(opts);
-  const listener = requestListener(handler, inFlight, queuedLost, opts.largeBodyLimit);
+  const budget = new BodyBudget(opts.bodyBudgetBytes);
+  const listener = requestListener(handler, inFlight, queuedLost, opts.largeBodyLimit, budget);
   const server = opts.tls
     ? createHttpsServer(
         { ...timeouts, cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
@@ -412,6 +427,9 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
       resolve({
         engine: 'node',
         port,
+        get bufferedBodyBytes() {
+          return budget.held;
+        },
         async close(graceMs = 10_000) {
           if (closed) return;
           closed = true;

@@ -10,8 +10,11 @@ export interface ServerRequest {
   readonly headers: Readonly<Record<string, string>>;
   /** The whole body (empty when none). Bounded by MAX_BODY_BYTES. */
   readonly body: Buffer;
-  /** Set when the body was refused while reading it; the body is then empty. */
-  readonly bodyError: 'too_large' | undefined;
+  /**
+   * Set when the body was refused while reading it; the body is then empty. `busy`: the server
+   * holds as many body bytes as it may (BodyBudget), the request is answered 503.
+   */
+  readonly bodyError: 'too_large' | 'busy' | undefined;
   /** With `too_large`: the limit it passed, in bytes (MAX_BODY_BYTES, or a `LargeBodyLimit`'s). */
   readonly bodyLimit?: number;
   /**
@@ -79,6 +82,8 @@ export interface HttpServer {
    * then on, waits for the requests in flight (at most `graceMs`), then closes every connection.
    */
   close(graceMs?: number): Promise<void>;
+  /** Request body bytes held while bodies are read (BodyBudget). */
+  readonly bufferedBodyBytes: number;
 }
 
 export interface ListenOptions {
@@ -94,6 +99,8 @@ export interface ListenOptions {
   readonly tls?: TlsFiles;
   /** Requests that may carry more than MAX_BODY_BYTES (see `LargeBodyLimit`). */
   readonly largeBodyLimit?: LargeBodyLimit;
+  /** The bound on body bytes held across requests (default MAX_BUFFERED_BODY_BYTES). */
+  readonly bodyBudgetBytes?: number;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import type * as Uws from '@trufflesuite/uws-js-unofficial';
+import { BodyBudget } from './body-budget.js';
 import { InFlight } from './in-flight.js';
 import { ONCE_HEADERS } from './once-headers.js';
 import { StallWait } from './stall-wait.js';
@@ -282,6 +283,7 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     ? uws.SSLApp({ cert_file_name: opts.tls.certFile, key_file_name: opts.tls.keyFile })
     : uws.App();
   const inFlight = new InFlight();
+  const budget = new BodyBudget(opts.bodyBudgetBytes);
 
   app.any('/*', (res, req) => {
     inFlight.enter();
@@ -290,7 +292,14 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
     // Everything from `req` must be copied now: it is invalid after this callback returns.
     const method = req.getCaseSensitiveMethod().toUpperCase();
     const out = new UwsResponse(res, inFlight, method === 'HEAD');
-    res.onAborted(() => out.markAborted());
+    // The body bytes this request holds in the server's budget, given back once it is handed on,
+    // refused, or its client is gone.
+    let held = 0;
+    res.onAborted(() => {
+      out.markAborted();
+      budget.give(held);
+      held = 0;
+    });
     const path = req.getUrl();
     const query = req.getQuery() ?? '';
     const headers: Record<string, string> = {};
@@ -340,34 +349,41 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
       dispatch(EMPTY, undefined);
       return;
     }
-    // Known length: one buffer, filled in place. Chunked: collect, bounded.
-    let body = declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
-    let chunks: Buffer[] | undefined = body ? undefined : [];
+    // Collected as it arrives, never allocated from the declared length: a client that declares
+    // 5 MiB and sends a byte holds a byte (it held 5 MiB at once, per connection).
+    let chunks: Buffer[] | undefined = [];
     let received = 0;
     let refused = false;
-    let max = MAX_BODY_BYTES;
-    let asked = false;
+    let max = declared > 0 ? declared : MAX_BODY_BYTES;
+    let asked = declared > 0;
+    const refuse = (error: 'too_large' | 'busy', limit?: number): void => {
+      refused = true;
+      chunks = undefined;
+      budget.give(held);
+      held = 0;
+      dispatch(EMPTY, error, limit);
+    };
     res.onData((ab, isLast) => {
       if (refused) return;
       const n = ab.byteLength;
       // A chunked body past the limit: asked once whether this request may carry more.
-      if (!body && !asked && received + n > max) {
+      if (!asked && received + n > max) {
         asked = true;
         max = largeLimit(opts.largeBodyLimit, path, headers);
       }
-      const limit = body ? body.length : max;
-      if (received + n > limit) {
-        refused = true;
-        body = undefined;
-        chunks = undefined;
-        dispatch(EMPTY, 'too_large', limit);
-        return;
-      }
-      if (body) Buffer.from(ab).copy(body, received);
-      else chunks?.push(Buffer.from(ab.slice(0)));
+      if (received + n > max) return refuse('too_large', max);
+      if (!budget.take(n)) return refuse('busy');
+      held += n;
+      // Copied out now (uWS reuses `ab`), into the buffer pool when small.
+      const chunk = Buffer.allocUnsafe(n);
+      Buffer.from(ab).copy(chunk);
+      chunks?.push(chunk);
       received += n;
       if (isLast) {
-        const full = body ? body.subarray(0, received) : Buffer.concat(chunks ?? [], received);
+        const full = chunks?.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks ?? [], received);
+        chunks = undefined;
+        budget.give(held);
+        held = 0;
         dispatch(full, undefined);
       }
     });
@@ -393,6 +409,9 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
       resolve({
         engine: 'uws',
         port,
+        get bufferedBodyBytes() {
+          return budget.held;
+        },
         async close(graceMs = 10_000) {
           if (closed) return;
           closed = true;

@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
 import { recordable } from '../core/guardrails/recorded.js';
+import { BodyBudget } from '../http/body-budget.js';
 import { answerUnparsable, nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
 import { requestIdFor } from '../http/request-id.js';
 import type { HttpHandler } from '../http/types.js';
@@ -98,6 +99,8 @@ export interface ForwardProxy {
  */
 export async function startForwardProxy(opts: ForwardProxyOptions): Promise<ForwardProxy> {
   const { inFlight, queuedLost } = requestCounter();
+  // One bound on the body bytes held for every call the proxy carries, tunnelled or plain.
+  const bodyBudget = new BodyBudget();
   const limits = opts.limits ?? {};
   const timeouts = nodeTimeouts({
     ...(limits.headersTimeoutMs === undefined ? {} : { headersTimeoutMs: limits.headersTimeoutMs }),
@@ -263,7 +266,13 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       return;
     }
     req.url = target.pathname + target.search;
-    requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost)(req, res);
+    requestListener(
+      asAgent(admitted.key, provider.prefix),
+      inFlight,
+      queuedLost,
+      undefined,
+      bodyBudget,
+    )(req, res);
   });
 
   // The calls inside the tunnels: one HTTP server for all of them, which never listens (each
@@ -339,7 +348,10 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       clearTimeout(handshake);
       tunnels.delete(tls);
     });
-    tunnelListeners.set(tls, requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost));
+    tunnelListeners.set(
+      tls,
+      requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost, undefined, bodyBudget),
+    );
     inner.emit('connection', tls);
   });
   server.on('clientError', answerUnparsable);
