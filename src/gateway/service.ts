@@ -462,7 +462,7 @@ export class GatewayService {
             tools: payload.tools.length === 0 ? payload.tools : payload.tools.map(recordable),
             idempotency_key: idem === undefined ? null : recordable(idem.key),
           });
-          await this.notScanned(ctx, err, base, provider.name, details);
+          await this.notDecided(ctx, err, base, provider.name, details);
           return;
         }
         provider = this.stillValid(ctx, agent, provider, request.model);
@@ -653,12 +653,14 @@ export class GatewayService {
     behaviorType: 'LLM_CALL' | 'EMBEDDING_CALL',
     what: string,
     base: ServiceEnvelope,
-  ): Promise<{ service: ServiceEnvelope; approval: ApprovalRef | undefined }> {
+  ): Promise<{ service: ServiceEnvelope; approval: ApprovalRef | undefined; failure?: ServiceError }> {
     const decision = gov.decision;
     ctx.reason = decision.outcome === 'needs_approval' ? 'needs_approval' : 'policy_block';
     let approval: ApprovalRef | undefined;
     if (decision.outcome === 'needs_approval') {
-      approval = await this.deps.requestApproval({
+      // A sidecar asks its control plane; when that cannot be heard the call is refused (503),
+      // and the caller audits it as such before it answers.
+      const asked = this.deps.requestApproval({
         org_id: agent.orgId,
         agent_id: agent.agentId,
         agent_uuid: agent.agentUuid,
@@ -671,6 +673,12 @@ export class GatewayService {
         tool: null,
         credential_id: agent.principal.credential_id,
       });
+      try {
+        approval = await asked;
+      } catch (err) {
+        if (!isServiceError(err)) throw err;
+        return { service: base, approval: undefined, failure: err };
+      }
     }
     const service: ServiceEnvelope = {
       ...base,
@@ -691,7 +699,7 @@ export class GatewayService {
     record: CallRecord,
   ): Promise<void> {
     const decision = record.gov.decision;
-    const { service, approval } = await this.stopped(
+    const { service, approval, failure } = await this.stopped(
       ctx,
       agent,
       record.gov,
@@ -700,6 +708,24 @@ export class GatewayService {
       `LLM call to ${record.base.model}`,
       record.service,
     );
+    if (failure) {
+      await this.appendCall(
+        unsentRecord(record),
+        {
+          outcome: 'error',
+          reason: failure.message,
+          details: {
+            status: failure.status,
+            error_code: failure.code,
+            client_disconnected: false,
+            blocked: true,
+            approval_id: null,
+          },
+        },
+        'blocked',
+      );
+      throw failure;
+    }
     const text = blockMessage(decision, approval);
     // No provider received anything.
     await this.appendCall(
@@ -877,15 +903,16 @@ export class GatewayService {
   }
 
   /**
-   * A large call whose content was never scanned, so never decided: the scan queue refused it
-   * (ScanPool: 429 past its org's share, 503 past the whole queue; rethrown, to be answered with
-   * its Retry-After), or it was dropped from the queue because its client went away (nobody to
+   * A call that was never decided: the scan queue refused it (ScanPool: 429 past its org's
+   * share, 503 past the whole queue), or a sidecar could not ask its control plane about an
+   * approval the call may have (503 unavailable; both rethrown, to be answered with their
+   * Retry-After); or it was dropped from the scan queue because its client went away (nobody to
    * answer). Its event says so as a call that fails after its decision does (`outcome: error`,
    * the status, `error_code`, `client_disconnected`), with no provider (the one it was routed to
-   * is a detail) and `decision: null`. Anything else (a worker that died, flags that do not
-   * parse) is rethrown as it came, unaudited as it is for an ordinary call.
+   * is a detail) and `decision: null`. Anything else (flags that do not parse, a fault) is
+   * rethrown as it came, unaudited as it is for an ordinary call.
    */
-  private async notScanned(
+  private async notDecided(
     ctx: Ctx,
     err: unknown,
     base: AuditInput,
@@ -893,11 +920,14 @@ export class GatewayService {
     details: Record<string, unknown>,
   ): Promise<void> {
     const dropped = err instanceof JobDropped;
-    if (!dropped && !(err instanceof ScanQueueFull)) throw err;
+    // A scan refused (ScanQueueFull), or an approval the control plane could not be asked about
+    // (a sidecar's: 503 unavailable): refused, and audited as such. Anything else is a fault.
+    if (!dropped && !(err instanceof ScanQueueFull) && !(isServiceError(err) && err.code === 'unavailable'))
+      throw err;
     // The client's abort dropped the scan: its event is the one a disconnect after the decision
     // gets (499, or 503 when the service cut the connection at the end of its drain).
     const early = dropped ? (earlyEnd(ctx.res) ?? CLIENT_LEFT) : undefined;
-    const e = err as ScanQueueFull;
+    const e = err as ServiceError;
     await this.deps.audit.append(
       Object.assign({}, base, {
         provider: null,
@@ -1335,7 +1365,7 @@ export class GatewayService {
         };
         const details = callerDetails(agent);
         if (idemKey !== undefined) details.idempotency_key = recordable(idemKey);
-        await this.notScanned(ctx, err, base, provider.name, details);
+        await this.notDecided(ctx, err, base, provider.name, details);
         return;
       }
       provider = this.stillValid(ctx, agent, provider, request.model);
@@ -1377,7 +1407,11 @@ export class GatewayService {
     if (decision.outcome !== 'allow') {
       // An embedding has no assistant message: the blocked answer is an empty list with the
       // envelope, which says it as a chat call's does (the bare reason, the rule, the approval).
-      const { service: blocked, approval } = await this.stopped(
+      const {
+        service: blocked,
+        approval,
+        failure,
+      } = await this.stopped(
         ctx,
         agent,
         gov,
@@ -1386,6 +1420,25 @@ export class GatewayService {
         `embedding call to ${base.model}`,
         service,
       );
+      if (failure) {
+        await record(
+          Object.assign({}, base, {
+            provider: null,
+            outcome: 'error',
+            reason: failure.message,
+            details: Object.assign(caller, {
+              routed_provider: provider.name,
+              status: failure.status,
+              error_code: failure.code,
+              client_disconnected: false,
+              blocked: true,
+              decision: decisionRecord(gov),
+              approval_id: null,
+            }),
+          }),
+        );
+        throw failure;
+      }
       await record(
         Object.assign({}, base, {
           // No provider received anything (spec 2.7); the one it was routed to is a detail.

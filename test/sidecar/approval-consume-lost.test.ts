@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { publishOrgPolicy, startService } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
+import { waitFor } from '../helpers/wait.js';
 
 /**
  * A relay between a sidecar and its control plane that forwards everything, except that it can
@@ -24,7 +25,7 @@ async function lossyRelay(target: string) {
         headers: { ...req.headers, host: upstream.host },
       },
       (answer) => {
-        if (loseNext !== undefined && req.url?.startsWith(loseNext)) {
+        if (loseNext !== undefined && req.url?.split('?')[0] === loseNext) {
           loseNext = undefined;
           lost++;
           answer.resume();
@@ -114,4 +115,54 @@ t.test('an approval spent at the control plane whose answer the sidecar lost is 
   t.not(once.body.approval.request_id, id);
   const consumed = await control.call('/api/audit?event_type=approval.consumed', { token: control.pat });
   t.equal(consumed.body.data.length, 1, 'one approval.consumed event');
+});
+
+// A model call that needs an approval, at a sidecar that cannot hear the control plane about it
+// (the consume's answer lost, the new approval's answer lost): the call is refused 503, and it is
+// still an event of the org chain, shipped from the sidecar's log like any other.
+t.test('a model call refused because the control plane could not be heard is audited', async (t) => {
+  const control = await startService();
+  const relay = await lossyRelay(control.url);
+  const { token } = await createSidecarToken(control, control.pat);
+  const sc = await startTestSidecar({ controlUrl: relay.url, token });
+  t.teardown(async () => {
+    await sc.close();
+    await relay.close();
+    await control.close();
+  });
+  await publishOrgPolicy(control, 'ask-model', {
+    rules: [{ id: 'ask-model', when: { type: 'LLM_CALL' }, then: 'require_approval', reason: 'ask' }],
+  });
+  const chat = (content: string) =>
+    sc.call('/v1/chat/completions', {
+      token: control.agentKey,
+      body: { model: 'mock-echo', messages: [{ role: 'user', content }] },
+    });
+  let first = await chat('may I');
+  const end = Date.now() + 5_000;
+  while (first.body.service?.outcome !== 'needs_approval' && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 50));
+    first = await chat('may I');
+  }
+  t.equal(first.body.service?.outcome, 'needs_approval', 'the sidecar has the policy');
+
+  relay.lose('/api/sync/approvals/consume');
+  const consumeLost = await chat('may I, again');
+  t.equal(consumeLost.status, 503, 'consume answer lost: 503');
+  // The consume is answered (none), the new approval's answer is lost.
+  relay.lose('/api/sync/approvals');
+  const createLost = await chat('and once more');
+  t.equal(createLost.status, 503, 'approval answer lost: 503');
+  t.equal(relay.lost, 2);
+
+  await waitFor(() => sc.sidecar.shipper.unshipped === 0, 'shipped');
+  const events = await control.call('/api/audit?event_type=llm_call&limit=20', { token: control.pat });
+  t.equal(events.status, 200);
+  const refused = (events.body.data as any[]).filter((e) => e.details?.status === 503);
+  t.equal(refused.length, 2, 'both refused calls are events');
+  for (const e of refused) {
+    t.equal(e.outcome, 'error');
+    t.equal(e.details.error_code, 'unavailable');
+    t.equal(e.details.client_disconnected, false);
+  }
 });
