@@ -110,19 +110,42 @@ export class RetentionDesk {
     const { log } = this.#deps;
     await log.finishPrune(org); // what a run cut short left behind
     const { cutoff, range, reason } = this.#plan(org);
-    // Approvals over before the cutoff go whether or not the chain has a cut to make.
-    const approvalsDeleted =
+    // Approvals over before the cutoff go whether or not the chain has a cut to make, but only
+    // once the chain's cut (if any) is made: a run that fails prunes nothing. Either way the run
+    // is an event when it deleted anything.
+    const pruneApprovals = (): Promise<number> =>
       cutoff === null || this.#deps.approvals === undefined
-        ? 0
-        : await this.#deps.approvals.pruneBefore(org, cutoff);
-    if (range === null)
+        ? Promise.resolve(0)
+        : this.#deps.approvals.pruneBefore(org, cutoff);
+    if (range === null) {
+      const approvalsDeleted = await pruneApprovals();
+      let eventId: string | null = null;
+      if (approvalsDeleted > 0)
+        eventId = (
+          await this.#deps.audit.append({
+            org_id: org,
+            event_type: 'admin.retention_run',
+            outcome: 'allow',
+            details: {
+              actor: p.id,
+              actor_kind: p.kind,
+              credential_id: p.credential_id,
+              retention_days: this.#deps.settings.retentionDays,
+              cutoff: new Date(cutoff as number).toISOString(),
+              pruned: null,
+              approvals_deleted: approvalsDeleted,
+            },
+          })
+        ).id;
       return {
         org_id: org,
         cutoff: cutoff === null ? null : new Date(cutoff).toISOString(),
         pruned: null,
         approvals_deleted: approvalsDeleted,
         reason,
+        event_id: eventId,
       };
+    }
     const target = this.#deps.archive;
     const archive =
       target?.target === undefined
@@ -153,6 +176,7 @@ export class RetentionDesk {
         },
       );
     }
+    const approvalsDeleted = await pruneApprovals();
     const pruned = {
       from_seq: result.from_seq,
       to_seq: result.to_seq,
