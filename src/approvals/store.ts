@@ -290,9 +290,16 @@ export class ApprovalStore {
     this.store.root.transactionSync(() => {
       if (spentKey !== undefined) {
         const spent = this.store.approvalIndex.get(spentKey) as string | undefined;
-        if (spent !== undefined) {
-          const rec = this.store.approvals.get(spent) as ApprovalRecord | undefined;
-          if (rec?.status === 'consumed' && now < expiresMs(rec)) result = rec;
+        const rec =
+          spent === undefined ? undefined : (this.store.approvals.get(spent) as ApprovalRecord | undefined);
+        // What it spent, while unexpired and of the tier the call asks for now (a rule that came to
+        // ask for a signed approval meanwhile is not met by a standard one); else a live one.
+        if (
+          rec?.status === 'consumed' &&
+          now < expiresMs(rec) &&
+          (opts.minTier !== 'signed' || rec.tier === 'signed')
+        ) {
+          result = rec;
           return;
         }
       }

@@ -48,17 +48,22 @@ export class RetentionArchive {
    * stores (a file copied from one to the other) is read from the first of `sources` only.
    */
   async files(org: string): Promise<ArchiveFile[]> {
+    const seen = new Set<string>();
+    return (await this.#everyCopy(org)).filter((f) => !seen.has(f.name) && seen.add(f.name));
+  }
+
+  /** Every archive file of the org in every store, a name in two stores twice, oldest first. */
+  async #everyCopy(org: string): Promise<ArchiveFile[]> {
     const folder = fileNameOf(org);
     const out: ArchiveFile[] = [];
-    const seen = new Set<string>();
     for (const store of this.sources) {
       for (const name of await store.list(folder)) {
         const m = NAME.exec(name);
-        if (!m || m[1] !== folder || seen.has(name)) continue;
-        seen.add(name);
+        if (!m || m[1] !== folder) continue;
         out.push({ store, folder, name, from: Number(m[2]), to: Number(m[3]) });
       }
     }
+    // Stable: of two copies, the first source's comes first (files() keeps that one).
     return out.sort((a, b) => a.from - b.from);
   }
 
@@ -118,7 +123,7 @@ export class RetentionArchive {
   /**
    * Tombstones the named fields of archived events, as `ChainLog.erase` does in the store (the
    * line's hash unchanged): each file holding one is rewritten (a staging copy, then put over it,
-   * in whichever store holds it). Returns the files rewritten and the lines changed.
+   * in every store that holds a copy). Returns the files rewritten and the lines changed.
    */
   async erase(
     org: string,
@@ -129,7 +134,9 @@ export class RetentionArchive {
     const files: Array<{ file: string; lines: number }> = [];
     let total = 0;
     if (byId.size === 0) return { files, lines: 0 };
-    for (const f of await this.files(org)) {
+    // Every copy: a file copied from the local archive to a bucket (a move to S3) is two, and an
+    // erasure must reach both.
+    for (const f of await this.#everyCopy(org)) {
       const changed = await rewriteGz(f, (line) => {
         if (!line.startsWith('{"_chain_version"')) return undefined;
         const fields = byId.get((JSON.parse(line) as { id: string }).id);

@@ -249,7 +249,7 @@ export class IdentityRepo {
     return revoked;
   }
 
-  /** The org's agent keys that are not revoked, with the hashes they are stored under. */
+  /** The org's agent keys that are neither revoked nor expired, with the hashes they are stored under. */
   *agentCredentials(orgId: string): Generator<{ hash: string; record: CredentialRecord }> {
     const { credentials } = this.store;
     const prefix = agentKeyIndex(orgId, '');
@@ -257,6 +257,8 @@ export class IdentityRepo {
       const hash = (key as string).slice(prefix.length);
       const c = credentials.get(hash) as CredentialRecord | undefined;
       if (c === undefined || c.kind !== 'agent' || c.org_id !== orgId || c.revoked_at !== null) continue;
+      // An expired key authenticates nothing: not sent to sidecars either.
+      if (c.expires_at !== null && Date.parse(c.expires_at) <= Date.now()) continue;
       yield { hash, record: c };
     }
   }

@@ -222,6 +222,19 @@ t.test('store: a consume asked again with its id gets what it spent, once, until
   await approvals.decide(second.id, DEV, 'approve');
   t.equal(again('consume-aaaaaaaaaaaa')?.id, first.id, 'still the first');
   t.equal((await approvals.get(second.id, 'org_a'))?.status, 'approved', 'the second stays unspent');
+  t.equal(
+    approvals.consume('org_a', 'agent-1', first.fingerprint, {
+      consumeId: 'consume-aaaaaaaaaaaa',
+      minTier: 'signed',
+    })?.id,
+    undefined,
+    'a rule that now asks for a signed approval is not met by the standard one it spent',
+  );
+  t.equal(
+    (await approvals.get(second.id, 'org_a'))?.status,
+    'approved',
+    'nor by the standard one still live',
+  );
   clock.now = Date.parse(first.expires_at);
   t.equal(again('consume-aaaaaaaaaaaa'), undefined, 'past its expiry the spent approval allows nothing');
 });

@@ -1,6 +1,6 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
 import t from 'tap';
@@ -129,6 +129,12 @@ for (const k of KINDS) {
     t.equal(before.length, 6, 'her five archived calls and the recent one');
     t.equal(before.filter((e) => e.seq <= prunedTo).length, 5);
 
+    // A copy of the object in the local archive too (an operator moving its archive to the
+    // store): an erasure reaches both.
+    const localCopy = join(svc.dataDir, 'data', 'archive', 'default', key.split('/').at(-1) as string);
+    mkdirSync(dirname(localCopy), { recursive: true });
+    writeFileSync(localCopy, store.objects.get(key) as Buffer);
+    t.equal((await dsar('cust-alice')).length, 6, 'a file in two stores is read once');
     const submitted = await svc.call('/api/compliance/gdpr/erasure', {
       token: svc.pat,
       body: { data_subject: { type: 'end_user', value: 'cust-alice' } },
@@ -140,6 +146,10 @@ for (const k of KINDS) {
     t.equal(executed.status, 200, JSON.stringify(executed.body));
     const text = archived();
     t.notOk(text.includes('cust-alice'), 'her value is gone from the object');
+    t.notOk(
+      gunzipSync(readFileSync(localCopy)).toString('utf8').includes('cust-alice'),
+      'and from the local copy',
+    );
     t.ok(text.includes('"value":"cust-bob"'), 'his stays');
     t.same(await dsar('cust-alice'), [], 'nothing of hers is found any more');
     t.equal((await dsar('cust-bob')).length, 5);

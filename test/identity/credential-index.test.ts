@@ -30,6 +30,16 @@ t.test("an org's live agent keys come from the org index, kept on issue and revo
   t.same(ids(b.org_id), [keyB.record.credential_id]);
   repo.revokeCredential(keysA[0]?.record.credential_id as string);
   t.same(ids(a.org_id), [keysA[1]?.record.credential_id], 'a revoked key leaves the index');
+  // An expired key is not listed either (a sidecar would refuse it anyway).
+  const expired = repo.createAgentKey(agentA, {});
+  await store.root.transaction(() => {
+    const hash = store.credentials.get(`id:${expired.record.credential_id}`) as string;
+    store.credentials.putSync(hash, {
+      ...expired.record,
+      expires_at: new Date(Date.now() - 1000).toISOString(),
+    });
+  });
+  t.same(ids(a.org_id), [keysA[1]?.record.credential_id], 'an expired key is not listed');
 
   // A store written before the index: its entries and mark removed, then opened again.
   await store.root.transaction(() => {
