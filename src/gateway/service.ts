@@ -10,6 +10,7 @@ import {
   embeddingTexts,
   estimateCost,
   guardText,
+  type KeyWatch,
   type OutputGuard,
   outputGuard,
   prescannedGuard,
@@ -510,7 +511,7 @@ export class GatewayService {
         await this.answerBlocked(ctx, fe, agent, request, record);
         return;
       }
-      const guard = outputGuard(gov.policy, gov.flags);
+      const guard = outputGuard(gov.policy, gov.flags, provider.keyScrub);
       if (request.stream === true) {
         if (forward && provider.messagesApi)
           await this.stream(
@@ -520,6 +521,7 @@ export class GatewayService {
             record,
             anthropicWire(provider.messagesApi.stream(forward.request, forward.call), guard),
             keep,
+            guard.keys,
           );
         else
           await this.stream(
@@ -529,6 +531,7 @@ export class GatewayService {
             record,
             canonicalWire(fe, provider, request, ctx.res, guard),
             keep,
+            guard.keys,
           );
         return;
       }
@@ -851,8 +854,10 @@ export class GatewayService {
         message.service = service;
         body = JSON.stringify(message);
       } else body = JSON.stringify(fe.renderCompletion(completion, service, request.model));
+      // The guard redacted the key in the texts it reads; anywhere else in the answer (an id, a
+      // member govgate passes on) it is replaced here.
       const unkeyed = provider.keyScrub?.scrub(body) ?? body;
-      if (unkeyed !== body) {
+      if (unkeyed !== body || guard.keys?.found) {
         body = unkeyed;
         outputTypes.add(PROVIDER_KEY_DETECTION);
       }
@@ -1055,6 +1060,7 @@ export class GatewayService {
     record: CallRecord,
     wire: StreamWire<E>,
     keep: Keep | undefined,
+    keys: KeyWatch | undefined,
   ): Promise<void> {
     const t0 = performance.now();
     const iterator = wire.events;
@@ -1174,6 +1180,7 @@ export class GatewayService {
     const usage = stated ?? wire.estimate(promptChars(record.gov.scan.texts));
     const sent = wire.delivered();
     const outputPii = governor && governor.pii.size > 0 ? [...governor.pii] : [];
+    if (keys?.found) keyEchoed = true;
     let tail = failure || blocked || aborted || stalled ? '' : wire.finish(record.service);
     const unkeyedTail = scrub?.scrub(tail) ?? tail;
     if (unkeyedTail !== tail) {

@@ -211,8 +211,15 @@ export function withoutProviderKey(text: string, key: string | undefined): strin
 export class KeyScrub {
   readonly #test: RegExp;
   readonly #replace: RegExp;
+  /** The longest form's length (a stream's guard holds back at least this much). */
+  readonly longest: number;
+
+  /** The forms in lower case, longest first. */
+  readonly #lowerForms: readonly string[];
 
   constructor(forms: readonly string[]) {
+    this.longest = Math.max(...forms.map((f) => f.length));
+    this.#lowerForms = forms.map((f) => f.toLowerCase());
     const shortest = forms[forms.length - 1] as string;
     this.#test = new RegExp(
       escapeRegExp(shortest).replace(/[A-Za-z]/g, (c) => `[${c.toLowerCase()}${c.toUpperCase()}]`),
@@ -220,11 +227,45 @@ export class KeyScrub {
     this.#replace = keyPattern(forms);
   }
 
+  /** [start, end) of each occurrence of the key in `text` (none for most texts, after one test). */
+  places(text: string): readonly (readonly [number, number])[] {
+    if (!this.#test.test(text)) return NO_PLACES;
+    const out: [number, number][] = [];
+    const re = this.#replace;
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) out.push([m.index, m.index + m[0].length]);
+    return out;
+  }
+
+  /**
+   * The length of the longest end of `text` that is the start of a form of the key (any letter
+   * case), shorter than the form: what a stream holds back until the next delta says whether the
+   * key follows. Only places where the form's first character appears are tried.
+   */
+  heldTail(text: string): number {
+    let held = 0;
+    for (const form of this.#lowerForms) {
+      const first = form.charCodeAt(0);
+      // Longer ends first; one no longer than what is held already changes nothing.
+      for (let i = Math.max(0, text.length - form.length + 1); i < text.length - held; i++) {
+        const c = text.charCodeAt(i);
+        if (c !== first && (c | 0x20) !== first) continue;
+        if (form.startsWith(text.slice(i).toLowerCase())) {
+          held = text.length - i;
+          break;
+        }
+      }
+    }
+    return held;
+  }
+
   /** `text` with the key replaced by [PROVIDER_KEY], or `text` itself when it holds none. */
   scrub(text: string): string {
     return this.#test.test(text) ? text.replace(this.#replace, PROVIDER_KEY_PLACEHOLDER) : text;
   }
 }
+
+const NO_PLACES: readonly (readonly [number, number])[] = [];
 
 /** The KeyScrub of key `key`, or undefined when it is no secret (keyForms). */
 export function keyScrub(key: string | undefined): KeyScrub | undefined {

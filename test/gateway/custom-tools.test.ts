@@ -451,7 +451,35 @@ t.test('custom tools under a published policy', async (t) => {
     t.equal(upstream.requests.length, 0);
   });
 
+  t.test("with the provider's key looked for, a custom tool's input is held whole", async (t) => {
+    // The provider has a key: its answers are searched for it whatever the detectors say, and a
+    // tool call is scanned whole (as the tool will read it) before it goes out.
+    upstream.customInput = 'SELECT name, owner FROM tables';
+    const chunks = await collect(
+      await openai.chat.completions.create({
+        model: 'gpt-test',
+        stream: true,
+        messages: [{ role: 'user', content: 'x' }],
+        tools: [SQL],
+      }),
+    );
+    const pieces = chunks.filter((c) => (c.choices[0]?.delta.tool_calls?.[0] as any)?.custom?.input);
+    t.equal(pieces.length, 1, 'in one piece');
+    t.strictSame(assembled(chunks), [
+      { id: 'call_up_1', type: 'custom', name: 'sql', input: 'SELECT name, owner FROM tables' },
+    ]);
+  });
+
   t.test('an unguarded stream passes the custom deltas on as they came', async (t) => {
+    // A local server's placeholder key (`EMPTY`) is no secret: nothing is looked for, nothing held.
+    const put = await svc.call('/api/settings/providers', {
+      method: 'PUT',
+      token: svc.pat,
+      body: {
+        providers: [{ name: 'openai', api_key: 'EMPTY', base_url: `${upstream.url}/v1`, models: ['gpt-*'] }],
+      },
+    });
+    t.equal(put.status, 200);
     upstream.customInput = 'SELECT name, owner FROM tables';
     const chunks = await collect(
       await openai.chat.completions.create({

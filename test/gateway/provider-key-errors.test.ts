@@ -289,3 +289,130 @@ t.test('the provider key an upstream echoes in a 200 answer never reaches the ag
   );
   t.notOk(String(chain.body).toLowerCase().includes(openaiKey.toLowerCase()), 'nor does the chain');
 });
+
+/** The text a client reads from an SSE answer: OpenAI deltas' content, Anthropic text deltas. */
+function streamedText(sse: string): string {
+  let out = '';
+  for (const line of sse.split('\n')) {
+    if (!line.startsWith('data: ') || line === 'data: [DONE]') continue;
+    const e = JSON.parse(line.slice(6));
+    out += e.choices?.[0]?.delta?.content ?? '';
+    if (e.type === 'content_block_delta' && e.delta?.type === 'text_delta') out += e.delta.text;
+  }
+  return out;
+}
+
+// A stream can spell the key out over several events (a model echoing a header it was shown, a
+// proxy streaming a reflected request): the guard holds back at least the key's length, whatever
+// the mode, so the key is found whole and replaced before any part of it goes out.
+t.test('a provider key split across stream events never reaches the agent either', async (t) => {
+  // Longer than the guard's usual hold-back of 96 characters.
+  const openaiKey = `sk-${randomBytes(60).toString('hex')}`;
+  const anthropicKey = `gsk_${randomBytes(60).toString('hex')}`;
+  const upstream = await startMockUpstream();
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
+  t.teardown(async () => {
+    await svc.close();
+    await upstream.close();
+  });
+  const providers = await svc.call('/api/settings/providers', {
+    method: 'PUT',
+    token: svc.pat,
+    body: {
+      providers: [
+        { name: 'openai', api_key: openaiKey, base_url: `${upstream.url}/v1`, models: ['gpt-*'] },
+        { name: 'anthropic', api_key: anthropicKey, base_url: upstream.url, models: ['claude-test-1'] },
+      ],
+    },
+  });
+  t.equal(providers.status, 200);
+  const pieces = (key: string) => [
+    'x'.repeat(150),
+    key.slice(0, 7),
+    key.slice(7, 100),
+    key.slice(100),
+    ' end.',
+  ];
+  const openaiStream = (key: string) =>
+    `${pieces(key)
+      .map((content, i) => ({
+        choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content } : { content } }],
+      }))
+      .concat([{ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] } as any])
+      .map(
+        (c) =>
+          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'gpt-test', ...c })}\n\n`,
+      )
+      .join('')}data: [DONE]\n\n`;
+  const anthropicStream = (key: string) =>
+    [
+      {
+        type: 'message_start',
+        message: {
+          id: 'msg_split',
+          type: 'message',
+          role: 'assistant',
+          model: 'claude-test-1',
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 1, output_tokens: 0 },
+        },
+      },
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      ...pieces(key).map((text) => ({
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'text_delta', text },
+      })),
+      { type: 'content_block_stop', index: 0 },
+      {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: { output_tokens: 5 },
+      },
+      { type: 'message_stop' },
+    ]
+      .map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`)
+      .join('');
+  const chat = (model: string) => ({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+  const messages = {
+    model: 'claude-test-1',
+    max_tokens: 16,
+    stream: true,
+    messages: [{ role: 'user', content: 'hi' }],
+  };
+  const read: string[] = [];
+  for (const flags of ['mode=observe', undefined]) {
+    const call = async (what: string, path: string, body: unknown) => {
+      const res = await svc.call(path, {
+        token: svc.agentKey,
+        body,
+        headers: flags === undefined ? undefined : { 'x-service-flags': flags },
+      });
+      t.equal(res.status, 200, `${what}: status`);
+      const text = streamedText(String(res.body));
+      read.push(text);
+      t.match(text, /\[PROVIDER_KEY\] end\.$/, `${what} (${flags ?? 'default'}): the key's place is named`);
+    };
+    upstream.behaviour = { kind: 'raw', contentType: 'text/event-stream', body: openaiStream(openaiKey) };
+    await call('openai stream', '/v1/chat/completions', chat('gpt-test'));
+    upstream.behaviour = {
+      kind: 'raw',
+      contentType: 'text/event-stream',
+      body: anthropicStream(anthropicKey),
+    };
+    await call('anthropic stream to chat', '/v1/chat/completions', chat('claude-test-1'));
+    await call('anthropic stream to messages', '/v1/messages', messages);
+  }
+  upstream.behaviour = { kind: 'normal' };
+  for (const key of [openaiKey, anthropicKey])
+    for (const part of [key, key.slice(0, 40), key.slice(-40)])
+      t.notOk(read.join('\n').includes(part), 'no part of a provider key reaches the agent');
+  const chain = await svc.call('/api/audit/export?format=jsonl', { token: svc.pat });
+  const calls = String(chain.body)
+    .split('\n')
+    .filter((l) => l.includes('"llm_call"'));
+  t.equal(calls.length, 6);
+  t.equal(calls.filter((l) => l.includes('secret:provider_key')).length, 6, 'each event records it');
+});

@@ -24,7 +24,8 @@ export const REDACTION_PLACEHOLDERS: Readonly<Record<string, string>> = Object.f
 const DEFAULT_CATEGORIES: readonly DetectionCategory[] = ['pii', 'secret', 'unicode'];
 
 function placeholderOf(f: Finding): string {
-  if (f.category === 'secret') return '[SECRET]';
+  // The org's own provider key, found by value (KeyScrub), named as in error messages.
+  if (f.category === 'secret') return f.type === 'provider_key' ? '[PROVIDER_KEY]' : '[SECRET]';
   if (f.category === 'unicode') return '';
   return Object.hasOwn(REDACTION_PLACEHOLDERS, f.type) ? REDACTION_PLACEHOLDERS[f.type]! : '[PII]';
 }

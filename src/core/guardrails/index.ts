@@ -23,8 +23,11 @@ export {
 export {
   cachedGuard,
   type FindingAction,
+  type KeyScrub,
+  KeyWatch,
   type OutputGuard,
   outputGuard,
+  PROVIDER_KEY_TYPE,
   type Prescans,
   prescannedGuard,
   REDACTABLE,

@@ -8,12 +8,15 @@ export type FindingAction = 'allow' | 'redact' | 'block';
  * What the org's detectors (under the merged flags) do with findings in model output. Rules about
  * the call itself were decided on the input; output is governed by the detectors only: lockdown
  * blocks any PII or secret, `block` blocks, `redact` masks, `flag`/`off` let it through; observe
- * and warn never change output (they only record).
+ * and warn never change output (they only record), but for the provider's own key (KeyWatch),
+ * replaced in every mode.
  */
 export interface OutputGuard {
   /** True when output must be held and scanned before release (enforce/lockdown with an active detector). */
   readonly active: boolean;
   readonly detectOptions: DetectOptions;
+  /** The provider's key, looked for in every text scanned (undefined: the provider has none). */
+  readonly keys?: KeyWatch | undefined;
   classify(f: Finding): FindingAction;
   /** The findings of one output text (the detectors under `detectOptions`). */
   scan(text: string): readonly Finding[];
@@ -24,7 +27,44 @@ function contentAction(action: string, types: ReadonlySet<string> | null, f: Fin
   return action === 'block' ? 'block' : action === 'redact' ? 'redact' : 'allow';
 }
 
-export function outputGuard(policy: CompiledPolicy, flags: EffectiveFlags): OutputGuard {
+/** Where a secret of govgate's own is in a text (providers/upstream.ts KeyScrub). */
+export interface KeyScrub {
+  /** The longest form's length: a stream holds back at least this much (StreamGuard). */
+  readonly longest: number;
+  /** [start, end) of each occurrence in `text`. */
+  places(text: string): readonly (readonly [number, number])[];
+  /** How many characters at the end of `text` could begin the key (0 mostly): held back in a stream. */
+  heldTail(text: string): number;
+}
+
+/** A provider's own key in model output: the finding type, always redacted (KeyWatch). */
+export const PROVIDER_KEY_TYPE = 'provider_key';
+
+/**
+ * The provider's own key looked for in one answer's output (KeyScrub), whatever the mode and the
+ * detectors: it is a finding of its own (`secret`, `provider_key`), always redacted, and `found`
+ * says the answer held it (for its audit event). In a stream it is found across events, as the
+ * guard holds text back by at least the key's length (StreamGuard).
+ */
+export class KeyWatch {
+  found = false;
+
+  constructor(readonly scrub: KeyScrub) {}
+
+  /** The key's places in `text`, added to `detected` (the detectors' findings of it). */
+  with(text: string, detected: readonly Finding[]): readonly Finding[] {
+    const keys = this.scrub.places(text);
+    if (keys.length === 0) return detected;
+    this.found = true;
+    const out: Finding[] = detected.slice();
+    for (const [start, end] of keys) out.push({ category: 'secret', type: PROVIDER_KEY_TYPE, start, end });
+    return out;
+  }
+}
+
+const NO_DETECTORS: DetectOptions = { pii: false, secrets: false, injection: false, unicode: false };
+
+export function outputGuard(policy: CompiledPolicy, flags: EffectiveFlags, key?: KeyScrub): OutputGuard {
   const mode = flags.mode;
   const enforcing = mode === 'enforce' || mode === 'lockdown';
   const lockdown = mode === 'lockdown';
@@ -32,14 +72,20 @@ export function outputGuard(policy: CompiledPolicy, flags: EffectiveFlags): Outp
   const piiOn = lockdown || flags.pii === 'block' || flags.pii === 'redact';
   const secretsOn = lockdown || flags.secrets === 'block' || flags.secrets === 'redact';
   const unicodeOn = d.unicode.action !== 'off';
-  const active = enforcing && (piiOn || secretsOn || unicodeOn);
+  const detecting = enforcing && (piiOn || secretsOn || unicodeOn);
+  const keys = key === undefined ? undefined : new KeyWatch(key);
   return {
-    active,
-    detectOptions: { pii: piiOn, secrets: secretsOn, injection: false, unicode: unicodeOn },
+    active: detecting || keys !== undefined,
+    detectOptions: detecting
+      ? { pii: piiOn, secrets: secretsOn, injection: false, unicode: unicodeOn }
+      : NO_DETECTORS,
+    keys,
     scan(text) {
-      return detect(text, this.detectOptions).findings;
+      const found = detecting ? detect(text, this.detectOptions).findings : NO_FINDINGS;
+      return keys === undefined ? found : keys.with(text, found);
     },
     classify(f) {
+      if (f.type === PROVIDER_KEY_TYPE && f.category === 'secret') return 'redact';
       if (!enforcing) return 'allow';
       switch (f.category) {
         case 'pii':
@@ -71,11 +117,13 @@ export function prescannedGuard(
     active: guard.active,
     detectOptions: guard.detectOptions,
     classify: (f) => guard.classify(f),
+    keys: guard.keys,
     scan(text) {
       const i = next;
       if (i < texts.length && texts[i] === text) {
         next = i + 1;
-        return results[i] as readonly Finding[];
+        const found = results[i] as readonly Finding[];
+        return guard.keys === undefined ? found : guard.keys.with(text, found);
       }
       return guard.scan(text);
     },
@@ -119,13 +167,14 @@ export function cachedGuard(guard: OutputGuard, prescans: Prescans, min: number)
   return {
     active: guard.active,
     detectOptions: guard.detectOptions,
+    keys: guard.keys,
     classify: (f) => guard.classify(f),
     scan(text) {
       if (text.length >= min) {
         const hit = cache.get(text);
         if (hit !== undefined) {
           cache.delete(text);
-          return hit;
+          return guard.keys === undefined ? hit : guard.keys.with(text, hit);
         }
         if (prescans.offloading)
           throw new ServiceError(

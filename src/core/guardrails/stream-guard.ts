@@ -1,5 +1,7 @@
 import { type Finding, redact } from '../detect/index.js';
-import type { FindingAction, OutputGuard } from './output.js';
+import type { FindingAction, KeyWatch, OutputGuard } from './output.js';
+
+const NO_FINDINGS: readonly Finding[] = [];
 
 export type GuardStep =
   | { readonly kind: 'release'; readonly text: string }
@@ -27,13 +29,22 @@ export class StreamGuard {
   private readonly contextSize: number;
 
   private readonly seen: Set<string> | undefined;
+  /**
+   * The guard looks for the provider's key alone (no detector is on: observe mode, or detectors
+   * off): text is held back only while its end could begin the key (KeyScrub.heldTail), so such a
+   * stream goes out delta by delta as it came, unless a delta ends like the start of the key.
+   */
+  private readonly keysOnly: boolean;
 
   /** `opts.pii`: where the types of the PII found are added (for the audit trail). */
   constructor(
     private readonly guard: OutputGuard,
     opts: { hold?: number; context?: number; pii?: Set<string> } = {},
   ) {
-    this.hold = opts.hold ?? DEFAULT_HOLD;
+    // A key found by value (KeyWatch) must fit in what is held, or it could go out in two parts.
+    this.hold = Math.max(opts.hold ?? DEFAULT_HOLD, guard.keys?.scrub.longest ?? 0);
+    const d = guard.detectOptions;
+    this.keysOnly = guard.keys !== undefined && !d.pii && !d.secrets && !d.unicode && !d.injection;
     this.contextSize = opts.context ?? DEFAULT_CONTEXT;
     this.seen = opts.pii;
   }
@@ -41,8 +52,22 @@ export class StreamGuard {
   /** Feeds a content delta; returns the text that may go out now ('' while holding). */
   push(delta: string): GuardStep {
     this.pending += delta;
+    if (this.keysOnly) return this.keyWindow(false);
     if (this.pending.length < this.hold * 2) return { kind: 'release', text: '' };
     return this.window(false);
+  }
+
+  /** keysOnly: releases all but a tail that could begin the key, the key replaced where whole. */
+  private keyWindow(final: boolean): GuardStep {
+    const text = this.pending;
+    const keys = (this.guard.keys as KeyWatch).with(text, NO_FINDINGS);
+    let cut = final ? text.length : text.length - (this.guard.keys as KeyWatch).scrub.heldTail(text);
+    // A whole key the held end falls inside goes out whole (replaced), not cut in two.
+    for (const f of keys) if (f.start < cut && f.end > cut) cut = f.end;
+    const inRange = keys.filter((f) => f.start < cut);
+    this.pending = text.slice(cut);
+    const raw = text.slice(0, cut);
+    return { kind: 'release', text: inRange.length === 0 ? raw : redact(raw, inRange, ['secret']) };
   }
 
   /**
@@ -80,7 +105,7 @@ export class StreamGuard {
   /** The stream ended: scans and releases the rest. */
   end(): GuardStep {
     if (this.pending.length === 0) return { kind: 'release', text: '' };
-    return this.window(true);
+    return this.keysOnly ? this.keyWindow(true) : this.window(true);
   }
 
   private window(final: boolean): GuardStep {
