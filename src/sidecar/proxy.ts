@@ -7,15 +7,32 @@ import { recordable } from '../core/guardrails/recorded.js';
 import { BodyBudget } from '../http/body-budget.js';
 import { answerUnparsable, nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
 import { requestIdFor } from '../http/request-id.js';
-import type { HttpHandler } from '../http/types.js';
+import type { HttpHandler, ServerRequest } from '../http/types.js';
 import type { Logger } from '../util/log.js';
 import type { ProxyCa } from './proxy-ca.js';
 
-/** Where an org's provider is reached: its host, and the path prefix its SDK puts before `/v1`. */
+/** Where an org's providers are reached: their host, and the path prefixes their SDKs put before `/v1`. */
 export interface ProviderHost {
   readonly host: string;
-  /** Stripped from each request path (e.g. `/openai` of `https://h/openai/v1`); '' for most. */
-  readonly prefix: string;
+  /**
+   * The prefixes of the providers served on this host, longest first (e.g. `/openai` of
+   * `https://h/openai/v1`; '' for a provider at the host's root, as on its public host). The
+   * longest one a request's path is under is cut from it; a path under none is refused.
+   */
+  readonly prefixes: readonly string[];
+}
+
+/**
+ * The path a provider's SDK sent, as the gateway routes know it: without the longest of
+ * `prefixes` it is under (`/openai/v1/models` → `/v1/models`), or undefined when it is under none.
+ * A prefix is a whole number of path segments: `/openaix/…` is not under `/openai`.
+ */
+export function pathUnder(prefixes: readonly string[], path: string): string | undefined {
+  for (const prefix of prefixes) {
+    if (prefix === '') return path;
+    if (path.startsWith(`${prefix}/`)) return path.slice(prefix.length);
+  }
+  return undefined;
 }
 
 /**
@@ -71,8 +88,9 @@ export interface ForwardProxyOptions {
   readonly logger: Logger;
   readonly limits?: ForwardProxyLimits;
   /**
-   * Called for each request the proxy itself refuses (403, 407, 503, 400), the calls it hands to
-   * `handler` being counted there: the sidecar counts them in govgate_http_requests_total.
+   * Called for each request the proxy itself refuses (403, 407, 503, 400, and 404 for a path under
+   * no provider's prefix), the calls it hands to `handler` being counted there: the sidecar counts
+   * them in govgate_http_requests_total.
    */
   readonly onRefused?: (method: string, status: number, seconds: number) => void;
 }
@@ -115,15 +133,28 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   /** Each tunnel's request listener: its calls are its agent's, with its provider's prefix cut. */
   const tunnelListeners = new WeakMap<Duplex, (req: IncomingMessage, res: ServerResponse) => void>();
 
-  /** The agent's calls, with its agent key as their credential and the provider's path prefix cut. */
-  const asAgent = (key: string, prefix: string): HttpHandler => {
+  /**
+   * The agent's calls, with its agent key as their credential and the prefix of the provider they
+   * name cut. A path under none of the host's prefixes is refused 404 here: passed on as it came,
+   * a gateway route would have served it (to the provider its route names) although no provider
+   * of the org is reached at that path.
+   */
+  const asAgent = (key: string, provider: ProviderHost): HttpHandler => {
     return (req, res) => {
+      const path = pathUnder(provider.prefixes, req.path);
+      if (path === undefined) {
+        const err = new ServiceError(
+          'not_found',
+          `${req.path} is under no path prefix of this org's providers on ${provider.host} (${provider.prefixes.map((p) => `${p}/`).join(', ')})`,
+        );
+        const { status, headers, body } = refusal(req.method, req.headers, performance.now(), err);
+        res.send(status, headers, body);
+        return;
+      }
       const headers: Record<string, string> = {};
       for (const name of Object.keys(req.headers))
         if (name !== 'authorization' && name !== 'x-api-key') headers[name] = req.headers[name] as string;
       headers.authorization = `Bearer ${key}`;
-      const path =
-        prefix !== '' && req.path.startsWith(`${prefix}/`) ? req.path.slice(prefix.length) : req.path;
       opts.handler(Object.assign({}, req, { headers, path }), res);
     };
   };
@@ -168,9 +199,8 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
    * finish): an agent refused for its credential or its target shows in the metrics, every
    * refusal at debug, and a 503 at warn, for an operator must see those.
    */
-  const recordRefusal = (req: IncomingMessage, err: ServiceError, id: string): void => {
-    const method = req.method ?? 'GET';
-    const seconds = (performance.now() - (arrivedAt.get(req) ?? performance.now())) / 1000;
+  const recordRefusal = (method: string, arrived: number, err: ServiceError, id: string): void => {
+    const seconds = (performance.now() - arrived) / 1000;
     opts.onRefused?.(method, err.status, seconds);
     const failed = err.status >= 500;
     if (failed ? opts.logger.enabled('warn') : opts.logger.enabled('debug')) {
@@ -195,11 +225,13 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
    * headers (the Retry-After of a 503), and for 407 the challenge.
    */
   const refusal = (
-    req: IncomingMessage,
+    method: string,
+    reqHeaders: IncomingMessage['headers'] | ServerRequest['headers'],
+    arrived: number,
     err: ServiceError,
   ): { status: number; headers: Record<string, string>; body: string } => {
-    const id = requestIdFor(req.headers['x-request-id'] as string | undefined);
-    recordRefusal(req, err, id);
+    const id = requestIdFor(reqHeaders['x-request-id'] as string | undefined);
+    recordRefusal(method, arrived, err, id);
     const headers: Record<string, string> = {
       ...err.headers,
       'content-type': 'application/json',
@@ -209,15 +241,19 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     return { status: err.status, headers, body: JSON.stringify(errorBody(err.code, err.message, id)) };
   };
 
+  /** The refusal of a request the proxy's own servers parsed (timed from its arrival). */
+  const refusalOf = (req: IncomingMessage, err: ServiceError): ReturnType<typeof refusal> =>
+    refusal(req.method ?? 'GET', req.headers, arrivedAt.get(req) ?? performance.now(), err);
+
   const refuseSocket = (req: IncomingMessage, socket: Duplex, err: ServiceError): void => {
-    const { status, headers, body } = refusal(req, err);
+    const { status, headers, body } = refusalOf(req, err);
     let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`;
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
     socket.end(`${head}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   };
 
   const refuse = (req: IncomingMessage, res: ServerResponse, err: ServiceError): void => {
-    const { status, headers, body } = refusal(req, err);
+    const { status, headers, body } = refusalOf(req, err);
     res.writeHead(status, {
       ...headers,
       'content-length': String(Buffer.byteLength(body)),
@@ -266,13 +302,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       return;
     }
     req.url = target.pathname + target.search;
-    requestListener(
-      asAgent(admitted.key, provider.prefix),
-      inFlight,
-      queuedLost,
-      undefined,
-      bodyBudget,
-    )(req, res);
+    requestListener(asAgent(admitted.key, provider), inFlight, queuedLost, undefined, bodyBudget)(req, res);
   });
 
   // The calls inside the tunnels: one HTTP server for all of them, which never listens (each
@@ -350,7 +380,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     });
     tunnelListeners.set(
       tls,
-      requestListener(asAgent(admitted.key, provider.prefix), inFlight, queuedLost, undefined, bodyBudget),
+      requestListener(asAgent(admitted.key, provider), inFlight, queuedLost, undefined, bodyBudget),
     );
     inner.emit('connection', tls);
   });

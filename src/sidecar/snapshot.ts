@@ -14,10 +14,13 @@ const NO_HOSTS: ReadonlyMap<string, ProviderHost> = new Map();
 /**
  * The hosts an agent's SDK calls the org's providers at, for the forward proxy: each provider's
  * public host, and the host of its configured `base_url` with the path its SDK puts before the API
- * (`/v1` for OpenAI-style URLs, none for Anthropic's) as the prefix to cut.
+ * (`/v1` for OpenAI-style URLs, none for Anthropic's) as a prefix to cut. One host may serve
+ * several providers under different prefixes (a company's LLM gateway at `https://h/openai/v1`
+ * and `https://h/anthropic`): each host keeps all of them, longest first, so the proxy cuts the
+ * longest one a request's path is under.
  */
 function hostsOf(providers: SnapshotDoc['providers']): Map<string, ProviderHost> {
-  const out = new Map<string, ProviderHost>();
+  const prefixes = new Map<string, Set<string>>();
   const add = (url: string | null, openaiStyle: boolean): void => {
     if (url === null) return;
     let u: URL;
@@ -29,13 +32,18 @@ function hostsOf(providers: SnapshotDoc['providers']): Map<string, ProviderHost>
     let prefix = u.pathname.replace(/\/+$/, '');
     if (openaiStyle) prefix = prefix.replace(/\/v1$/, '');
     const host = u.hostname.toLowerCase().replace(/^\[|\]$/g, '');
-    if (!out.has(host)) out.set(host, { host, prefix });
+    let known = prefixes.get(host);
+    if (known === undefined) prefixes.set(host, (known = new Set()));
+    known.add(prefix);
   };
   for (const p of providers) {
     if (p.name === 'mock') continue;
     add(DEFAULT_BASE_URL[p.name], p.name === 'openai');
     add(p.base_url, p.name === 'openai');
   }
+  const out = new Map<string, ProviderHost>();
+  for (const [host, known] of prefixes)
+    out.set(host, { host, prefixes: [...known].sort((a, b) => b.length - a.length) });
   return out;
 }
 

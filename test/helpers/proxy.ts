@@ -29,6 +29,8 @@ export async function bareProxy(
     limits?: ForwardProxyLimits;
     authenticate?: (secret: string) => boolean;
     hosts?: readonly string[];
+    /** The provider hosts as the sidecar builds them (RemoteSnapshot.providerHosts), instead of `hosts`. */
+    providerHosts?: () => ReadonlyMap<string, ProviderHost>;
     logger?: Logger;
   } = {},
 ): Promise<{ proxy: ForwardProxy; caPem: string; handled: () => number }> {
@@ -36,13 +38,13 @@ export async function bareProxy(
   const ca = ProxyCa.load(dir);
   let handled = 0;
   const hosts = new Map<string, ProviderHost>(
-    (opts.hosts ?? ['api.openai.com']).map((host) => [host, { host, prefix: '' }]),
+    (opts.hosts ?? ['api.openai.com']).map((host) => [host, { host, prefixes: [''] }]),
   );
   const proxy = await startForwardProxy({
     host: '127.0.0.1',
     port: 0,
     ca,
-    providerHosts: () => hosts,
+    providerHosts: opts.providerHosts ?? (() => hosts),
     authenticate: opts.authenticate ?? ((secret) => secret === KEY),
     handler: (req, res) => {
       handled++;
@@ -100,13 +102,16 @@ export function proxyHead(
   });
 }
 
-/** A tunnel to api.openai.com through the proxy, its TLS handshake done (trusting the proxy CA). */
-export async function openTunnel(port: number, caPem: string): Promise<TLSSocket> {
-  const { socket, head } = await proxyHead(port, CONNECT);
+/** A tunnel to `host` (api.openai.com) through the proxy, its TLS handshake done (trusting the proxy CA). */
+export async function openTunnel(port: number, caPem: string, host = 'api.openai.com'): Promise<TLSSocket> {
+  const { socket, head } = await proxyHead(
+    port,
+    `CONNECT ${host}:443 HTTP/1.1\r\nHost: ${host}:443\r\nProxy-Authorization: ${basic(KEY)}\r\n\r\n`,
+  );
   if (!head.startsWith('HTTP/1.1 200 ')) throw new Error(`tunnel refused: ${head}`);
   socket.removeAllListeners('close');
   return new Promise((resolve, reject) => {
-    const tls = connectTls({ socket, servername: 'api.openai.com', ca: caPem }, () => resolve(tls));
+    const tls = connectTls({ socket, servername: host, ca: caPem }, () => resolve(tls));
     tls.once('error', reject);
   });
 }
