@@ -257,6 +257,21 @@ export class Metrics {
     }).set(Math.floor(notAfter.getTime() / 1000));
   }
 
+  /**
+   * When the sidecar's forward proxy CA stops being valid (read at each scrape: the sidecar renews
+   * it while it runs). Agents hold the copy they read at their start, so alert well before it.
+   */
+  watchProxyCa(notAfter: () => Date): void {
+    new Gauge({
+      name: 'govgate_sidecar_proxy_ca_expiry_timestamp_seconds',
+      help: "When the sidecar forward proxy's CA certificate stops being valid (Unix time); it is renewed 30 days before",
+      registers: [this.registry],
+      collect() {
+        this.set(Math.floor(notAfter().getTime() / 1000));
+      },
+    });
+  }
+
   /** A sidecar's sync with its control plane (only a sidecar registers these). */
   watchSidecar(
     source: () => {

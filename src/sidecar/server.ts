@@ -61,6 +61,33 @@ export interface RunningSidecar {
  */
 const NO_APPROVALS: ApprovalGate = { granted: () => undefined, consume: () => undefined };
 
+/**
+ * How often a running sidecar looks whether its proxy CA is due for renewal. It is due 30 days
+ * before its end (CA_RENEW_BEFORE_MS), so an hour is plenty, and the look is a comparison.
+ */
+const PROXY_CA_CHECK_MS = 3_600_000;
+
+/**
+ * Says that the proxy CA certificate was renewed. An agent reads the CA file once, when it starts:
+ * one started before keeps the old certificate, which (the key being the same) it accepts until
+ * that copy ends, and must be restarted before then; after an expiry, it refuses every tunnel
+ * until it is restarted. So this is a warning, naming both ends.
+ */
+function proxyCaRenewed(ca: ProxyCa, previous: Date, path: string, logger: Logger): void {
+  const expired = previous.getTime() <= Date.now();
+  logger.warn(
+    expired
+      ? 'the proxy CA certificate had expired and was renewed with its key: agents that started with the old certificate refuse every tunnel until they are restarted'
+      : 'the proxy CA certificate was renewed with its key: agents that started with the old certificate accept the proxy until previous_not_after; restart them before then',
+    {
+      expired,
+      previous_not_after: previous.toISOString(),
+      not_after: ca.notAfter.toISOString(),
+      path,
+    },
+  );
+}
+
 const EPOCH_KEY = 'sidecar_epoch';
 /** What the probe listener serves; any other path is sent to the app as this (404). */
 const HEALTH_PATHS: ReadonlySet<string> = new Set(['/health', ...PROBE_ROUTES]);
@@ -166,6 +193,28 @@ export async function startSidecar(
     const metrics = new Metrics();
     metrics.watchStore(() => store.health.writable);
     if (tls) metrics.watchCertificate(tls.notAfter);
+    // The forward proxy's CA: renewed here when it has expired or ends within 30 days, and checked
+    // again while the sidecar runs, for a sidecar may run longer than the month that leaves.
+    const ca = ProxyCa.load(config.keysDir, config.audit.keyPassword);
+    if (ca.renewedFrom !== undefined)
+      proxyCaRenewed(ca, ca.renewedFrom, ProxyCa.certPath(config.keysDir), logger);
+    if (config.proxyCaExportDir !== undefined) ca.exportTo(config.proxyCaExportDir);
+    metrics.watchProxyCa(() => ca.notAfter);
+    const caCheck = setInterval(() => {
+      try {
+        const previous = ca.renewIfDue();
+        if (previous === undefined) return;
+        if (config.proxyCaExportDir !== undefined) ca.exportTo(config.proxyCaExportDir);
+        proxyCaRenewed(ca, previous, ProxyCa.certPath(config.keysDir), logger);
+      } catch (err) {
+        logger.error('the proxy CA certificate could not be renewed; tried again in an hour', {
+          not_after: ca.notAfter.toISOString(),
+          error: (err as Error).message,
+        });
+      }
+    }, PROXY_CA_CHECK_MS);
+    caCheck.unref();
+    closers.push(() => clearInterval(caCheck));
     metrics.watchSidecar(() => ({
       unshipped: shipper.unshipped,
       snapshotAgeSeconds:
@@ -228,6 +277,7 @@ export async function startSidecar(
         mandate_keys: poller.mandateKeysRegistered,
         audit_log: shipper.diverged === undefined,
         clock: poller.clockAgrees,
+        proxy_ca: ca.notAfter.getTime() > Date.now(),
         store_writable: store.health.writable,
         accepting: !closing,
       }),
@@ -274,8 +324,6 @@ export async function startSidecar(
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
     registerGatewayRoutes(proxyRouter, gateway);
-    const ca = ProxyCa.load(config.keysDir, config.audit.keyPassword);
-    if (config.proxyCaExportDir !== undefined) ca.exportTo(config.proxyCaExportDir);
     const proxy = await startForwardProxy({
       host: config.host,
       port: config.proxyPort,
@@ -310,7 +358,10 @@ export async function startSidecar(
       epoch,
       proxyPort: proxy.port,
       healthPort: health?.port,
-      proxyCaPem: ca.certPem,
+      // The certificate in force: the sidecar renews it while it runs.
+      get proxyCaPem() {
+        return ca.certPem;
+      },
       proxyCaPath: ProxyCa.certPath(config.keysDir),
       snapshot,
       shipper,

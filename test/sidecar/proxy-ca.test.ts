@@ -9,6 +9,7 @@ import type { Test } from 'tap';
 import t from 'tap';
 import { runKeys } from '../../src/cli-keys.js';
 import { ProxyCa } from '../../src/sidecar/proxy-ca.js';
+import { createLogger } from '../../src/util/log.js';
 import { freePort, startTestSidecar } from '../helpers/sidecar.js';
 
 const forge = createRequire(import.meta.url)('node-forge') as typeof Forge;
@@ -241,4 +242,43 @@ t.test('a running sidecar renews its CA once within 30 days of its end (renewIfD
     'host certificates made before are made again under the renewed certificate',
   );
   t.equal(ca.renewIfDue(at + DAY), undefined, 'once');
+});
+
+t.test('a sidecar started on an expired proxy CA renews it, exports it, says so', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-sidecar-'));
+  const expired = seedProxyCa(join(dir, 'keys'), 740);
+  const exportDir = join(dir, 'export');
+  const lines: any[] = [];
+  const sc = await startTestSidecar({
+    controlUrl: `http://127.0.0.1:${await freePort()}`,
+    token: `gk_sc_${'R'.repeat(40)}`,
+    dir,
+    env: { SERVICE_PROXY_CA_EXPORT_DIR: exportDir },
+    logger: createLogger('warn', (line) => lines.push(JSON.parse(line))),
+  });
+  t.teardown(() => sc.close());
+  const renewed = sc.sidecar.proxyCaPem;
+  t.not(renewed, expired);
+  t.equal(publicKeyOf(renewed), publicKeyOf(expired), 'the same key');
+  t.equal(readFileSync(join(exportDir, 'ca.pem'), 'utf8'), renewed, 'the renewed certificate is exported');
+  t.match(
+    lines.find((l) => /proxy CA/.test(l.msg)),
+    {
+      level: 'warn',
+      msg: /renewed/,
+      expired: true,
+      previous_not_after: new Date(notAfterOf(expired)).toISOString(),
+      not_after: new Date(notAfterOf(renewed)).toISOString(),
+    },
+    'a warning names both ends: agents that hold the old certificate must restart',
+  );
+  const metrics = String((await sc.call('/api/metrics')).body);
+  t.match(
+    metrics,
+    new RegExp(
+      `\ngovgate_sidecar_proxy_ca_expiry_timestamp_seconds ${Math.floor(notAfterOf(renewed) / 1000)}\n`,
+    ),
+  );
+  const ready = await sc.call('/api/health/ready');
+  t.equal(ready.body.checks.proxy_ca, true, 'a CA within its validity');
 });
