@@ -122,19 +122,9 @@ export class RetentionDesk {
       let eventId: string | null = null;
       if (approvalsDeleted > 0)
         eventId = (
-          await this.#deps.audit.append({
-            org_id: org,
-            event_type: 'admin.retention_run',
-            outcome: 'allow',
-            details: {
-              actor: p.id,
-              actor_kind: p.kind,
-              credential_id: p.credential_id,
-              retention_days: this.#deps.settings.retentionDays,
-              cutoff: new Date(cutoff as number).toISOString(),
-              pruned: null,
-              approvals_deleted: approvalsDeleted,
-            },
+          await this.#recordRun(org, p, cutoff as number, {
+            pruned: null,
+            approvals_deleted: approvalsDeleted,
           })
         ).id;
       return {
@@ -185,21 +175,12 @@ export class RetentionDesk {
       jsonl_files_deleted: result.files_deleted,
       last_ts: range.last_ts,
     };
-    const ref = await this.#deps.audit.append({
-      org_id: org,
-      event_type: 'admin.retention_run',
-      outcome: 'allow',
-      details: {
-        actor: p.id,
-        actor_kind: p.kind,
-        credential_id: p.credential_id,
-        retention_days: this.#deps.settings.retentionDays,
-        cutoff: new Date(cutoff as number).toISOString(),
-        ...pruned,
-        approvals_deleted: approvalsDeleted,
-        archive: result.bridge.archive,
-      },
-    });
+    const ref = await this.#recordRun(
+      org,
+      p,
+      cutoff as number,
+      Object.assign({}, pruned, { approvals_deleted: approvalsDeleted, archive: result.bridge.archive }),
+    );
     return {
       org_id: org,
       cutoff: new Date(cutoff as number).toISOString(),
@@ -208,6 +189,25 @@ export class RetentionDesk {
       bridge: bridgeSummary(result.bridge),
       event_id: ref.id,
     };
+  }
+
+  /** The run's `admin.retention_run` event: who, the retention, the cutoff, and `what` it did. */
+  #recordRun(org: string, p: Principal, cutoff: number, what: Record<string, JsonValue>) {
+    return this.#deps.audit.append({
+      org_id: org,
+      event_type: 'admin.retention_run',
+      outcome: 'allow',
+      details: Object.assign(
+        {
+          actor: p.id,
+          actor_kind: p.kind,
+          credential_id: p.credential_id,
+          retention_days: this.#deps.settings.retentionDays,
+          cutoff: new Date(cutoff).toISOString(),
+        },
+        what,
+      ),
+    });
   }
 
   #plan(org: string): { cutoff: number | null; range: PruneRange | null; reason: string | null } {

@@ -15,7 +15,7 @@ import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import type { SigningKeyDocument } from '../audit/types.js';
 import { keyIdFor, type SignatureAlg, toBase64, toHex } from '../core/chain/index.js';
 import { KeyMaterialError } from './key-errors.js';
-import { encryptIfPlain, PEM_CIPHER, writeAtomic } from './pem-at-rest.js';
+import { PEM_CIPHER, readKeyAtRest, writeAtomic } from './pem-at-rest.js';
 
 /** The folder of `SERVICE_KEYS_DIR` that holds the audit (seal) keys. */
 export const AUDIT_KEYS_FOLDER = 'audit';
@@ -242,25 +242,6 @@ function generateEd25519(dir: string, password: string | undefined, at: string):
   });
   writeAtomic(join(dir, `${entry.name}.pem`), pem.toString(), 0o600);
   return { entry, privateKey, publicKey };
-}
-
-function readEd25519(path: string, password: string | undefined): KeyObject {
-  try {
-    const pem = readFileSync(path, 'utf8');
-    const key = createPrivateKey({
-      key: pem,
-      format: 'pem',
-      ...(password === undefined ? {} : { passphrase: password }),
-    });
-    encryptIfPlain(path, pem, key, password);
-    return key;
-  } catch (err) {
-    throw new KeyMaterialError(
-      `cannot read the audit signing key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ` +
-        (err as Error).message,
-      { cause: err },
-    );
-  }
 }
 
 /**
@@ -546,7 +527,7 @@ function readEd25519Material(
 ): Ed25519Material {
   const entry = entryOf(index, index.active.ed25519, 'ed25519');
   const path = privateFile(dir, entry);
-  const privateKey = envKey ?? readEd25519(path, password);
+  const privateKey = envKey ?? readKeyAtRest(path, password, 'the audit signing key');
   if (privateKey.asymmetricKeyType !== 'ed25519') throw new Error(`${path} is not an Ed25519 key`);
   const publicKey = rawEd25519Public(createPublicKey(privateKey));
   if (toBase64(publicKey) !== entry.public_key) {

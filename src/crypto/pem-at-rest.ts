@@ -1,5 +1,6 @@
-import type { KeyObject } from 'node:crypto';
-import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { KeyMaterialError } from './key-errors.js';
 
 /** How a private key PEM is encrypted under SERVICE_AUDIT_KEY_PASSWORD. */
 export const PEM_CIPHER = 'aes-256-cbc';
@@ -30,5 +31,28 @@ export function encryptIfPlain(
     writeAtomic(path, sealed.toString(), 0o600);
   } catch {
     // read-only: kept in the clear, as the operator mounted it
+  }
+}
+
+/**
+ * A private key PEM file, encrypted under `password` when one is set (and written back encrypted
+ * if it was in the clear: encryptIfPlain). One that cannot be read is a KeyMaterialError naming
+ * `what` and the password setting, never a new key made in its place.
+ */
+export function readKeyAtRest(path: string, password: string | undefined, what: string): KeyObject {
+  try {
+    const pem = readFileSync(path, 'utf8');
+    const key = createPrivateKey({
+      key: pem,
+      format: 'pem',
+      ...(password === undefined ? {} : { passphrase: password }),
+    });
+    encryptIfPlain(path, pem, key, password);
+    return key;
+  } catch (err) {
+    throw new KeyMaterialError(
+      `cannot read ${what} ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }

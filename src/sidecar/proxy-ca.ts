@@ -5,8 +5,7 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type * as Forge from 'node-forge';
-import { KeyMaterialError } from '../crypto/key-errors.js';
-import { encryptIfPlain, PEM_CIPHER, writeAtomic } from '../crypto/pem-at-rest.js';
+import { PEM_CIPHER, readKeyAtRest, writeAtomic } from '../crypto/pem-at-rest.js';
 
 // node-forge is CommonJS without a default export in its typings: required, typed as its module.
 const forge = createRequire(import.meta.url)('node-forge') as typeof Forge;
@@ -85,7 +84,11 @@ export class ProxyCa {
       writeAtomic(keyPath, keyPem.toString(), 0o600);
       writeAtomic(certPath, made.certPem, 0o644);
     }
-    const ca = new ProxyCa(readFileSync(certPath, 'utf8'), readCaKey(keyPath, pw), certPath);
+    const ca = new ProxyCa(
+      readFileSync(certPath, 'utf8'),
+      readKeyAtRest(keyPath, pw, 'the proxy CA key'),
+      certPath,
+    );
     ca.#renewedFrom = ca.renewIfDue(now);
     return ca;
   }
@@ -185,24 +188,6 @@ export class ProxyCa {
     if (this.#hosts.size >= MAX_CACHED_HOSTS) this.#hosts.clear();
     this.#hosts.set(host, { context, madeAt: now });
     return context;
-  }
-}
-
-function readCaKey(path: string, password: string | undefined): KeyObject {
-  try {
-    const pem = readFileSync(path, 'utf8');
-    const key = createPrivateKey({
-      key: pem,
-      format: 'pem',
-      ...(password === undefined ? {} : { passphrase: password }),
-    });
-    encryptIfPlain(path, pem, key, password);
-    return key;
-  } catch (err) {
-    throw new KeyMaterialError(
-      `cannot read the proxy CA key ${path} (is SERVICE_AUDIT_KEY_PASSWORD right?): ${(err as Error).message}`,
-      { cause: err },
-    );
   }
 }
 

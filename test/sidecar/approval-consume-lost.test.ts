@@ -56,7 +56,8 @@ async function lossyRelay(target: string) {
   };
 }
 
-t.test('an approval spent at the control plane whose answer the sidecar lost is not lost', async (t) => {
+/** A control plane, a lossy relay in front of it, and a sidecar that reaches it through the relay. */
+async function sidecarBehindRelay(t: { teardown(fn: () => Promise<void>): void }) {
   const control = await startService();
   const relay = await lossyRelay(control.url);
   const { token } = await createSidecarToken(control, control.pat);
@@ -66,6 +67,11 @@ t.test('an approval spent at the control plane whose answer the sidecar lost is 
     await relay.close();
     await control.close();
   });
+  return { control, relay, sc };
+}
+
+t.test('an approval spent at the control plane whose answer the sidecar lost is not lost', async (t) => {
+  const { control, relay, sc } = await sidecarBehindRelay(t);
   await publishOrgPolicy(control, 'ask-pay', {
     rules: [
       {
@@ -121,15 +127,7 @@ t.test('an approval spent at the control plane whose answer the sidecar lost is 
 // (the consume's answer lost, the new approval's answer lost): the call is refused 503, and it is
 // still an event of the org chain, shipped from the sidecar's log like any other.
 t.test('a model call refused because the control plane could not be heard is audited', async (t) => {
-  const control = await startService();
-  const relay = await lossyRelay(control.url);
-  const { token } = await createSidecarToken(control, control.pat);
-  const sc = await startTestSidecar({ controlUrl: relay.url, token });
-  t.teardown(async () => {
-    await sc.close();
-    await relay.close();
-    await control.close();
-  });
+  const { control, relay, sc } = await sidecarBehindRelay(t);
   await publishOrgPolicy(control, 'ask-model', {
     rules: [{ id: 'ask-model', when: { type: 'LLM_CALL' }, then: 'require_approval', reason: 'ask' }],
   });
