@@ -445,17 +445,6 @@ export class GatewayService {
         try {
           gov = await deciding;
         } catch (err) {
-          const base = {
-            org_id: agent.orgId,
-            event_type: 'llm_call',
-            agent_id: agent.agentId,
-            session_id: ids.sessionId,
-            task_id: ids.taskId,
-            pipeline_id: ids.pipelineId,
-            behavior_type: 'LLM_CALL',
-            model: recordable(request.model),
-            personal: endUser === null ? {} : { end_user: endUser },
-          };
           const details = Object.assign(callerDetails(agent), {
             endpoint: fe.endpoint,
             format: fe.format,
@@ -463,6 +452,7 @@ export class GatewayService {
             tools: payload.tools.length === 0 ? payload.tools : payload.tools.map(recordable),
             idempotency_key: idem === undefined ? null : recordable(idem.key),
           });
+          const base = undecidedBase('LLM_CALL', agent, ids, request.model, endUser ?? undefined);
           await this.notDecided(ctx, err, base, provider.name, details);
           return;
         }
@@ -1359,17 +1349,13 @@ export class GatewayService {
       try {
         gov = await deciding;
       } catch (err) {
-        const base = {
-          org_id: agent.orgId,
-          event_type: 'embedding_call',
-          agent_id: agent.agentId,
-          session_id: ids.sessionId,
-          task_id: ids.taskId,
-          pipeline_id: ids.pipelineId,
-          behavior_type: 'EMBEDDING_CALL',
-          model: recordable(request.model),
-          personal: typeof endUser === 'string' ? { end_user: endUser } : {},
-        };
+        const base = undecidedBase(
+          'EMBEDDING_CALL',
+          agent,
+          ids,
+          request.model,
+          typeof endUser === 'string' ? endUser : undefined,
+        );
         const details = callerDetails(agent);
         if (idemKey !== undefined) details.idempotency_key = recordable(idemKey);
         await this.notDecided(ctx, err, base, provider.name, details);
@@ -1533,5 +1519,26 @@ export class GatewayService {
       object: 'list',
       data: models.map((m) => ({ id: m.id, object: 'model', created: 0, owned_by: m.owned_by })),
     });
+  };
+}
+
+/** The event of a model call never decided (GatewayService.notDecided), before its outcome. */
+function undecidedBase(
+  type: 'LLM_CALL' | 'EMBEDDING_CALL',
+  agent: ActingAgent,
+  ids: { sessionId: string; taskId: string; pipelineId: string },
+  model: string,
+  endUser: unknown,
+): AuditInput {
+  return {
+    org_id: agent.orgId,
+    event_type: type === 'LLM_CALL' ? 'llm_call' : 'embedding_call',
+    agent_id: agent.agentId,
+    session_id: ids.sessionId,
+    task_id: ids.taskId,
+    pipeline_id: ids.pipelineId,
+    behavior_type: type,
+    model: recordable(model),
+    personal: endUser === undefined ? {} : { end_user: endUser },
   };
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { createLogger } from '../../src/util/log.js';
+import { createLogger, type Logger } from '../../src/util/log.js';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { startService } from '../helpers/service.js';
 
@@ -10,13 +10,18 @@ import { startService } from '../helpers/service.js';
 // detector does not know (an Azure-style 32-hex key, a Groq-style `gsk_` key), so only their
 // replacement by value keeps them out.
 
-t.test('the provider key an upstream quotes in an error reaches neither agent, chain nor log', async (t) => {
-  const openaiKey = randomBytes(16).toString('hex');
-  const anthropicKey = `gsk_${randomBytes(24).toString('hex')}`;
-  const lines: string[] = [];
+/**
+ * A service whose openai and anthropic providers are a mock upstream, configured with the keys
+ * given (as an admin would paste them), for the tests below; `logger` collects the log.
+ */
+async function keyedService(
+  t: { teardown(fn: () => Promise<void>): void; equal(a: unknown, b: unknown): void },
+  keys: { openai: string; anthropic: string },
+  logger?: Logger,
+) {
   const upstream = await startMockUpstream();
   const svc = await startService({
-    logger: createLogger('debug', (line) => lines.push(line)),
+    ...(logger === undefined ? {} : { logger }),
     env: { SERVICE_EGRESS_ALLOW: upstream.hostPort },
   });
   t.teardown(async () => {
@@ -28,13 +33,25 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
     token: svc.pat,
     body: {
       providers: [
-        { name: 'openai', api_key: openaiKey, base_url: `${upstream.url}/v1`, models: ['gpt-*'] },
+        { name: 'openai', api_key: keys.openai, base_url: `${upstream.url}/v1`, models: ['gpt-*'] },
         // Named, not a glob: only the openai upstream is asked for its models.
-        { name: 'anthropic', api_key: anthropicKey, base_url: upstream.url, models: ['claude-test-1'] },
+        { name: 'anthropic', api_key: keys.anthropic, base_url: upstream.url, models: ['claude-test-1'] },
       ],
     },
   });
   t.equal(providers.status, 200);
+  return { svc, upstream };
+}
+
+t.test('the provider key an upstream quotes in an error reaches neither agent, chain nor log', async (t) => {
+  const openaiKey = randomBytes(16).toString('hex');
+  const anthropicKey = `gsk_${randomBytes(24).toString('hex')}`;
+  const lines: string[] = [];
+  const { svc, upstream } = await keyedService(
+    t,
+    { openai: openaiKey, anthropic: anthropicKey },
+    createLogger('debug', (line) => lines.push(line)),
+  );
   const chat = (model: string, stream = false) =>
     svc.call('/v1/chat/completions', {
       token: svc.agentKey,
@@ -137,23 +154,7 @@ t.test('the provider key an upstream quotes in an error reaches neither agent, c
 t.test('the provider key an upstream echoes in a 200 answer never reaches the agent', async (t) => {
   const openaiKey = randomBytes(16).toString('hex');
   const anthropicKey = `gsk_${randomBytes(24).toString('hex')}`;
-  const upstream = await startMockUpstream();
-  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-  t.teardown(async () => {
-    await svc.close();
-    await upstream.close();
-  });
-  const providers = await svc.call('/api/settings/providers', {
-    method: 'PUT',
-    token: svc.pat,
-    body: {
-      providers: [
-        { name: 'openai', api_key: `Bearer ${openaiKey}`, base_url: `${upstream.url}/v1`, models: ['gpt-*'] },
-        { name: 'anthropic', api_key: anthropicKey, base_url: upstream.url, models: ['claude-test-1'] },
-      ],
-    },
-  });
-  t.equal(providers.status, 200);
+  const { svc, upstream } = await keyedService(t, { openai: `Bearer ${openaiKey}`, anthropic: anthropicKey });
   const echo = (key: string) => `your key is ${key} and, shouting, ${key.toUpperCase()}.`;
   const completion = (key: string) =>
     JSON.stringify({
@@ -309,23 +310,7 @@ t.test('a provider key split across stream events never reaches the agent either
   // Longer than the guard's usual hold-back of 96 characters.
   const openaiKey = `sk-${randomBytes(60).toString('hex')}`;
   const anthropicKey = `gsk_${randomBytes(60).toString('hex')}`;
-  const upstream = await startMockUpstream();
-  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: upstream.hostPort } });
-  t.teardown(async () => {
-    await svc.close();
-    await upstream.close();
-  });
-  const providers = await svc.call('/api/settings/providers', {
-    method: 'PUT',
-    token: svc.pat,
-    body: {
-      providers: [
-        { name: 'openai', api_key: openaiKey, base_url: `${upstream.url}/v1`, models: ['gpt-*'] },
-        { name: 'anthropic', api_key: anthropicKey, base_url: upstream.url, models: ['claude-test-1'] },
-      ],
-    },
-  });
-  t.equal(providers.status, 200);
+  const { svc, upstream } = await keyedService(t, { openai: openaiKey, anthropic: anthropicKey });
   const pieces = (key: string) => [
     'x'.repeat(150),
     key.slice(0, 7),

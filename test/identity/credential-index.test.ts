@@ -5,18 +5,34 @@ import t from 'tap';
 import { IdentityRepo, MAX_LIVE_CREDENTIALS } from '../../src/identity/repo.js';
 import { openStore } from '../../src/store/db.js';
 
+/** A store in a fresh directory and its IdentityRepo; `reopen` closes both and opens them again. */
+function identityStore(t: { teardown(fn: () => Promise<void>): void }) {
+  const dir = mkdtempSync(join(tmpdir(), 'govgate-identity-'));
+  const opened = {
+    store: openStore(dir),
+    repo: undefined as unknown as IdentityRepo,
+    async reopen() {
+      await opened.store.close();
+      opened.store = openStore(dir);
+      opened.repo = new IdentityRepo(opened.store);
+      return { store: opened.store, repo: opened.repo };
+    },
+  };
+  opened.repo = new IdentityRepo(opened.store);
+  t.teardown(async () => {
+    await opened.store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return opened;
+}
+
 // A sidecar snapshot lists its org's live agent keys. They are read from an index by org, so the
 // cost of one org's snapshot does not grow with every credential of the deployment (each identity
 // change rebuilt it by scanning them all, revoked ones included); a store from before the index
 // gets it built when it opens.
 t.test("an org's live agent keys come from the org index, kept on issue and revoke", async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-identity-'));
-  let store = openStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  let repo = new IdentityRepo(store);
+  const opened = identityStore(t);
+  let { store, repo } = opened;
   const a = repo.createOrg('a');
   const b = repo.createOrg('b');
   const agentA = repo.onboardAgent(a.org_id, { agent_id: 'bot' });
@@ -48,9 +64,7 @@ t.test("an org's live agent keys come from the org index, kept on issue and revo
     store.credentials.removeSync('meta:agent-key-index');
   });
   t.same(ids(a.org_id), [], 'without the index nothing is found');
-  await store.close();
-  store = openStore(dir);
-  repo = new IdentityRepo(store);
+  ({ store, repo } = await opened.reopen());
   t.same(ids(a.org_id), [keysA[1]?.record.credential_id], 'built again when the store opens');
   t.same(ids(b.org_id), [keyB.record.credential_id]);
   t.ok(repo.authenticate(keyB.secret), 'authentication is untouched');
@@ -60,13 +74,8 @@ t.test("an org's live agent keys come from the org index, kept on issue and revo
 // most MAX_LIVE_CREDENTIALS live ones, so one caller cannot grow the store (and its org's sidecar
 // snapshots) without end. Revoked and expired ones do not count.
 t.test('a user or an agent holds at most MAX_LIVE_CREDENTIALS live credentials', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-identity-'));
-  let store = openStore(dir);
-  t.teardown(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  let repo = new IdentityRepo(store);
+  const opened = identityStore(t);
+  let { store, repo } = opened;
   const org = repo.createOrg('a');
   const user = repo.createUser(org.org_id, 'dev@a.example', 'developer');
   const agent = repo.onboardAgent(org.org_id, { agent_id: 'bot' });
@@ -100,8 +109,6 @@ t.test('a user or an agent holds at most MAX_LIVE_CREDENTIALS live credentials',
       store.credentials.removeSync(key);
     store.credentials.removeSync('meta:subject-index');
   });
-  await store.close();
-  store = openStore(dir);
-  repo = new IdentityRepo(store);
+  ({ store, repo } = await opened.reopen());
   refused(() => repo.createPat(user, {}), 'after the index is built again');
 });
