@@ -11,6 +11,8 @@ WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY package.json ./
+# The reference settings and example policies, for SERVICE_CONFIG and for copying.
+COPY config ./config
 RUN mkdir -p /var/lib/govgate && chown node:node /var/lib/govgate
 # Numeric: a pod with runAsNonRoot can only check a numeric user (node is 1000 in this image).
 USER 1000:1000

@@ -1,2 +1,2 @@
 export { loadConfig } from './load.js';
-export { type Config, ConfigError, type ConfigProblem, SETTINGS } from './schema.js';
+export { type Config, ConfigError, type ConfigProblem, SETTINGS, type Setting } from './schema.js';
