@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type { Test } from 'tap';
 import t from 'tap';
@@ -16,6 +14,7 @@ import type { AuditInput, AuditRef, AuditSink } from '../../src/audit/types.js';
 import type { Principal } from '../../src/identity/types.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { startCoreHarness } from '../helpers/core-harness.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const MIN = 60_000;
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -33,7 +32,7 @@ class RecordingSink implements AuditSink {
 }
 
 function tempStore(t: Test): Store {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-appr-'));
+  const dir = tempDir('govgate-appr-');
   const store = openStore(dir);
   t.teardown(async () => {
     await store.close();
@@ -313,7 +312,7 @@ const { workerData, parentPort } = require('node:worker_threads');
 `;
 
 t.test('store: two threads racing over the same approvals consume each exactly once', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-appr-race-'));
+  const dir = tempDir('govgate-appr-race-');
   const store = openStore(dir);
   t.teardown(async () => {
     await store.close();

@@ -1,13 +1,4 @@
-import {
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  truncateSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import t from 'tap';
@@ -34,6 +25,7 @@ import { AuditKeys } from '../../src/crypto/audit-keys.js';
 import { WorkerSealSigner } from '../../src/crypto/seal-signer.js';
 import { openStore } from '../../src/store/db.js';
 import { eventIdSeq } from '../../src/util/ids.js';
+import { tempDir } from '../helpers/tmp.js';
 import { storedSeals, type TempLog, TestSigner, tempLog, testSigner, waitFor } from './helpers.js';
 
 const ORG = 'org_alpha';
@@ -1238,7 +1230,7 @@ t.test('bounded exports start at a seal with a bridge and verify alone', async (
   t.equal(events[events.length - 1]?.seq, endSeal, 'ends at the seal covering the last event in range');
   t.match(lines[lines.length - 1], { _seal: { size: endSeal } }, 'with that seal');
   t.match(verifyLines(lines, ORG), { status: 'intact', chain_length: endSeal });
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-bounded-'));
+  const dir = tempDir('govgate-bounded-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'bounded.jsonl');
   writeFileSync(file, `${[...h.log.exportText(ORG, { since, until })].join('\n')}\n`);
@@ -1305,7 +1297,7 @@ t.test('throughput (measured, not asserted)', async (t) => {
   );
   t.match(r, { status: 'intact', events: N + 1000, broken: 0 });
 
-  const keysDir = mkdtempSync(join(tmpdir(), 'govgate-audit-keys-'));
+  const keysDir = tempDir('govgate-audit-keys-');
   const signer = await WorkerSealSigner.start(AuditKeys.load({ keysDir }));
   const w = tempLog({}, signer);
   t.teardown(async () => {
@@ -1325,7 +1317,7 @@ t.test('throughput (measured, not asserted)', async (t) => {
 });
 
 t.test('with the worker seal signer, the rotated JSONL files pass govgate verify', async (t) => {
-  const keysDir = mkdtempSync(join(tmpdir(), 'govgate-audit-keys-'));
+  const keysDir = tempDir('govgate-audit-keys-');
   const signer = await WorkerSealSigner.start(AuditKeys.load({ keysDir }));
   const h = tempLog({ rotationMaxMb: 0.02, sealEvery: 40, sealIntervalMs: 5 }, signer);
   t.teardown(async () => {

@@ -1,6 +1,5 @@
 import { sign as cryptoSign, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
@@ -106,7 +105,7 @@ export interface TempLog {
 
 /** A ChainLog on a fresh store in a temp directory. */
 export function tempLog(opts: Partial<ChainLogOptions> = {}, signer: SealSigner = testSigner()): TempLog {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-audit-'));
+  const dir = tempDir('govgate-audit-');
   const make = (o: Partial<ChainLogOptions>): { store: Store; log: ChainLog } => {
     const store = openStore(join(dir, 'data'));
     const log = new ChainLog(store, signer, { dataDir: join(dir, 'data'), rotationMaxMb: 100, ...o });
@@ -134,6 +133,7 @@ export function tempLog(opts: Partial<ChainLogOptions> = {}, signer: SealSigner 
 }
 
 import { orgLogFiles } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 
 export { waitFor } from '../helpers/wait.js';
 

@@ -1,15 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
 import type { Test } from 'tap';
 import t from 'tap';
 import { JsonlLog } from '../../src/audit/jsonl-log.js';
 import type { StoredSeal } from '../../src/audit/types.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const ORG = 'org_jsonl';
 
 function setup(t: Test) {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-jsonl-'));
+  const dir = tempDir('govgate-jsonl-');
   const log = new JsonlLog(dir, 100, {
     lines: () => [],
     eventHash: () => undefined,

@@ -1,6 +1,5 @@
 import {
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -10,12 +9,12 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import type { ChainLogOptions } from '../../src/audit/chain-log.js';
 import { JsonlLog } from '../../src/audit/jsonl-log.js';
 import { verifyOrgLog } from '../helpers/cli-process.js';
+import { tempDir } from '../helpers/tmp.js';
 import { chainFiles, exportedText, logText, type TempLog, TestSigner, tempLog, waitFor } from './helpers.js';
 
 // The JSONL log keeps a bounded number of org files open: one descriptor per org for the life of
@@ -193,7 +192,7 @@ t.test('drain resolves once the files closed while it waits are closed too', asy
   // A slow disk: closes take 200 ms, and a large write 50 ms. The small writes complete first; the
   // trim they schedule closes their files while drain still waits for the large one, and drain
   // must wait for those closes as well (it once returned with them still open, three files).
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-jsonl-drain-'));
+  const dir = tempDir('govgate-jsonl-drain-');
   mkdirSync(join(dir, 'audit')); // the chain log makes it
   const none = {
     lines: () => [],

@@ -1,10 +1,10 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import type { AuditEvent } from '../../src/audit/types.js';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { verifyReceipt } from '../../src/core/chain/index.js';
+import { tempDir } from '../helpers/tmp.js';
 import { chainFiles, exportedText, logText, storedSeals, TestSigner, tempLog } from './helpers.js';
 
 // Retention's cut of an org chain (DESIGN B): on a seal boundary, a `_chain_bridge` in place of
@@ -56,7 +56,7 @@ t.test('a cut on a seal boundary leaves a bridge, and everything kept still veri
   t.same(result.bridge.archive, { type: 'test', lines: archived.length });
 
   // The archive is the pruned prefix: it verifies on its own, sealed to the cut.
-  const archivePath = join(mkdtempSync(join(tmpdir(), 'govgate-archive-')), 'archive.jsonl');
+  const archivePath = join(tempDir('govgate-archive-'), 'archive.jsonl');
   writeFileSync(archivePath, archived.map((l) => `${l}\n`).join(''));
   t.same(archived, before.slice(0, archived.length), 'the archive is the export up to the cut');
   const archiveCheck = await verifyFile(archivePath, h.log.publicDocument());

@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { sign as cryptoSign, generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +28,7 @@ import {
   signNote,
   toHex,
 } from '../../src/core/chain/index.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // ---------------------------------------------------------------------------------------------
 // Keys: Ed25519 from node:crypto, ML-DSA-65 from @noble/post-quantum, published as the
@@ -176,7 +176,7 @@ function buildChain(n: number, opts: ChainOpts): Chain {
   return { lines, events, lineOf, subtreesAt, seals };
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'govgate-verify-'));
+const dir = tempDir('govgate-verify-');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 let fileN = 0;
 function writeLines(lines: readonly string[], name = `chain-${++fileN}.jsonl`): string {

@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { runVerifyConsistency, runVerifyReceipt } from '../../src/cli-receipt.js';
 import { callEvent, createOrg, startService } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // An auditor proves one call was recorded, offline, from what the API handed out: the event (its
 // receipt inlined) and the public keys. Everything here comes from a running service.
@@ -24,7 +24,7 @@ async function run(
 
 t.test('an event and its receipt from the API verify offline; any change does not', async (t) => {
   const svc = await startService();
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-receipt-'));
+  const dir = tempDir('govgate-receipt-');
   t.teardown(async () => {
     await svc.close();
     rmSync(dir, { recursive: true, force: true });
@@ -147,7 +147,7 @@ t.test('an event and its receipt from the API verify offline; any change does no
 
 t.test('a consistency proof between two seals verifies offline; any change does not', async (t) => {
   const svc = await startService();
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-consistency-'));
+  const dir = tempDir('govgate-consistency-');
   t.teardown(async () => {
     await svc.close();
     rmSync(dir, { recursive: true, force: true });

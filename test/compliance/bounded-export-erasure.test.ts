@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
 import { startService } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 import { waitSealed } from '../helpers/wait.js';
 
 // An export bounded by `until` ends at a seal boundary, before the erasures made later of the
@@ -17,7 +17,7 @@ const ALICE = 'alice@example.com';
 
 t.test('a bounded export taken after an erasure verifies on its own', async (t) => {
   const svc = await startService();
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-bounded-'));
+  const dir = tempDir('govgate-bounded-');
   t.teardown(async () => {
     await svc.close();
     rmSync(dir, { recursive: true, force: true });

@@ -1,5 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { gunzipSync } from 'node:zlib';
@@ -12,6 +11,7 @@ import {
   startMockObjectStore,
 } from '../helpers/mock-object-store.js';
 import { orgLogFiles, startService } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 import { waitSealed } from '../helpers/wait.js';
 
 // Spec 4.6: retention archives to local disk, S3-type or blob storage, with gzip. The S3 and
@@ -158,7 +158,7 @@ for (const k of KINDS) {
     await waitSealed(svc);
     await sleep(100); // the JSONL log is written within 20 ms of a commit
     const signingKeys = (await svc.call('/api/audit/signing-key', { token: svc.pat })).body;
-    const dir = mkdtempSync(join(tmpdir(), 'govgate-remote-archive-'));
+    const dir = tempDir('govgate-remote-archive-');
     const local = join(dir, 'archive.jsonl');
     writeFileSync(local, archived());
     const whole = await verifyFile([local, ...orgLogFiles(svc, 'default')], signingKeys);

@@ -1,13 +1,13 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
 import { type Config, ConfigError, loadConfig, SETTINGS } from '../../src/config/index.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** A YAML file in a fresh directory, removed after the test; returns its path. */
 function yamlFile(t: Test, text: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-config-'));
+  const dir = tempDir('govgate-config-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'govgate.yaml');
   writeFileSync(path, text);

@@ -1,12 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { request } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
 import { loadConfig } from '../../src/config/index.js';
 import { SETTINGS } from '../../src/config/schema.js';
 import { startService } from '../helpers/service.js';
 import { testCa } from '../helpers/tls.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** Applies a JSON Patch of `add` operations (what the injector answers) to `doc`. */
 function applyAdds(doc: any, ops: Array<{ op: string; path: string; value: unknown }>): any {
@@ -27,7 +26,7 @@ function applyAdds(doc: any, ops: Array<{ op: string; path: string; value: unkno
 }
 
 t.test('the sidecar injector: a mutating webhook over TLS', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-injector-'));
+  const dir = tempDir('govgate-injector-');
   const ca = testCa(dir);
   const tls = ca.issue('govgate-injector');
   const svc = await startService({

@@ -1,15 +1,5 @@
 import { generateKeyPairSync, sign, verify } from 'node:crypto';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ml_dsa65 } from '@noble/post-quantum/ml-dsa.js';
 import type { Test } from 'tap';
@@ -17,12 +7,13 @@ import t from 'tap';
 import { keyIdFor, toBase64, toHex } from '../../src/core/chain/index.js';
 import { AUDIT_KEYS_FOLDER, AuditKeys } from '../../src/crypto/audit-keys.js';
 import { MANDATE_KEYS_FOLDER, MandateKeys } from '../../src/crypto/mandate-keys.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const T0 = Date.parse('2025-03-01T10:00:00.000Z');
 const T1 = Date.parse('2025-03-02T10:00:00.000Z');
 
 function tempKeysDir(t: Test): string {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-akeys-'));
+  const dir = tempDir('govgate-akeys-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }

@@ -1,5 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
@@ -16,6 +15,7 @@ import type { IdentityRepo } from '../../src/identity/repo.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { type HarnessResponse, startCoreHarness } from '../helpers/core-harness.js';
 import { ISSUER, REQUEST, T0 } from '../helpers/mandates.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -41,7 +41,7 @@ interface Setup {
 }
 
 async function setup(t: Test, opts: MandateServiceOptions = {}): Promise<Setup> {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-revoked-'));
+  const dir = tempDir('govgate-revoked-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const dataDir = join(dir, 'data');
   const keys = MandateKeys.load(join(dir, 'keys'));

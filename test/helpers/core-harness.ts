@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import { ChainLog } from '../../src/audit/chain-log.js';
 import type { AuditSink } from '../../src/audit/types.js';
 import { type Config, loadConfig } from '../../src/config/index.js';
@@ -22,6 +20,7 @@ import { createLogger } from '../../src/util/log.js';
 import { testSigner } from '../audit/helpers.js';
 import { testServiceEnv } from './env.js';
 import { callHttp } from './http.js';
+import { tempDir } from './tmp.js';
 
 /** What a module's routes are built from: the same pieces src/server.ts wires. */
 export interface CoreParts {
@@ -84,7 +83,7 @@ export async function startCoreHarness<S extends AuditSink = ChainLog>(opts: {
   readonly policies?: (store: Store) => PolicySource;
   readonly engine?: 'uws' | 'node';
 }): Promise<CoreHarness<S>> {
-  const dir = mkdtempSync(join(tmpdir(), `govgate-${opts.prefix}-`));
+  const dir = tempDir(`govgate-${opts.prefix}-`);
   const pat = `gk_pat_${randomBase62(40)}`;
   const config = loadConfig(testServiceEnv(dir, pat));
   const store = openStore(config.dataDir);

@@ -1,7 +1,7 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { tempDir } from './tmp.js';
 
 /** The held scan worker's entry, for `new ScanPool(HELD_SCAN_WORKER)` or `startService`. */
 export const HELD_SCAN_WORKER = new URL('./held-scan-worker.js', import.meta.url);
@@ -19,7 +19,7 @@ export interface HeldScans {
 }
 
 export function heldScans(): HeldScans {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-held-scan-'));
+  const dir = tempDir('govgate-held-scan-');
   writeFileSync(join(dir, 'started'), '');
   writeFileSync(join(dir, 'released'), '0');
   process.env.HELD_SCAN_DIR = dir;

@@ -1,7 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { connect as connectSocket, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { connect as connectTls, type TLSSocket } from 'node:tls';
 import {
   type ForwardProxy,
@@ -11,6 +9,7 @@ import {
 } from '../../src/sidecar/proxy.js';
 import { ProxyCa } from '../../src/sidecar/proxy-ca.js';
 import { createLogger, type Logger } from '../../src/util/log.js';
+import { tempDir } from './tmp.js';
 
 /** The one agent key the bare proxy admits. */
 export const KEY = `gk_agent_${'A'.repeat(40)}`;
@@ -34,7 +33,7 @@ export async function bareProxy(
     logger?: Logger;
   } = {},
 ): Promise<{ proxy: ForwardProxy; caPem: string; handled: () => number }> {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-proxy-'));
+  const dir = tempDir('govgate-proxy-');
   const ca = ProxyCa.load(dir);
   let handled = 0;
   const hosts = new Map<string, ProviderHost>(

@@ -1,5 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
 import { type RunningService, startAllInOne } from '../../src/server.js';
@@ -8,6 +7,7 @@ import { createLogger, type Logger } from '../../src/util/log.js';
 import { testServiceEnv } from './env.js';
 import { callHttp } from './http.js';
 import { type MockUpstream, startMockUpstream } from './mock-upstream.js';
+import { tempDir } from './tmp.js';
 
 export type Engine = 'uws' | 'node';
 export const ENGINES: readonly Engine[] = ['uws', 'node'];
@@ -40,7 +40,7 @@ export async function startService(
     scanWorker?: URL;
   } = {},
 ): Promise<TestService> {
-  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'govgate-test-'));
+  const dataDir = opts.dataDir ?? tempDir('govgate-test-');
   const pat = `gk_pat_${randomBase62(40)}`;
   const config = loadConfig({
     ...testServiceEnv(dataDir, pat),

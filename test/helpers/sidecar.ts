@@ -1,12 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
 import { type RunningSidecar, startSidecar } from '../../src/sidecar/server.js';
 import { createLogger, type Logger } from '../../src/util/log.js';
 import { callHttp } from './http.js';
 import { type Engine, startService, type TestService } from './service.js';
+import { tempDir } from './tmp.js';
 
 export interface TestSidecar {
   readonly sidecar: RunningSidecar;
@@ -42,7 +42,7 @@ export async function startTestSidecar(opts: {
   /** Where its log lines go (default: errors only, to stderr). */
   logger?: Logger;
 }): Promise<TestSidecar> {
-  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'govgate-sidecar-'));
+  const dir = opts.dir ?? tempDir('govgate-sidecar-');
   const config = loadConfig({
     SERVICE_HOST: '127.0.0.1',
     SERVICE_PORT: '0',

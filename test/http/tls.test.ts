@@ -1,5 +1,4 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import t from 'tap';
@@ -13,8 +12,9 @@ import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { ENGINES, startService, useMockUpstream } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
 import { testCa } from '../helpers/tls.js';
+import { tempDir } from '../helpers/tmp.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'govgate-tls-'));
+const dir = tempDir('govgate-tls-');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const ca = testCa(dir);
 const leaf = ca.issue('govgate-api');

@@ -1,13 +1,12 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import t from 'tap';
 import { IdentityRepo, MAX_LIVE_CREDENTIALS } from '../../src/identity/repo.js';
 import { openStore } from '../../src/store/db.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** A store in a fresh directory and its IdentityRepo; `reopen` closes both and opens them again. */
 function identityStore(t: { teardown(fn: () => Promise<void>): void }) {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-identity-'));
+  const dir = tempDir('govgate-identity-');
   const opened = {
     store: openStore(dir),
     repo: undefined as unknown as IdentityRepo,

@@ -1,17 +1,17 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
 import { CLI, startCli } from '../helpers/cli-process.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // The services' command line as an operator meets it when something is wrong: arguments they do
 // not take, and a data or keys dir they cannot use. (Apart from cli.test.ts, which is long
 // enough already: each of these starts processes.)
 
 t.test('a data or keys dir the service cannot use is said in one line, without a stack trace', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  const dir = tempDir('govgate-cli-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'a-file');
   writeFileSync(file, 'x');
@@ -32,7 +32,7 @@ t.test('a data or keys dir the service cannot use is said in one line, without a
 t.test(
   'the services take no arguments: --help is help, anything else a usage error, and nothing starts',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    const dir = tempDir('govgate-cli-');
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     for (const command of ['start', 'control', 'sidecar']) {
       for (const [arg, code] of [

@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { CLI } from '../helpers/cli-process.js';
 import { startService } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const run = promisify(execFile);
 
@@ -40,7 +40,7 @@ t.test('govgate keys prints the public keys of a keys dir, offline, and makes no
   const ca = await keys(['proxy-ca'], env);
   t.equal(ca.code, 2, 'an all-in-one keys dir has no proxy CA');
 
-  const empty = mkdtempSync(join(tmpdir(), 'govgate-keys-'));
+  const empty = tempDir('govgate-keys-');
   t.teardown(() => rmSync(empty, { recursive: true, force: true }));
   const none = await keys(['audit'], { ...env, SERVICE_KEYS_DIR: join(empty, 'keys') });
   t.equal(none.code, 2);

@@ -1,5 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import t from 'tap';
@@ -9,6 +8,7 @@ import { callHttp } from '../helpers/http.js';
 import { startMockUpstream } from '../helpers/mock-upstream.js';
 import { RawConnection } from '../helpers/raw-http.js';
 import { ENGINES } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // What `govgate start` prints and how it stops, as an operator sees it.
 
@@ -34,7 +34,7 @@ async function onUpstream(t: Test, run: Running, pat: string, upstream: { url: s
 t.test(
   'first start with a provider key: the try-it line lists models; a chosen token is not echoed',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    const dir = tempDir('govgate-cli-');
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     const pat = `gk_pat_${randomBase62(40)}`;
     const run = await startCli(dir, pat, /\/v1\/models/, { OPENAI_API_KEY: 'sk-test-cli-0000' });
@@ -56,7 +56,7 @@ t.test(
     const upstream = await startMockUpstream();
     t.teardown(() => upstream.close());
     upstream.behaviour = { kind: 'hang' };
-    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    const dir = tempDir('govgate-cli-');
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     const pat = `gk_pat_${randomBase62(40)}`;
     const run = await startCli(dir, pat, AGENT_KEY_LINE, { SERVICE_EGRESS_ALLOW: upstream.hostPort });
@@ -84,7 +84,7 @@ t.test(
 );
 
 t.test('a start an operator must fix says why in one line, without a stack trace', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  const dir = tempDir('govgate-cli-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pat = `gk_pat_${randomBase62(40)}`;
   const first = await startCli(dir, pat, /listening on/);
@@ -101,7 +101,7 @@ t.test('a start an operator must fix says why in one line, without a stack trace
 });
 
 t.test('key material an operator supplied or protected wrongly is said in one line', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  const dir = tempDir('govgate-cli-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pat = `gk_pat_${randomBase62(40)}`;
   const refused = (env: Record<string, string>): Promise<string> =>
@@ -132,7 +132,7 @@ t.test('key material an operator supplied or protected wrongly is said in one li
 });
 
 t.test('UWS_USE_FALLBACK is the operator choosing node:http, not a failure to load', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+  const dir = tempDir('govgate-cli-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const run = await startCli(dir, `gk_pat_${randomBase62(40)}`, /UWS_USE_FALLBACK/, {
     UWS_USE_FALLBACK: '1',
@@ -146,7 +146,7 @@ t.test('UWS_USE_FALLBACK is the operator choosing node:http, not a failure to lo
 t.test(
   'with a public URL the banner still says where it listens, and the try-it line works here',
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+    const dir = tempDir('govgate-cli-');
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
     const run = await startCli(dir, `gk_pat_${randomBase62(40)}`, /\/v1\/chat\/completions/, {
       SERVICE_PUBLIC_URL: 'https://gw.example.test',
@@ -179,7 +179,7 @@ for (const engine of ENGINES) {
       t.teardown(() => upstream.close());
       let openGate = (): void => {};
       t.teardown(() => openGate());
-      const dir = mkdtempSync(join(tmpdir(), 'govgate-cli-'));
+      const dir = tempDir('govgate-cli-');
       t.teardown(() => rmSync(dir, { recursive: true, force: true }));
       const pat = `gk_pat_${randomBase62(40)}`;
       const run = await startCli(dir, pat, AGENT_KEY_LINE, {

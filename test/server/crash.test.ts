@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
 import { exited, startCli as start, verifyOrgLog } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // Nothing acknowledged is lost when the process dies: `govgate start` is killed with SIGKILL
 // right after its last answer, while seals, the JSONL log and the overview rollups are still
@@ -13,7 +13,7 @@ import { callHttp } from '../helpers/http.js';
 // checked offline, holds the whole chain.
 
 t.test('SIGKILL after the last answer loses no audit event, count or JSONL line', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-crash-'));
+  const dir = tempDir('govgate-crash-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pat = `gk_pat_${randomBase62(40)}`;
   const first = await start(dir, pat, /agent key \([^)]*\): gk_agent_\w+\n/);

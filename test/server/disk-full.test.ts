@@ -1,11 +1,11 @@
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
 import { exited, type Running, startCli as start, verifyOrgLog } from '../helpers/cli-process.js';
 import { callHttp } from '../helpers/http.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // A store that cannot take writes (a full disk) fails closed: a call whose audit event cannot be
 // committed is refused with 503 `unavailable` instead of being answered without it, readiness
@@ -103,7 +103,7 @@ async function checkFailedClosed(t: Test, run: Running, key: string, pat: string
 }
 
 t.test('a restart on a disk below the free-space reserve: up, not ready, refusing writes', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-diskfull-'));
+  const dir = tempDir('govgate-diskfull-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pat = `gk_pat_${randomBase62(40)}`;
   const first = await start(dir, pat, FIRST_START);
@@ -142,7 +142,7 @@ t.test('a restart on a disk below the free-space reserve: up, not ready, refusin
 
 // A real full file system needs a tmpfs, and mounting one needs root: where `mount` fails (CI),
 // this is skipped and the test above covers the refusal.
-const tmpfs = mkdtempSync(join(tmpdir(), 'govgate-tmpfs-'));
+const tmpfs = tempDir('govgate-tmpfs-');
 const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', tmpfs], { stdio: 'ignore' });
 if (mounted.status !== 0) rmSync(tmpfs, { recursive: true, force: true });
 

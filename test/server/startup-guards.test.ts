@@ -1,12 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open } from 'lmdb';
 import t from 'tap';
 import { randomBase62 } from '../../src/util/ids.js';
 import { exited, startCli } from '../helpers/cli-process.js';
 import { ENGINES, startService } from '../helpers/service.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** A port nothing listens on right now. */
 function freePort(): Promise<number> {
@@ -48,7 +48,7 @@ for (const engine of ENGINES) {
 }
 
 t.test('across processes: a held data dir and a held port are refused; SIGKILL frees both', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-held-'));
+  const dir = tempDir('govgate-held-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const pat = `gk_pat_${randomBase62(40)}`;
   // A port named, not 0: the kernel lets SO_REUSEPORT share an explicitly bound port only.
@@ -75,7 +75,7 @@ t.test('a first start that cannot listen creates nothing: the next start shows t
   await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
   t.teardown(() => holder.close());
   const port = (holder.address() as { port: number }).port;
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-listen-'));
+  const dir = tempDir('govgate-listen-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   await t.rejects(
     startService({ dataDir: dir, env: { SERVICE_PORT: String(port), SERVICE_BOOTSTRAP_TOKEN: '' } }),
@@ -93,7 +93,7 @@ t.test('a data dir started with another keys dir is refused, and no keys are mad
   const first = await startService();
   await first.close(true);
   const env = { SERVICE_BOOTSTRAP_TOKEN: first.pat };
-  const empty = mkdtempSync(join(tmpdir(), 'govgate-keys-'));
+  const empty = tempDir('govgate-keys-');
   t.teardown(() => rmSync(empty, { recursive: true, force: true }));
   await t.rejects(
     startService({ dataDir: first.dataDir, env: { ...env, SERVICE_KEYS_DIR: join(empty, 'keys') } }),
@@ -114,7 +114,7 @@ t.test('a data dir started with another keys dir is refused, and no keys are mad
   // Audit keys lost while the vault key stayed.
   const keys = join(first.dataDir, 'keys');
   const audit = join(keys, 'audit');
-  const saved = mkdtempSync(join(tmpdir(), 'govgate-audit-keys-'));
+  const saved = tempDir('govgate-audit-keys-');
   t.teardown(() => rmSync(saved, { recursive: true, force: true }));
   for (const f of readdirSync(audit)) rmSync(join(audit, f), { force: true });
   await t.rejects(startService({ dataDir: first.dataDir, env }), {
@@ -134,7 +134,7 @@ t.test('a store from before bindings: a keys dir without a vault key is refused 
   t.ok(meta.get('keys_binding'), 'the first start recorded its vault key');
   await meta.remove('keys_binding');
   await db.close();
-  const empty = mkdtempSync(join(tmpdir(), 'govgate-keys-'));
+  const empty = tempDir('govgate-keys-');
   t.teardown(() => rmSync(empty, { recursive: true, force: true }));
   await t.rejects(
     startService({

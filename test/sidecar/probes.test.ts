@@ -1,10 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { startService } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
+import { tempDir } from '../helpers/tmp.js';
 
 // What Kubernetes needs of an injected sidecar beside its loopback API: a probe listener that
 // serves the health routes and nothing else (SERVICE_HEALTH_PORT), and the forward proxy's CA
@@ -14,7 +14,7 @@ import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
 for (const engine of ['uws', 'node'] as const) {
   t.test(`the probe listener and the exported proxy CA (${engine})`, async (t) => {
     const control = await startService();
-    const exportDir = mkdtempSync(join(tmpdir(), 'govgate-ca-export-'));
+    const exportDir = tempDir('govgate-ca-export-');
     const { token } = await createSidecarToken(control, control.pat);
     const sc = await startTestSidecar({
       controlUrl: control.url,

@@ -1,7 +1,6 @@
 import { createPrivateKey, generateKeyPairSync, X509Certificate } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, createServer, type DetailedPeerCertificate } from 'node:tls';
 import type * as Forge from 'node-forge';
@@ -11,12 +10,13 @@ import { runKeys } from '../../src/cli-keys.js';
 import { ProxyCa } from '../../src/sidecar/proxy-ca.js';
 import { createLogger } from '../../src/util/log.js';
 import { freePort, startTestSidecar } from '../helpers/sidecar.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const forge = createRequire(import.meta.url)('node-forge') as typeof Forge;
 const DAY = 86_400_000;
 
 function tempKeysDir(t: Test): string {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-proxy-ca-'));
+  const dir = tempDir('govgate-proxy-ca-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
@@ -245,7 +245,7 @@ t.test('a running sidecar renews its CA once within 30 days of its end (renewIfD
 });
 
 t.test('a sidecar started on an expired proxy CA renews it, exports it, says so', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-sidecar-'));
+  const dir = tempDir('govgate-sidecar-');
   const expired = seedProxyCa(join(dir, 'keys'), 740);
   const exportDir = join(dir, 'export');
   const lines: any[] = [];

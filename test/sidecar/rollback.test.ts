@@ -1,10 +1,9 @@
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { cpSync, rmSync } from 'node:fs';
 import OpenAI from 'openai';
 import t from 'tap';
 import { startService } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import { tempDir } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
 
 /**
@@ -16,7 +15,7 @@ t.test('a sidecar log rolled back behind the control plane is reported, not take
   const control = await startService();
   const { token } = await createSidecarToken(control, control.pat);
   let sc: TestSidecar = await startTestSidecar({ controlUrl: control.url, token });
-  const copy = mkdtempSync(join(tmpdir(), 'govgate-sidecar-copy-'));
+  const copy = tempDir('govgate-sidecar-copy-');
   t.teardown(async () => {
     await sc.close();
     await control.close();

@@ -1,14 +1,14 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
 import type { Test } from 'tap';
 import t from 'tap';
 import { BatchWriter } from '../../src/store/batch-writer.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** A real LMDB env in a temp dir, its transactions counted, and a clock the test moves. */
 function setup(t: Test, idleMs = 0.5) {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-bw-'));
+  const dir = tempDir('govgate-bw-');
   const root: RootDatabase = open({ path: join(dir, 'x.lmdb'), noSync: true });
   const db = root.openDB({ name: 'd' });
   let commits = 0;

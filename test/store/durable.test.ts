@@ -1,15 +1,14 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import t from 'tap';
 import { openStore } from '../../src/store/db.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /**
  * durable(): what a commit promises another machine (a shipped audit entry, an acknowledgement)
  * must be on disk, not only in the page cache the 100 ms fsync timer flushes later.
  */
 t.test('durable() resolves after an fsync that started after the call', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-durable-'));
+  const dir = tempDir('govgate-durable-');
   const store = openStore(dir, { syncIntervalMs: 60_000 }); // the timer stays out of the way
   t.teardown(async () => {
     await store.close();
@@ -55,7 +54,7 @@ t.test('durable() resolves after an fsync that started after the call', async (t
 });
 
 t.test('with an fsync on every commit, durable() has nothing to wait for', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-durable-'));
+  const dir = tempDir('govgate-durable-');
   const store = openStore(dir, { syncIntervalMs: 0 });
   t.teardown(async () => {
     await store.close();

@@ -1,10 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { constants, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { constants } from 'node:os';
 import t from 'tap';
 import { ServiceError } from '../../src/core/errors.js';
 import { openStore } from '../../src/store/db.js';
 import { LowSpaceError, StoreHealth, storageFailure } from '../../src/store/health.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const MiB = 1_048_576;
 
@@ -92,7 +92,7 @@ t.test('a writable store reads the free space at most every 100 ms', async (t) =
 });
 
 t.test('a store opened below its reserve serves reads and refuses writes with 503', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-health-'));
+  const dir = tempDir('govgate-health-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const before = openStore(dir);
   await before.writer.enqueue(() => before.meta.putSync('k', 'v'));

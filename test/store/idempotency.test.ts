@@ -1,14 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import t from 'tap';
 import { openStore } from '../../src/store/db.js';
 import { IdempotencyStore } from '../../src/store/idempotency.js';
+import { tempDir } from '../helpers/tmp.js';
 
 const HOUR = 3_600_000;
 
 t.test('sweep removes expired replays, keeps live ones, and yields to other work as it goes', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-idem-'));
+  const dir = tempDir('govgate-idem-');
   const store = openStore(dir);
   t.teardown(async () => {
     await store.close();
@@ -63,7 +62,7 @@ t.test('sweep removes expired replays, keeps live ones, and yields to other work
 });
 
 t.test("an org's kept answers are counted, again by each sweep, and past the quota not kept", async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-idem-'));
+  const dir = tempDir('govgate-idem-');
   const store = openStore(dir);
   t.teardown(async () => {
     await store.close();

@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import type { Test } from 'tap';
 import t from 'tap';
 import { DEFAULT_POLICY } from '../../src/core/policy/index.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { PolicyRepo } from '../../src/store/policies.js';
+import { tempDir } from '../helpers/tmp.js';
 
 /** The rule key `then`, through a constant so the linter's thenable check stays quiet. */
 const THEN = 'then';
@@ -20,7 +19,7 @@ function ruleSet(mode: string): unknown {
 }
 
 function open(t: Test): { store: Store; repo: PolicyRepo } {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-pol-store-'));
+  const dir = tempDir('govgate-pol-store-');
   const store = openStore(dir, { syncIntervalMs: 0 });
   t.teardown(async () => {
     await store.close();
@@ -134,7 +133,7 @@ t.test('compiled once per published version; resolution memoized until generatio
 });
 
 t.test('after a restart the stored version is compiled again and still applies', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'govgate-pol-store-'));
+  const dir = tempDir('govgate-pol-store-');
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   let store = openStore(dir, { syncIntervalMs: 0 });
   let repo = new PolicyRepo(store);
