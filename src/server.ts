@@ -271,14 +271,6 @@ async function startLocked(
   });
   registerKeyRoutes(router, { snapshot, auditKeys, mandateKeys, audit: events });
   const archive = retentionArchive(config);
-  registerDsarRoutes(router, {
-    snapshot,
-    identity,
-    log: events,
-    audit: events,
-    orgExists,
-    archive,
-  });
   const webauthn = new WebauthnDesk(store, {
     rpId: config.webauthn.rpId,
     // Without SERVICE_WEBAUTHN_ORIGINS: the origin of the base URL (SERVICE_PUBLIC_URL, else the
@@ -288,6 +280,16 @@ async function startLocked(
     },
   });
   registerApprovalRoutes(router, { snapshot, approvals, webauthn, orgExists });
+  registerDsarRoutes(router, {
+    snapshot,
+    identity,
+    log: events,
+    audit: events,
+    orgExists,
+    archive,
+    approvals,
+    authenticators: (userId) => webauthn.credentialsOf(userId),
+  });
   // One org's erasures and retention runs, one at a time (OrgQueue).
   const complianceQueue = new OrgQueue();
   const erasures = new ErasureDesk({
@@ -297,6 +299,8 @@ async function startLocked(
     log: events,
     audit: events,
     removeAuthenticators: (userId) => webauthn.removeAll(userId),
+    approvals,
+    idempotency,
     archive,
   });
   registerErasureRoutes(router, { snapshot, erasures, orgExists });

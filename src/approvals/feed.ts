@@ -61,13 +61,19 @@ function updateOf(e: AuditEvent): ApprovalUpdate | undefined {
     tool: d.tool ?? null,
     matched_rule: d.matched_rule ?? null,
     expires_at: d.expires_at ?? null,
-    reason: e.reason,
+    reason: e.reason ?? writtenReason(e.personal?.reason),
     actor: d.actor ?? null,
     actor_kind: d.actor_kind ?? null,
     event_id: e.id,
     seq: e.seq,
     ts: e.ts,
   };
+}
+
+/** A transition's reason as its actor wrote it: the `value` of the personal field (a tombstone once erased). */
+function writtenReason(field: unknown): string | null {
+  const value = field !== null && typeof field === 'object' ? (field as { value?: unknown }).value : field;
+  return typeof value === 'string' ? value : null;
 }
 
 /** One SSE frame: `id:` is the org chain seq, so a reconnect resumes with Last-Event-ID. */

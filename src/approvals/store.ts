@@ -1,4 +1,5 @@
 import type { AuditInput, AuditRef, AuditSink } from '../audit/types.js';
+import { ERASED } from '../core/chain/index.js';
 import { ServiceError } from '../core/errors.js';
 import { roleAtLeast } from '../identity/roles.js';
 import type { Principal } from '../identity/types.js';
@@ -104,6 +105,11 @@ interface Change {
   readonly webauthn?: WebauthnEvidence;
   readonly pipelineId?: string | null;
   readonly preapproved?: boolean;
+  /**
+   * What the actor wrote with this transition (a decision's, a cancel's or a revoke's `reason`):
+   * a personal field of its event (`personal.reason`), so an erasure reaches it.
+   */
+  readonly note?: string | null;
 }
 
 /*
@@ -392,7 +398,10 @@ export class ApprovalStore {
       }
       const status = decision === 'approve' ? 'approved' : 'denied';
       const next = this.decided(rec, principal, status, reason ?? null, now);
-      return webauthn === undefined ? { next, event: 'decided' } : { next, event: 'decided', webauthn };
+      const note = reason ?? null;
+      return webauthn === undefined
+        ? { next, event: 'decided', note }
+        : { next, event: 'decided', note, webauthn };
     });
   }
 
@@ -433,7 +442,7 @@ export class ApprovalStore {
         decided_at: new Date(now).toISOString(),
         reason: reason ?? rec.reason,
       };
-      return { next, event: 'cancelled' };
+      return { next, event: 'cancelled', note: reason ?? null };
     });
   }
 
@@ -454,7 +463,7 @@ export class ApprovalStore {
         decided_at: new Date(now).toISOString(),
         reason: reason ?? rec.reason,
       };
-      return { next, event: 'revoked' };
+      return { next, event: 'revoked', note: reason ?? null };
     });
   }
 
@@ -544,6 +553,59 @@ export class ApprovalStore {
           if (gone.has(value as string)) approvalIndex.removeSync(key);
       });
     return gone.size;
+  }
+
+  /**
+   * The org's approval records that hold a person's data, oldest first: decided (approved, denied,
+   * cancelled, revoked, pre-approved) by one of `userIds`, or with a `reason` that `holds` finds
+   * them in. An erasure's and a DSAR's; read through the org's index, no request pays for it.
+   */
+  ofSubject(
+    orgId: string,
+    userIds: ReadonlySet<string>,
+    holds: (reason: string) => boolean,
+  ): ApprovalRecord[] {
+    const out: ApprovalRecord[] = [];
+    for (const key of this.store.approvalIndex.getKeys({ start: ['o', orgId], end: ['o', orgId, HIGH] })) {
+      const rec = this.store.approvals.get((key as Key)[3] as string) as ApprovalRecord | undefined;
+      if (rec === undefined) continue;
+      const decider = rec.decided_by !== null && userIds.has(rec.decided_by);
+      if (decider || (rec.reason !== null && rec.reason !== ERASED && holds(rec.reason))) out.push(rec);
+    }
+    return out;
+  }
+
+  /**
+   * Erases a person from the org's approval records (GDPR erasure; see `ofSubject`): the
+   * `decided_by` that is them and the reason of a record they decided, or a reason naming them,
+   * become `[ERASED:GDPR-Art17]`. The status, the times and the action stay, as the approval's
+   * events do. Returns how many records changed.
+   */
+  async eraseSubject(
+    orgId: string,
+    userIds: ReadonlySet<string>,
+    holds: (reason: string) => boolean,
+  ): Promise<number> {
+    const found = this.ofSubject(orgId, userIds, holds);
+    const erased = (rec: ApprovalRecord): ApprovalRecord => {
+      const decider = rec.decided_by !== null && userIds.has(rec.decided_by);
+      return {
+        ...rec,
+        decided_by: decider ? ERASED : rec.decided_by,
+        reason: rec.reason !== null && (decider || holds(rec.reason)) ? ERASED : rec.reason,
+      };
+    };
+    for (let i = 0; i < found.length; i += 500) {
+      const part = found.slice(i, i + 500);
+      await this.store.root.transaction(() => {
+        for (const { id } of part) {
+          // Read again: a transition since `ofSubject` (an expiry, a consume) is kept.
+          const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
+          if (rec !== undefined) this.store.approvals.putSync(id, erased(rec));
+        }
+      });
+    }
+    return found.length;
   }
 
   /** Expires every due live approval of every org (for a timer; not on the request path). */
@@ -706,7 +768,9 @@ export class ApprovalStore {
     step: (
       rec: ApprovalRecord,
       now: number,
-    ) => { next: ApprovalRecord; event: Transition; webauthn?: WebauthnEvidence } | ServiceError,
+    ) =>
+      | { next: ApprovalRecord; event: Transition; note: string | null; webauthn?: WebauthnEvidence }
+      | ServiceError,
   ): Promise<ApprovalRecord> {
     const now = this.clock();
     const changes: Change[] = [];
@@ -726,8 +790,8 @@ export class ApprovalStore {
         r.next,
         changes,
         r.webauthn === undefined
-          ? { event: r.event, actor }
-          : { event: r.event, actor, webauthn: r.webauthn },
+          ? { event: r.event, actor, note: r.note }
+          : { event: r.event, actor, note: r.note, webauthn: r.webauthn },
       );
     });
     await this.record(changes);
@@ -779,16 +843,19 @@ export class ApprovalStore {
     if (c.preapproved) details.preapproved = true;
     if (c.webauthn !== undefined) details.webauthn = c.webauthn;
     if (c.event === 'consumed') details.request_pipeline_id = r.pipeline_id;
-    return {
+    // The summary is the rule's words; what a person or an agent wrote goes in `personal`, where an
+    // erasure reaches it, and only on the transition that wrote it (not copied onto later ones).
+    const input: AuditInput = {
       org_id: r.org_id,
       event_type: `approval.${c.event}`,
       agent_id: r.agent_id,
       pipeline_id: c.event === 'consumed' ? (c.pipelineId ?? r.pipeline_id) : r.pipeline_id,
       behavior_type: r.behavior_type,
       outcome: r.status,
-      reason: c.event === 'created' ? r.summary : r.reason,
+      reason: c.event === 'created' ? r.summary : null,
       rule_id: r.matched_rule,
       details,
     };
+    return c.note === undefined || c.note === null ? input : { ...input, personal: { reason: c.note } };
   }
 }

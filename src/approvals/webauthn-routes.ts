@@ -51,12 +51,15 @@ export function registerWebauthnRoutes(router: Router<RouteHandler>, deps: Webau
     );
     const cred = await webauthn.register(p, b.response, b.name ?? null);
     // The public key goes on the trail: with it, an auditor checks the signed decisions offline.
-    await recordAdminEvent(audit, p.org_id, p, 'webauthn_registered', {
-      user_id: p.id,
-      credential_id: cred.id,
-      public_key: cred.public_key,
-      name: cred.name,
-    });
+    // The name the person gave it is theirs: a personal field, which erasing them tombstones.
+    await recordAdminEvent(
+      audit,
+      p.org_id,
+      p,
+      'webauthn_registered',
+      { user_id: p.id, credential_id: cred.id, public_key: cred.public_key },
+      cred.name === null ? undefined : { name: cred.name },
+    );
     ctx.json(201, publicView(cred));
   });
 

@@ -1,3 +1,5 @@
+import type { ApprovalStore } from '../approvals/store.js';
+import type { WebauthnCredentialRecord } from '../approvals/webauthn.js';
 import type { AuditEvent, AuditLog, AuditSink } from '../audit/types.js';
 import { strictBody } from '../control/body.js';
 import type { RouteHandler } from '../http/app.js';
@@ -6,7 +8,7 @@ import { requireRole, targetOrg } from '../identity/guard.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type { Snapshot } from '../snapshot/types.js';
 import type { RetentionArchive } from './archive.js';
-import { namesSubject, parseSubject, subjectUsers } from './subject.js';
+import { holdsSubject, namesSubject, parseSubject, subjectKeys, subjectUsers } from './subject.js';
 
 /** Events read per DSAR call at most (the default and the ceiling of `scan_limit`). */
 export const DSAR_SCAN_MAX = 50_000;
@@ -20,6 +22,10 @@ export interface DsarDeps {
   readonly orgExists: (id: string) => boolean;
   /** The retention archive: events retention pruned are read from it, in seq order, first. */
   readonly archive?: RetentionArchive;
+  /** The org's approval records: those the person decided, or whose reason names the subject. */
+  readonly approvals?: Pick<ApprovalStore, 'ofSubject'>;
+  /** A user's registered WebAuthn authenticators. */
+  readonly authenticators?: (userId: string) => readonly WebauthnCredentialRecord[];
 }
 
 /**
@@ -48,7 +54,7 @@ export function registerDsarRoutes(router: Router<RouteHandler>, deps: DsarDeps)
     const subject = parseSubject(body.data_subject);
     const org = targetOrg(ctx, p, body.org_id, deps.orgExists);
     const users = subjectUsers(identity, org, subject);
-    const userIds = new Set(users.map((u) => u.user_id));
+    const keys = subjectKeys(subject, users);
     const from = body.cursor === undefined ? 1 : Number(body.cursor);
     const limit = body.scan_limit ?? DSAR_SCAN_MAX;
     const last = log.lastSeq(org);
@@ -60,12 +66,12 @@ export function registerDsarRoutes(router: Router<RouteHandler>, deps: DsarDeps)
         if (scanned === limit) break;
         scanned++;
         to = e.seq;
-        if (namesSubject(e, subject, userIds)) events.push(e);
+        if (namesSubject(e, keys)) events.push(e);
       }
     if (scanned < limit)
       for (const e of log.scanEvents(org, {}, limit - scanned, to + 1)) {
         to = e.seq;
-        if (namesSubject(e, subject, userIds)) events.push(e);
+        if (namesSubject(e, keys)) events.push(e);
       }
     const more = to < last && to >= from;
     await audit.append({
@@ -84,10 +90,18 @@ export function registerDsarRoutes(router: Router<RouteHandler>, deps: DsarDeps)
       },
       personal: { data_subject: subject.value },
     });
+    const { tokens, agents } = identity.subjectRecords(org, keys.userIds, keys.emails);
+    const records = {
+      users,
+      tokens: tokens.map(({ kind: _kind, ...token }) => token),
+      authenticators: users.flatMap((u) => deps.authenticators?.(u.user_id) ?? []),
+      agents,
+      approvals: deps.approvals?.ofSubject(org, keys.userIds, (text) => holdsSubject(text, keys)) ?? [],
+    };
     ctx.json(200, {
       org_id: org,
       data_subject: subject,
-      records: { users },
+      records,
       events,
       scanned: { from_seq: from, to_seq: to, last_seq: last },
       next_cursor: more ? String(to + 1) : null,

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { setImmediate as yieldTurn } from 'node:timers/promises';
+import type { ApprovalStore } from '../approvals/store.js';
 import type { AuditEvent, AuditLog, AuditSink } from '../audit/types.js';
 import {
   canonicalize,
@@ -12,10 +13,18 @@ import { ServiceError } from '../core/errors.js';
 import type { IdentityRepo } from '../identity/repo.js';
 import type { Principal } from '../identity/types.js';
 import type { Store } from '../store/db.js';
+import type { IdempotencyStore } from '../store/idempotency.js';
 import { sortableId } from '../util/ids.js';
 import { OrgQueue } from '../util/org-queue.js';
 import type { RetentionArchive } from './archive.js';
-import { type DataSubject, subjectFields, subjectUsers } from './subject.js';
+import {
+  type DataSubject,
+  holdsSubject,
+  type SubjectKeys,
+  subjectFields,
+  subjectKeys,
+  subjectUsers,
+} from './subject.js';
 
 export type ErasureStatus = 'pending' | 'executing' | 'executed';
 
@@ -62,6 +71,10 @@ export interface ErasureDeps {
   readonly audit: AuditSink;
   /** Removes a user's WebAuthn authenticators; returns how many there were. */
   readonly removeAuthenticators: (userId: string) => Promise<number>;
+  /** The org's approval records: the person as the one who decided, and reasons naming them. */
+  readonly approvals?: Pick<ApprovalStore, 'eraseSubject'>;
+  /** The Idempotency-Key replays this process keeps (24 h): answers holding the subject go. */
+  readonly idempotency?: Pick<IdempotencyStore, 'eraseWhere'>;
   /** The retention archive (SERVICE_AUDIT_ARCHIVE=local): searched and tombstoned too. */
   readonly archive?: RetentionArchive;
   /**
@@ -75,9 +88,12 @@ export interface ErasureDeps {
 /**
  * GDPR erasure (spec 2.8, 4.5; DESIGN B, C). A request names a data subject; executing it:
  *
- * 1. searches the org chain for the personal fields holding the subject's data (`subjectFields`);
+ * 1. searches the org chain for the personal fields holding the subject's data (`subjectFields`,
+ *    a person found by their user ids and addresses both: `subjectKeys`);
  * 2. erases the org's records of the person: their user record and personal access tokens, their
- *    WebAuthn authenticators, and the `owner_email` of agents they own;
+ *    WebAuthn authenticators, the `owner_email` of agents they own, the `decided_by` and reasons
+ *    of approvals they decided (and reasons naming the subject), and the Idempotency-Key answers
+ *    this process keeps of the calls found in step 1 or whose text holds the person;
  * 3. commits the `gdpr.erasure_executed` events naming every field to tombstone (the signed
  *    authority integrity checks tombstones against) with the receipt's hash;
  * 4. tombstones those fields in the store and the JSONL log (`AuditLog.erase`).
@@ -190,11 +206,17 @@ export class ErasureDesk {
           'conflict',
           'this erasure deletes your own account: another admin of the org must execute it',
         );
-      const { targets, scannedTo } = await this.#search(org, subject);
+      const keys = subjectKeys(subject, users);
+      const { targets, pipelines, scannedTo } = await this.#search(org, keys);
       // The person's records: not chained, so erased first, and counted exactly.
-      const records = identity.eraseSubject(org, users, subject.type === 'email' ? subject.value : null);
+      const records = identity.eraseSubject(org, users, keys.emails);
       let authenticators = 0;
       for (const u of users) authenticators += await this.#deps.removeAuthenticators(u.user_id);
+      const approvals =
+        (await this.#deps.approvals?.eraseSubject(org, keys.userIds, (text) => holdsSubject(text, keys))) ??
+        0;
+      const replays =
+        (await this.#deps.idempotency?.eraseWhere(org, pipelines, (body) => bodyHolds(body, keys))) ?? 0;
       const fields = {
         request_id: current.request_id,
         data_subject: subject,
@@ -202,7 +224,7 @@ export class ErasureDesk {
         executed_at: new Date(this.#clock()).toISOString(),
         erased: {
           events: targets.length,
-          records: records.users + records.agents,
+          records: records.users + records.agents + approvals + replays,
           credentials: records.tokens + authenticators,
         },
       };
@@ -262,17 +284,25 @@ export class ErasureDesk {
    * The events of the org chain holding the subject's data, the archived ones first, and the seq
    * the search ended at.
    */
-  async #search(org: string, subject: DataSubject): Promise<{ targets: ErasureTarget[]; scannedTo: number }> {
+  async #search(
+    org: string,
+    keys: SubjectKeys,
+  ): Promise<{ targets: ErasureTarget[]; pipelines: Set<string>; scannedTo: number }> {
     const { log, archive } = this.#deps;
     const last = log.lastSeq(org);
     const targets: ErasureTarget[] = [];
+    const pipelines = new Set<string>();
+    const found = (e: AuditEvent, fields: string[]): void => {
+      targets.push({ event_id: e.id, fields });
+      if (typeof e.pipeline_id === 'string') pipelines.add(e.pipeline_id);
+    };
     let from = 1;
     if (archive !== undefined) {
       let seen = 0;
       for await (const e of archive.events(org)) {
         from = e.seq + 1;
-        const fields = subjectFields(e, subject);
-        if (fields.length > 0) targets.push({ event_id: e.id, fields });
+        const fields = subjectFields(e, keys);
+        if (fields.length > 0) found(e, fields);
         if (++seen % SCAN_CHUNK === 0) await yieldTurn();
       }
     }
@@ -282,13 +312,13 @@ export class ErasureDesk {
         seen++;
         from = e.seq + 1;
         if (e.seq > last) break;
-        const fields = subjectFields(e, subject);
-        if (fields.length > 0) targets.push({ event_id: e.id, fields });
+        const fields = subjectFields(e, keys);
+        if (fields.length > 0) found(e, fields);
       }
       if (seen === 0) break;
       await yieldTurn();
     }
-    return { targets, scannedTo: Math.min(last, from - 1) };
+    return { targets, pipelines, scannedTo: Math.min(last, from - 1) };
   }
 
   #put(request: ErasureRequest): Promise<void> {
@@ -300,6 +330,19 @@ export class ErasureDesk {
 /** The receipt's hash: SHA-256 (hex) of the JCS form of every receipt field but the hash. */
 export function receiptHash(fields: Omit<ErasureReceipt, 'receipt_hash'>): string {
   return hash('sha256', canonicalize(fields), 'hex');
+}
+
+/**
+ * Whether a kept answer holds a person: one of their addresses (any case) or user ids in its text.
+ * An end user's id is not looked for in text (`cust-4` is in `cust-42`): their answers are found
+ * by the calls the erasure tombstones.
+ */
+function bodyHolds(body: string, k: SubjectKeys): boolean {
+  if (k.emails.length === 0 && k.userIds.size === 0) return false;
+  const text = body.toLowerCase();
+  if (k.emails.some((e) => text.includes(e))) return true;
+  for (const id of k.userIds) if (body.includes(id)) return true;
+  return false;
 }
 
 function actorOf(p: Principal): Record<string, string> {

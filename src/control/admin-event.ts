@@ -5,6 +5,8 @@ import type { Principal } from '../identity/types.js';
 /**
  * Records an admin change (`admin.<type>`) in the org's chain, naming who made it: the user (or
  * agent) and the credential it used, so a change made with a leaked token is found by the token.
+ * What a person wrote about themselves (an authenticator's name) goes in `personal`, which erasure
+ * reaches; `details` is covered by the hash for good.
  */
 export function adminEvent(
   audit: AuditSink,
@@ -12,13 +14,15 @@ export function adminEvent(
   p: Principal,
   type: string,
   details: Record<string, unknown>,
+  personal?: Record<string, unknown>,
 ): Promise<unknown> {
-  return audit.append({
+  const event = {
     org_id: orgId,
     event_type: `admin.${type}`,
     outcome: 'allow',
     details: { actor: p.id, actor_kind: p.kind, credential_id: p.credential_id, ...details },
-  });
+  } as const;
+  return audit.append(personal === undefined ? event : { ...event, personal });
 }
 
 /**

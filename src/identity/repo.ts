@@ -295,17 +295,46 @@ export class IdentityRepo {
   }
 
   /**
+   * What the org's records hold of a person besides their user record (a DSAR's): their personal
+   * access tokens, revoked ones included (no secret: name, role, dates, last four), and the agents
+   * whose `owner_email` is one of `emails` (lower-cased; matched in any case). What
+   * `eraseSubject` erases.
+   */
+  subjectRecords(
+    orgId: string,
+    userIds: ReadonlySet<string>,
+    emails: readonly string[],
+  ): { tokens: CredentialRecord[]; agents: AgentRecord[] } {
+    const tokens: CredentialRecord[] = [];
+    const agents: AgentRecord[] = [];
+    if (userIds.size > 0)
+      for (const { value } of this.store.credentials.getRange()) {
+        const c = value as CredentialRecord | string;
+        if (typeof c !== 'string' && c.kind === 'pat' && c.org_id === orgId && userIds.has(c.subject_id))
+          tokens.push(c);
+      }
+    const owners = new Set(emails);
+    if (owners.size > 0)
+      for (const { value } of this.store.agents.getRange()) {
+        const a = value as AgentRecord;
+        if (a.org_id === orgId && a.owner_email !== null && owners.has(a.owner_email.toLowerCase()))
+          agents.push(a);
+      }
+    return { tokens, agents };
+  }
+
+  /**
    * Erases what the org's records hold of a person (GDPR erasure): `users` are deleted with
-   * their personal access tokens, and agents whose `owner_email` is `email` (any case) lose it.
-   * One transaction; returns what it erased.
+   * their personal access tokens, and agents whose `owner_email` is one of `emails` (lower-cased;
+   * matched in any case) lose it. One transaction; returns what it erased.
    */
   eraseSubject(
     orgId: string,
     users: readonly UserRecord[],
-    email: string | null,
+    emails: readonly string[],
   ): { users: number; agents: number; tokens: number } {
     const ids = new Set(users.filter((u) => u.org_id === orgId).map((u) => u.user_id));
-    const owner = email?.toLowerCase();
+    const owners = new Set(emails);
     const erased = { users: 0, agents: 0, tokens: 0 };
     this.store.root.transactionSync(() => {
       for (const id of ids) if (this.store.users.removeSync(id)) erased.users++;
@@ -318,10 +347,11 @@ export class IdentityRepo {
         this.store.credentials.removeSync(subjectIndex(c.subject_id, key as string));
         erased.tokens++;
       }
-      if (owner !== undefined)
+      if (owners.size > 0)
         for (const { key, value } of this.store.agents.getRange()) {
           const a = value as AgentRecord;
-          if (a.org_id !== orgId || a.owner_email?.toLowerCase() !== owner) continue;
+          if (a.org_id !== orgId || a.owner_email === null || !owners.has(a.owner_email.toLowerCase()))
+            continue;
           this.store.agents.putSync(key, { ...a, owner_email: null });
           erased.agents++;
         }

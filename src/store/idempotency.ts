@@ -137,6 +137,47 @@ export class IdempotencyStore {
   }
 
   /**
+   * Deletes the org's kept answers that hold a data subject's data (GDPR erasure): those of the
+   * calls `pipelineIds` names (the calls whose events the erasure tombstones: an end user's
+   * exchanges) and those whose body `holds` finds them in. Their keys are then answered as new
+   * calls. Read `batch` at a time, each batch on its own turn; returns how many it deleted.
+   */
+  async eraseWhere(
+    orgId: string,
+    pipelineIds: ReadonlySet<string>,
+    holds: (body: string) => boolean,
+    batch = 64,
+  ): Promise<number> {
+    let n = 0;
+    let after: Key | undefined;
+    for (;;) {
+      const gone: { key: Key; bytes: number }[] = [];
+      let read = 0;
+      for (const { key, value } of this.store.idempotency.getRange({
+        start: after ?? [orgId],
+        end: [orgId, '\uffff'],
+        ...(after === undefined ? {} : { exclusiveStart: true }),
+        limit: batch,
+      })) {
+        read++;
+        after = key as Key;
+        const rec = value as StoredRecord;
+        if (pipelineIds.has(rec.pipeline_id) || (rec.body !== '' && holds(rec.body)))
+          gone.push({ key: after, bytes: Buffer.byteLength(rec.body, 'utf8') });
+      }
+      if (gone.length > 0) {
+        await this.store.writer.enqueue(() => {
+          for (const { key } of gone) this.store.idempotency.removeSync(key);
+        });
+        n += gone.length;
+        for (const { bytes } of gone) this.count(this.kept, orgId, -bytes);
+      }
+      if (read < batch) return n;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  /**
    * Deletes expired records; resolves to how many, or to 0 while another sweep runs. Replays hold
    * whole answers (up to 64 MiB), so the records are read `batch` at a time, each batch on its own
    * turn of the event loop: a sweep of many large ones must not hold it for all of them at once.

@@ -474,7 +474,8 @@ t.test('store: who may decide, cancel and revoke', async (t) => {
   const decided = sink.events[1] as AuditInput;
   t.match(decided.details, { actor: 'usr_dev', actor_kind: 'user', approval_id: rec.id, tier: 'standard' });
   t.equal(decided.details?.credential_id, 'tok_usr_dev', 'and the token it used');
-  t.equal(decided.reason, 'no');
+  t.equal(decided.reason, null, 'what the decider wrote is not in the hashed reason');
+  t.same(decided.personal, { reason: 'no' }, 'but in a personal field, which an erasure reaches');
   t.equal(sink.events[3]?.details?.actor_kind, 'agent');
 });
 
