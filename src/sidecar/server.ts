@@ -113,7 +113,7 @@ function plaintextRemote(controlUrl: string): boolean {
 export async function startSidecar(
   config: Config,
   logger: Logger,
-  seams: { readonly pruneAfter?: number } = {},
+  seams: { readonly pruneAfter?: number; readonly pruneAgeMs?: number } = {},
 ): Promise<RunningSidecar> {
   if (config.controlUrl === undefined || config.sidecarToken === undefined)
     throw Object.assign(
@@ -189,6 +189,7 @@ export async function startSidecar(
     const shipper: Shipper = new Shipper(control, log, epoch, logger, {
       durable: () => store.durable(),
       ...(seams.pruneAfter === undefined ? {} : { pruneAfter: seams.pruneAfter }),
+      ...(seams.pruneAgeMs === undefined ? {} : { pruneAgeMs: seams.pruneAgeMs }),
     });
     const metrics = new Metrics();
     metrics.watchStore(() => store.health.writable);

@@ -229,6 +229,12 @@ const RETRY_MIN_MS = 250;
 const SEAL_WAIT_MS = 100;
 /** The local log is cut once this many acknowledged entries are past its last cut. */
 const PRUNE_AFTER = 10_000;
+/**
+ * …or once this long has passed since its last cut with any acknowledged entry past it: a quiet
+ * sidecar keeps an acknowledged entry (personal values included) at most about twice this long,
+ * so an erasure at the control plane has no copy here to miss for longer than that.
+ */
+const PRUNE_AGE_MS = 5 * 60_000;
 const RETRY_MAX_MS = 30_000;
 
 /**
@@ -258,6 +264,10 @@ export class Shipper {
 
   /** Acknowledged entries past the last cut before the log is cut again. */
   readonly #pruneAfter: number;
+  /** Time since the last cut (or the start) after which any acknowledged entry is cut. */
+  readonly #pruneAgeMs: number;
+  #lastCut = Date.now();
+  readonly #ageTimer: NodeJS.Timeout;
   #pruning: Promise<void> | undefined;
   /** Resolves once the local store's commits so far are on disk (Store.durable). */
   readonly #durable: () => Promise<void>;
@@ -267,9 +277,16 @@ export class Shipper {
     private readonly log: ChainLog,
     private readonly epoch: string,
     private readonly logger: Logger,
-    opts: { pruneAfter?: number; durable?: () => Promise<void> } = {},
+    opts: { pruneAfter?: number; pruneAgeMs?: number; durable?: () => Promise<void> } = {},
   ) {
     this.#pruneAfter = opts.pruneAfter ?? PRUNE_AFTER;
+    this.#pruneAgeMs = opts.pruneAgeMs ?? PRUNE_AGE_MS;
+    // No push follows the last one of a quiet sidecar: its age is looked at on a timer.
+    this.#ageTimer = setInterval(() => {
+      if (this.#org !== undefined && this.failures === 0 && this.#running === undefined)
+        this.#maybePrune(this.#org);
+    }, this.#pruneAgeMs);
+    this.#ageTimer.unref();
     this.#durable = opts.durable ?? (() => Promise.resolve());
   }
 
@@ -461,19 +478,22 @@ export class Shipper {
 
   /**
    * Cuts the local log at the newest seal boundary the control plane has acknowledged, once
-   * enough is acknowledged past the last cut: what the org chain holds is not kept twice (an
+   * enough is acknowledged past the last cut, or it was cut `pruneAgeMs` ago or longer: what the org chain holds is not kept twice (an
    * erasure at the control plane then has no copy here to miss). The cut is a retention cut
    * without an archive: a `_chain_bridge` keeps what is left verifiable.
    */
   #maybePrune(org: string): void {
     if (this.#pruning !== undefined || this.#closed) return;
-    if (this.acked - this.log.prunedThrough(org) < this.#pruneAfter) return;
+    const past = this.acked - this.log.prunedThrough(org);
+    if (past < this.#pruneAfter && (past <= 0 || Date.now() - this.#lastCut < this.#pruneAgeMs)) return;
     const toSeq = this.log.pruneCutAt(org, this.acked);
     if (toSeq === undefined || toSeq <= this.log.prunedThrough(org)) return;
     this.#pruning = this.log
       .prune(org, toSeq)
       .then(
-        () => {},
+        () => {
+          this.#lastCut = Date.now();
+        },
         (err: unknown) =>
           this.logger.warn(
             'the acknowledged part of the sidecar log could not be cut; kept, and tried later',
@@ -489,6 +509,7 @@ export class Shipper {
 
   /** Ships what it can within `graceMs`, then stops; what is left stays in the local log for the next start. */
   async close(graceMs: number): Promise<void> {
+    clearInterval(this.#ageTimer);
     if (this.#timer) {
       clearTimeout(this.#timer);
       this.#timer = undefined;

@@ -39,6 +39,8 @@ export async function startTestSidecar(opts: {
   env?: Record<string, string>;
   /** Cut the local log once this many acknowledged entries are past its last cut. */
   pruneAfter?: number;
+  /** …or once this long has passed since its last cut (ms). */
+  pruneAgeMs?: number;
   /** Where its log lines go (default: errors only, to stderr). */
   logger?: Logger;
 }): Promise<TestSidecar> {
@@ -56,11 +58,10 @@ export async function startTestSidecar(opts: {
     SERVICE_PROXY_PORT: '0',
     ...opts.env,
   });
-  const sidecar = await startSidecar(
-    config,
-    opts.logger ?? createLogger('error'),
-    opts.pruneAfter === undefined ? {} : { pruneAfter: opts.pruneAfter },
-  );
+  const sidecar = await startSidecar(config, opts.logger ?? createLogger('error'), {
+    ...(opts.pruneAfter === undefined ? {} : { pruneAfter: opts.pruneAfter }),
+    ...(opts.pruneAgeMs === undefined ? {} : { pruneAgeMs: opts.pruneAgeMs }),
+  });
   const url = sidecar.listenUrl;
   return {
     sidecar,

@@ -47,3 +47,31 @@ t.test('the sidecar cuts what the control plane acknowledged, and its log stays 
     'intact',
   );
 });
+
+t.test('a quiet sidecar cuts what was acknowledged after a while, whatever its number', async (t) => {
+  // An erasure at the control plane cannot reach the sidecar's copy: it must not outlive the cut's
+  // age (a sidecar with few calls never reached the count, and kept its entries for good).
+  const control = await startService();
+  const { token } = await createSidecarToken(control, control.pat);
+  const sc = await startTestSidecar({ controlUrl: control.url, token, pruneAgeMs: 300 });
+  t.teardown(async () => {
+    await sc.close();
+    await control.close();
+  });
+  const client = new OpenAI({ apiKey: control.agentKey, baseURL: `${sc.url}/v1`, maxRetries: 0 });
+  // Three calls, each sealed on its own (a seal is cut within 250 ms): a cut ends on a seal before
+  // the log's last entry, which stays as the head the next entry links to.
+  for (let i = 0; i < 3; i++) {
+    await client.chat.completions.create({
+      model: 'mock-echo',
+      messages: [{ role: 'user', content: `hello ${i}` }],
+      user: 'quiet-customer',
+    });
+    await waitFor(() => sc.sidecar.shipper.unshipped === 0, 'shipped');
+  }
+  await waitFor(() => sc.sidecar.log.prunedThrough('default') > 0, 'the acknowledged entries are cut');
+  const cut = sc.sidecar.log.prunedThrough('default');
+  t.ok(cut < sc.sidecar.log.lastSeq('default'), `cut through ${cut}, before the head`);
+  t.ok(cut <= sc.sidecar.shipper.acked, 'only what the control plane acknowledged');
+  t.equal(sc.sidecar.log.integrity('default').status, 'intact', 'what is left verifies from the bridge');
+});
