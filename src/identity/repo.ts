@@ -32,6 +32,12 @@ const AGENT_KEY_INDEX_BUILT = 'meta:agent-key-index';
 /** The key of a live credential in the subject index (IdentityRepo.indexSubjects). */
 const subjectIndex = (subjectId: string, hash: string): string => `sc:${subjectId}:${hash}`;
 const SUBJECT_INDEX_BUILT = 'meta:subject-index';
+/** A user's key in the index of addresses: unique per org, in any case. */
+const emailKey = (orgId: string, email: string): string[] => ['e', orgId, email.toLowerCase()];
+/** An org's key in the index of names (exact). */
+const orgNameKey = (name: string): string[] => ['n', name];
+const IDENTITY_INDEX_BUILT = ['built'];
+const HIGH = '\uffff';
 /**
  * Live (unrevoked, unexpired) credentials one user or agent may hold. Far more than rotation
  * needs; it bounds what one caller (any requester can mint its own tokens) can add to the store
@@ -51,6 +57,29 @@ export class IdentityRepo {
   constructor(private readonly store: Store) {
     this.indexAgentKeys();
     this.indexSubjects();
+    this.indexNames();
+  }
+
+  /**
+   * The indexes of org names and of users' addresses per org (`identityIndex`), so creating an
+   * org or a user, and listing an org's users, read one key or one org's range instead of every
+   * record of the deployment inside a write transaction. Built once from the records when a
+   * store written before them opens.
+   */
+  private indexNames(): void {
+    const { identityIndex } = this.store;
+    if (identityIndex.get(IDENTITY_INDEX_BUILT) !== undefined) return;
+    this.store.root.transactionSync(() => {
+      for (const { value } of this.store.orgs.getRange()) {
+        const o = value as OrgRecord;
+        identityIndex.putSync(orgNameKey(o.name), o.org_id);
+      }
+      for (const { value } of this.store.users.getRange()) {
+        const u = value as UserRecord;
+        identityIndex.putSync(emailKey(u.org_id, u.email), u.user_id);
+      }
+      identityIndex.putSync(IDENTITY_INDEX_BUILT, 1);
+    });
   }
 
   /**
@@ -117,12 +146,11 @@ export class IdentityRepo {
   createOrg(name: string, orgId = `org_${newId('', 16)}`): OrgRecord {
     const record: OrgRecord = { org_id: orgId, name, created_at: nowIso() };
     this.store.root.transactionSync(() => {
-      for (const { value } of this.store.orgs.getRange()) {
-        if ((value as OrgRecord).name === name)
-          throw new ServiceError('conflict', `an org named "${name}" exists`);
-      }
+      if (this.store.identityIndex.get(orgNameKey(name)) !== undefined)
+        throw new ServiceError('conflict', `an org named "${name}" exists`);
       if (this.store.orgs.get(orgId) !== undefined) throw new ServiceError('conflict', `org ${orgId} exists`);
       this.store.orgs.putSync(orgId, record);
+      this.store.identityIndex.putSync(orgNameKey(name), orgId);
     });
     return record;
   }
@@ -136,12 +164,13 @@ export class IdentityRepo {
     return this.store.users.get(userId);
   }
 
-  /** The org's users (a read of every user record: for rare reads such as a DSAR). */
+  /** The org's users, by address (read through the org's range of the address index). */
   usersOf(orgId: string): UserRecord[] {
     const out: UserRecord[] = [];
-    for (const { value } of this.store.users.getRange()) {
-      const u = value as UserRecord;
-      if (u.org_id === orgId) out.push(u);
+    const range = this.store.identityIndex.getRange({ start: ['e', orgId], end: ['e', orgId, HIGH] });
+    for (const { value } of range) {
+      const u = this.store.users.get(value as string) as UserRecord | undefined;
+      if (u !== undefined && u.org_id === orgId) out.push(u);
     }
     return out;
   }
@@ -149,13 +178,10 @@ export class IdentityRepo {
   createUser(orgId: string, email: string, role: Role, userId = newId('usr_', 16)): UserRecord {
     const record: UserRecord = { user_id: userId, org_id: orgId, email, role, created_at: nowIso() };
     this.store.root.transactionSync(() => {
-      for (const { value } of this.store.users.getRange()) {
-        const u = value as UserRecord;
-        if (u.org_id === orgId && u.email.toLowerCase() === email.toLowerCase()) {
-          throw new ServiceError('conflict', `a user with email ${email} exists in this org`);
-        }
-      }
+      if (this.store.identityIndex.get(emailKey(orgId, email)) !== undefined)
+        throw new ServiceError('conflict', `a user with email ${email} exists in this org`);
       this.store.users.putSync(userId, record);
+      this.store.identityIndex.putSync(emailKey(orgId, email), userId);
     });
     this.bump(orgId);
     return record;
@@ -337,7 +363,11 @@ export class IdentityRepo {
     const owners = new Set(emails);
     const erased = { users: 0, agents: 0, tokens: 0 };
     this.store.root.transactionSync(() => {
-      for (const id of ids) if (this.store.users.removeSync(id)) erased.users++;
+      for (const u of users) {
+        if (u.org_id !== orgId || !this.store.users.removeSync(u.user_id)) continue;
+        this.store.identityIndex.removeSync(emailKey(orgId, u.email));
+        erased.users++;
+      }
       for (const { key, value } of this.store.credentials.getRange()) {
         const c = value as CredentialRecord | string;
         if (typeof c === 'string' || c.kind !== 'pat' || c.org_id !== orgId || !ids.has(c.subject_id))

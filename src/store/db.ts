@@ -19,6 +19,8 @@ export interface Store {
   readonly health: StoreHealth;
   readonly orgs: AnyDb;
   readonly users: AnyDb;
+  /** `['e', org, lower-case email]` → user id; `['n', org name]` → org id (IdentityRepo). */
+  readonly identityIndex: AnyDb;
   readonly credentials: AnyDb;
   readonly agents: AnyDb;
   readonly agentNames: AnyDb;
@@ -185,6 +187,7 @@ export function openStore(dataDir: string, opts: StoreOptions = {}): Store {
     health,
     orgs: db('orgs'),
     users: db('users'),
+    identityIndex: db('identity_index'),
     credentials: db('credentials'),
     agents: db('agents'),
     agentNames: db('agent_names'),

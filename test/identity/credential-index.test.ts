@@ -111,3 +111,43 @@ t.test('a user or an agent holds at most MAX_LIVE_CREDENTIALS live credentials',
   ({ store, repo } = await opened.reopen());
   refused(() => repo.createPat(user, {}), 'after the index is built again');
 });
+
+// Creating an org or a user checks its name or address through an index, not a scan of every
+// record of the deployment inside the write transaction; an org's users are read from its range.
+t.test('org names and user addresses are unique through their index, built for an older store', async (t) => {
+  const opened = identityStore(t);
+  let { store, repo } = opened;
+  const a = repo.createOrg('acme');
+  const b = repo.createOrg('globex');
+  t.throws(() => repo.createOrg('acme'), { code: 'conflict' }, 'an org name is taken once');
+  const ann = repo.createUser(a.org_id, 'Ann@Acme.example', 'admin');
+  repo.createUser(a.org_id, 'bob@acme.example', 'developer');
+  repo.createUser(b.org_id, 'ann@acme.example', 'auditor');
+  t.throws(
+    () => repo.createUser(a.org_id, 'ann@ACME.example', 'auditor'),
+    { code: 'conflict' },
+    'an address is taken once per org, in any case',
+  );
+  const emails = (org: string) =>
+    repo
+      .usersOf(org)
+      .map((u) => u.email)
+      .sort();
+  t.same(emails(a.org_id), ['Ann@Acme.example', 'bob@acme.example']);
+  t.same(emails(b.org_id), ['ann@acme.example'], 'the same address in another org is another user');
+
+  // A store written before the index: its entries and mark removed, then opened again.
+  await store.root.transaction(() => {
+    for (const { key } of store.identityIndex.getRange()) store.identityIndex.removeSync(key);
+  });
+  ({ store, repo } = await opened.reopen());
+  t.throws(() => repo.createOrg('globex'), { code: 'conflict' }, 'names indexed when the store opens');
+  t.throws(() => repo.createUser(b.org_id, 'ANN@acme.example', 'auditor'), { code: 'conflict' });
+  t.same(emails(a.org_id), ['Ann@Acme.example', 'bob@acme.example']);
+
+  // An erased person's address is free again in their org, and only there.
+  repo.eraseSubject(a.org_id, [ann], ['ann@acme.example']);
+  t.same(emails(a.org_id), ['bob@acme.example']);
+  t.ok(repo.createUser(a.org_id, 'ann@acme.example', 'auditor'), 'the address can be given again');
+  t.throws(() => repo.createUser(b.org_id, 'ann@acme.example', 'auditor'), { code: 'conflict' });
+});
