@@ -29,10 +29,15 @@ const STRUCTURAL = new Set([
   'credential_id',
   'actor',
 ]);
-/** Absolute paths under a file system's usual roots (an API route such as `/v1/chat` is not one). */
+/**
+ * Absolute paths under a file system's usual roots (an API route such as `/v1/chat` is not one),
+ * also as a `file://` URL.
+ */
 const POSIX_PATH =
-  /(^|[\s"'=(,;:])\/(?:home|root|etc|var|usr|opt|tmp|srv|mnt|media|Users|private|proc|sys|dev|run|lib|lib64|bin|sbin|boot|data|app|workspace)\/[\w.@+/-]*/g;
+  /(^|[\s"'=(,;:]|file:\/\/)\/(?:home|root|etc|var|usr|opt|tmp|srv|mnt|media|Users|private|proc|sys|dev|run|lib|lib64|bin|sbin|boot|data|app|workspace)\/[\w.@+/-]*/g;
 const WINDOWS_PATH = /\b[A-Za-z]:\\(?:[^\\\s"'<>|]+\\)*[^\\\s"'<>|]*/g;
+/** A Windows UNC path (two backslashes, a server, a share: `\\fs01\finance\…`). */
+const UNC_PATH = /(?<![\\\w])\\\\[\w.$-]+\\[^\s"'<>|]*/g;
 
 /**
  * A string as it may leave govgate (spec 6.2, "Redact"): API keys, tokens, private keys and
@@ -43,7 +48,10 @@ export function scrubText(s: string): string {
   let out = s.length > OUTBOUND_STRING_MAX ? s.slice(0, OUTBOUND_STRING_MAX) : s;
   const found = detect(out, { pii: false, injection: false, unicode: false, secrets: true }).findings;
   if (found.length > 0) out = redact(out, found, ['secret']);
-  out = out.replace(POSIX_PATH, (_m, lead: string) => `${lead}[PATH]`).replace(WINDOWS_PATH, '[PATH]');
+  out = out
+    .replace(POSIX_PATH, (_m, lead: string) => `${lead}[PATH]`)
+    .replace(WINDOWS_PATH, '[PATH]')
+    .replace(UNC_PATH, '[PATH]');
   return s.length > OUTBOUND_STRING_MAX ? `${out}…[truncated ${s.length - OUTBOUND_STRING_MAX} chars]` : out;
 }
 

@@ -16,9 +16,13 @@ t.test('scrubText strips secrets and paths, keeps prose and API routes, truncate
   const cases: Array<[string, string]> = [
     ['key AKIAIOSFODNN7EXAMPLE here', 'key [SECRET] here'],
     ['ghp_0123456789abcdefghijklmnopqrstuvwxyzAB', '[SECRET]'],
+    ['agent key gk_agent_0YWNu3OjmomVb5gy7gKTpBKV417qYNKvnetOkBg9 leaked', 'agent key [SECRET] leaked'],
+    ['token gk_pat_bzGOe8DToXpfZj54ZbIakF0o8UnA0CzKwfw0Mqn6', 'token [SECRET]'],
     ['postgres://app:hunter2pass@db.internal:5432/app', 'postgres://app:[SECRET]@db.internal:5432/app'],
     ['read /etc/passwd and /home/alice/.ssh/id_rsa', 'read [PATH] and [PATH]'],
     ['C:\\Users\\alice\\secret.txt was opened', '[PATH] was opened'],
+    ['opened \\\\fs01\\finance\\payroll.xlsx', 'opened [PATH]'],
+    ['fetch file:///etc/shadow now', 'fetch file://[PATH] now'],
     ['POST /v1/chat/completions then /api/audit', 'POST /v1/chat/completions then /api/audit'],
     ['see https://example.com/home/x', 'see https://example.com/home/x'],
     ['blocked by rule no-wires: wires need approval', 'blocked by rule no-wires: wires need approval'],

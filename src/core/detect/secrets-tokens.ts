@@ -1,5 +1,6 @@
-// Secrets with a recognisable shape: vendor-prefixed tokens (one alternation, one pass), JWTs,
-// PEM/OpenSSH/PGP private key blocks and URLs that carry a password (`scheme://user:pw@host`).
+// Secrets with a recognisable shape: vendor-prefixed tokens and govgate's own credentials (one
+// alternation, one pass), JWTs, PEM/OpenSSH/PGP private key blocks and URLs that carry a password
+// (`scheme://user:pw@host`).
 
 import { isAsciiAlnum, isAsciiLetter, isDigit } from './chars.js';
 import type { SpanCursor } from './span-cursor.js';
@@ -26,6 +27,8 @@ const TOKENS = new RegExp(
     `${RUN}(eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.[A-Za-z0-9_-]{16,})`,
     `${AFTER_DASH}(hf_[A-Za-z0-9]{30,40}|[sr]k_live_[A-Za-z0-9]{20,}|npm_[A-Za-z0-9]{36})(?![A-Za-z0-9_])`,
     `${RUN}(glpat-[A-Za-z0-9_-]{20,}|SG\\.[A-Za-z0-9_-]{22}\\.[A-Za-z0-9_-]{43})(?![A-Za-z0-9_-])`,
+    // govgate's own credentials (DESIGN C): agent keys, personal access tokens, sidecar tokens.
+    `${AFTER_DASH}(gk_(?:agent|pat|sc)_[A-Za-z0-9]{40})(?![A-Za-z0-9_])`,
   ].join('|'),
   'y',
 );
@@ -40,6 +43,7 @@ const GROUP_TYPES: readonly SecretType[] = [
   'jwt',
   'generic_secret',
   'generic_secret',
+  'govgate_key',
 ];
 
 const PEM_BEGIN = /-----BEGIN ((?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?)-----/g;
@@ -99,12 +103,17 @@ function tokenStarts(text: string, into: number[]): void {
     const c = text.charCodeAt(p + 1);
     if (c >= 66 && c <= 83 && (AWS_SECOND & (1 << (c - 64))) !== 0) into.push(p);
   }
-  // By the character before the `_`: hf_, sk_live_, rk_live_; gh[pousr]_; npm_; github_pat_.
+  // By the character before the `_`: hf_, sk_live_, rk_live_, gk_; gh[pousr]_; npm_; github_pat_.
   for (let p = text.indexOf('_'); p !== -1; p = text.indexOf('_', p + 1)) {
     switch (text.charCodeAt(p - 1)) {
       case 102: // f
       case 107: // k
-        if (prefixAt(text, 'hf', p - 2) || prefixAt(text, 'sk', p - 2) || prefixAt(text, 'rk', p - 2)) {
+        if (
+          prefixAt(text, 'hf', p - 2) ||
+          prefixAt(text, 'sk', p - 2) ||
+          prefixAt(text, 'rk', p - 2) ||
+          prefixAt(text, 'gk', p - 2)
+        ) {
           into.push(p - 2);
         }
         break;

@@ -18,6 +18,7 @@ export const SECRET_TYPES = [
   'jwt',
   'connection_string',
   'generic_secret',
+  'govgate_key',
 ] as const;
 export type SecretType = (typeof SECRET_TYPES)[number];
 

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { detect, MIN_SECRET_LENGTH, SECRET_ENTROPY_THRESHOLD } from '../../../src/core/detect/index.js';
 import { shannonEntropy } from '../../../src/core/detect/validators.js';
+import { newAgentKey, newPat, newSidecarToken } from '../../../src/util/ids.js';
 import { checkCorpus } from './corpus.js';
 
 function secrets(text: string): [string, string][] {
@@ -34,6 +35,22 @@ t.test('vendor tokens need their exact shape and a clean boundary', async (t) =>
   // Dash-joined tokens are each their own finding.
   t.same(secrets(`${gh}-${gh}`).length, 2, 'two tokens joined by a dash');
 });
+
+t.test(
+  "govgate's own credentials are secrets: agent keys, personal access tokens, sidecar tokens",
+  async (t) => {
+    // DESIGN C: `gk_agent_` / `gk_pat_` (and a sidecar's `gk_sc_`) + 40 base62 characters. An agent
+    // that pastes its key into a prompt, or a key in a tool argument, must not reach a provider, an
+    // export or an alert as it is (spec 6.2, "Redact: API keys, tokens").
+    for (const key of [newAgentKey(), newPat(), newSidecarToken()]) {
+      t.same(secrets(`my key is ${key}, use it`), [['govgate_key', key]], key.slice(0, 7));
+      t.same(secrets(`Authorization: Bearer ${key}`).length, 1, 'found once behind Bearer');
+      t.same(secrets(`x${key}`), [], 'not inside a word');
+      t.same(secrets(`${key}0`), [], 'one character too long');
+      t.same(secrets(key.slice(0, -1)), [], 'one character too short');
+    }
+  },
+);
 
 t.test('JWT is one finding over all three segments', async (t) => {
   const jwt =
