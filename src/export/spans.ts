@@ -12,6 +12,13 @@ const FLUSH_MS = 1_000;
 const QUEUE_MAX = 8_192;
 const RETRIES = 3;
 const TIMEOUT_MS = 10_000;
+/**
+ * The events that are governance decisions: a model call, an embedding, a governed action. Other
+ * events also name a behavior type (the call's `pii_detected`, an approval's transitions, an
+ * execution report, a tool run, an idempotent replay) but decide nothing: a span each would count
+ * one decision several times, under verdicts such as `redacted` or `pending`.
+ */
+const DECISION_EVENTS: ReadonlySet<string> = new Set(['llm_call', 'embedding_call', 'govern.decision']);
 
 export interface SpanStats {
   sent: number;
@@ -22,8 +29,8 @@ export interface SpanStats {
 
 /**
  * OpenTelemetry spans of governance decisions (spec 6.2): with `OTEL_EXPORTER_OTLP_ENDPOINT` and
- * `SERVICE_OTLP_AUDIT_SPANS=1`, every committed event that is a governance decision (it has a
- * behavior type: a model call, an embedding, a governed action) becomes one span, posted as
+ * `SERVICE_OTLP_AUDIT_SPANS=1`, every committed event that is a governance decision
+ * (`DECISION_EVENTS`: a model call, an embedding, a governed action) becomes one span, posted as
  * OTLP/HTTP JSON to `<endpoint>/v1/traces` with `OTEL_EXPORTER_OTLP_HEADERS`, in batches (512
  * spans, or 1 s after the first), retried 3 times. A deployment-wide sink (spec 6.2, layer 1): it
  * sees every org's decisions, and the collector is the operator's, so it is not SSRF-checked.
@@ -53,7 +60,7 @@ export class SpanExporter {
   readonly onCommitted = (_org: string, events: readonly AuditEvent[]): void => {
     if (this.#closed) return;
     for (const e of events) {
-      if (e.behavior_type === null || e.behavior_type === undefined) continue;
+      if (!DECISION_EVENTS.has(e.event_type)) continue;
       if (this.#queue.length >= QUEUE_MAX) {
         this.#queue.shift();
         this.stats.dropped++;

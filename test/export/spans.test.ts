@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { startReceiver } from '../helpers/receiver.js';
-import { createOrg, startService } from '../helpers/service.js';
+import { createOrg, publishOrgPolicy, startService } from '../helpers/service.js';
 
 // OpenTelemetry spans (spec 6.2): with OTEL_EXPORTER_OTLP_ENDPOINT and SERVICE_OTLP_AUDIT_SPANS=1,
 // one span per governance decision of every org goes to <endpoint>/v1/traces as OTLP/HTTP JSON,
@@ -63,6 +63,57 @@ t.test('one span per decision, of every org, a block marked as an error', async 
   const m = await svc.call('/api/metrics');
   t.match(String(m.body), /govgate_otlp_spans_total\{status="sent"\} 3/);
 });
+
+t.test(
+  'only decisions make spans: not the pii_detected, approval or execution events around them',
+  async (t) => {
+    const otel = await startReceiver();
+    t.teardown(() => otel.close());
+    const svc = await startService({
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otel.port}`, SERVICE_OTLP_AUDIT_SPANS: '1' },
+    });
+    t.teardown(() => svc.close());
+    await publishOrgPolicy(svc, 'refunds', {
+      rules: [{ id: 'ask', when: { type: 'TOOL_CALL', tool: 'payments.refund' }, then: 'require_approval' }],
+    });
+    // 1: a model call whose prompt holds an email (redacted): llm_call and pii_detected.
+    const chat = await svc.call('/v1/chat/completions', {
+      token: svc.agentKey,
+      body: { model: 'mock-echo', messages: [{ role: 'user', content: 'write to jane.roe@example.com' }] },
+    });
+    t.equal(chat.status, 200);
+    // 2: an action that needs approval (approval.created), approved (approval.decided);
+    // 3: the identical call, allowed (approval.consumed), then reported (govern.execution).
+    const refund = { type: 'TOOL_CALL', payload: { tool: 'payments.refund', args: { amount: 5 } } };
+    const asked = await svc.call('/v1/govern', { token: svc.agentKey, body: refund });
+    t.equal(asked.body.outcome, 'needs_approval');
+    const decided = await svc.call(`/v1/me/approvals/${asked.body.approval.request_id}/decide`, {
+      token: svc.pat,
+      body: { decision: 'approve' },
+    });
+    t.equal(decided.status, 200);
+    const allowed = await svc.call('/v1/govern', { token: svc.agentKey, body: refund });
+    t.equal(allowed.body.outcome, 'allow');
+    const report = await svc.call('/v1/govern/execution', {
+      token: svc.agentKey,
+      body: { pipeline_id: allowed.body.pipeline_id, ok: true },
+    });
+    t.equal(report.status, 200);
+    const trail = await svc.call('/api/audit?limit=100', { token: svc.pat });
+    const around = trail.body.data.filter(
+      (e: any) => e.behavior_type !== null && !['llm_call', 'govern.decision'].includes(e.event_type),
+    );
+    t.ok(around.length >= 5, 'the trail holds events with a behavior type that decide nothing');
+    for (let i = 0; i < 200 && spansOf(otel.posts).length < 3; i++) await sleep(25);
+    await sleep(1_300); // a later batch would have gone by now
+    const spans = spansOf(otel.posts);
+    t.same(
+      spans.map((s: any) => `${attrs(s)['govgate.event_type']}/${attrs(s)['govgate.verdict']}`).sort(),
+      ['govern.decision/allow', 'govern.decision/needs_approval', 'llm_call/allow'],
+      'one span per decision, nothing else',
+    );
+  },
+);
 
 t.test('off unless SERVICE_OTLP_AUDIT_SPANS=1', async (t) => {
   const otel = await startReceiver();
