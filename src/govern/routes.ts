@@ -1,4 +1,4 @@
-import type { AuditReader, AuditSink } from '../audit/types.js';
+import type { AuditInput, AuditReader, AuditSink } from '../audit/types.js';
 import { adminEvent, recordedUrl } from '../control/admin-event.js';
 import { strictBody } from '../control/body.js';
 import { ServiceError } from '../core/errors.js';
@@ -37,6 +37,42 @@ function obligationsOf(d: GovernResult['decision']): Record<string, unknown>[] {
   if (d.outcome === 'allow' && d.redact.length > 0)
     return [{ type: 'redact', categories: d.redact, reason: d.reason }];
   return [];
+}
+
+/**
+ * Spec 2.7 and 6.1: PII found in a governed action's payload is a `pii_detected` event, as in a
+ * model call's prompt (the gateway writes those), in the decision's pipeline: the kinds found,
+ * never the values, and the action taken. `blocked` when the action was not allowed (block or
+ * needs_approval), else `allowed`: govgate does not change what the agent carries out, so a
+ * redact obligation is named as `obligation`, not claimed as done.
+ */
+function piiDetectedEvent(
+  decision: AuditInput,
+  d: GovernResult['decision'],
+  types: readonly string[],
+  caller: { credential_id: unknown; acting_admin: unknown },
+): AuditInput {
+  const action = d.outcome === 'allow' ? 'allowed' : 'blocked';
+  return {
+    org_id: decision.org_id,
+    event_type: 'pii_detected',
+    agent_id: decision.agent_id ?? null,
+    session_id: decision.session_id ?? null,
+    task_id: decision.task_id ?? null,
+    pipeline_id: decision.pipeline_id ?? null,
+    behavior_type: decision.behavior_type ?? null,
+    provider: decision.provider ?? null,
+    model: decision.model ?? null,
+    outcome: action,
+    details: {
+      stage: 'input',
+      entity_types: types,
+      action,
+      obligation: d.outcome === 'allow' && d.redact.includes('pii') ? 'redact' : null,
+      credential_id: caller.credential_id,
+      acting_admin: caller.acting_admin,
+    },
+  };
 }
 
 export interface GovernDeps {
@@ -158,7 +194,7 @@ export function registerDecisionRoutes(router: Router<RouteHandler>, deps: Decis
       });
     }
     // `extra` is assigned, not spread into the literal: see docs/ops.md ("Object spreads").
-    const ref = await audit.append({
+    const event: AuditInput = {
       org_id: agent.orgId,
       event_type: 'govern.decision',
       agent_id: agent.agentId,
@@ -192,7 +228,19 @@ export function registerDecisionRoutes(router: Router<RouteHandler>, deps: Decis
         extra,
       ),
       personal: { args: action.args, payload: action.payload },
-    });
+    };
+    const pii = result.scan.summary.pii;
+    const [ref] = await Promise.all([
+      audit.append(event),
+      pii.length === 0
+        ? undefined
+        : audit.append(
+            piiDetectedEvent(event, d, pii, {
+              credential_id: agent.principal.credential_id,
+              acting_admin: agent.actingAdmin,
+            }),
+          ),
+    ]);
     const response: Record<string, unknown> = {
       outcome: d.outcome,
       reason: d.reason,
