@@ -17,7 +17,7 @@ import {
   parseRuleSetText,
   policyFlags,
 } from '../core/policy/index.js';
-import { blockingStep, parseAction } from '../govern/action.js';
+import { blockingStep, obligationsOf, parseAction } from '../govern/action.js';
 import { detectOptions } from '../govern/governor.js';
 import { isLarge, type ScanPool } from '../govern/scan-pool.js';
 import type { RouteHandler } from '../http/app.js';
@@ -314,10 +314,7 @@ export function registerReplayRoutes(router: Router<RouteHandler>, deps: ReplayD
       outcome: d.outcome,
       reason: d.reason,
       rule_id: d.rule_id,
-      obligations:
-        d.outcome === 'needs_approval'
-          ? [{ type: 'require_approval', tier: d.tier ?? 'standard', reason: d.reason }]
-          : [],
+      obligations: obligationsOf(d),
       details: {
         blocking_step: blockingStep(d.outcome, d.rule_id),
         mode: d.mode,

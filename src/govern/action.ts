@@ -2,7 +2,7 @@
 // the policy playground tries against a candidate policy, parsed by the same rules.
 
 import { ServiceError } from '../core/errors.js';
-import { BEHAVIOR_TYPES, type BehaviorType } from '../core/policy/index.js';
+import { BEHAVIOR_TYPES, type BehaviorType, type Decision } from '../core/policy/index.js';
 import { toolName } from './tool-name.js';
 
 export interface GovernAction {
@@ -74,6 +74,19 @@ export function parseAction(body: Record<string, unknown>, at = ''): GovernActio
 
 /** The longest `payload.model` or `payload.provider` taken (the gateway's model ids are as long). */
 const MAX_NAME = 256;
+
+/**
+ * What the agent must do for the decision to hold: have it approved, or remove what the policy
+ * wants redacted. govgate rewrites the texts it forwards itself; an action the agent carries out
+ * is the agent's to change (and a changed action is governed again: a mandate binds its args).
+ */
+export function obligationsOf(d: Decision): Record<string, unknown>[] {
+  if (d.outcome === 'needs_approval')
+    return [{ type: 'require_approval', tier: d.tier ?? 'standard', reason: d.reason }];
+  if (d.outcome === 'allow' && d.redact.length > 0)
+    return [{ type: 'redact', categories: d.redact, reason: d.reason }];
+  return [];
+}
 
 /** Which step decided a non-allow outcome (DESIGN C `details.blocking_step`). */
 export function blockingStep(outcome: string, ruleId: string | null): string | null {

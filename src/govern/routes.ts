@@ -19,25 +19,12 @@ import type { Router } from '../http/router.js';
 import { requireRole, targetOrg } from '../identity/guard.js';
 import type { Snapshot } from '../snapshot/types.js';
 import { newId } from '../util/ids.js';
-import { blockingStep, type GovernAction, parseAction } from './action.js';
+import { blockingStep, type GovernAction, obligationsOf, parseAction } from './action.js';
 import { registerExecutionRoute } from './execution.js';
 import { decisionRecord, detectionRecord, type Governor, type GovernResult } from './governor.js';
 import { toolName } from './tool-name.js';
 import { ToolCallError, type ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
-
-/**
- * What the agent must do for the decision to hold: have it approved, or remove what the policy
- * wants redacted. govgate rewrites the texts it forwards itself; an action the agent carries out
- * is the agent's to change (and a changed action is governed again: a mandate binds its args).
- */
-function obligationsOf(d: GovernResult['decision']): Record<string, unknown>[] {
-  if (d.outcome === 'needs_approval')
-    return [{ type: 'require_approval', tier: d.tier ?? 'standard', reason: d.reason }];
-  if (d.outcome === 'allow' && d.redact.length > 0)
-    return [{ type: 'redact', categories: d.redact, reason: d.reason }];
-  return [];
-}
 
 /**
  * Spec 2.7 and 6.1: PII found in a governed action's payload is a `pii_detected` event, as in a

@@ -838,6 +838,35 @@ t.test('replay over HTTP', async (t) => {
       { type: 'require_approval', tier: 'signed', reason: 'approval required by rule approve-pay' },
     ]);
     t.equal(pay.body.details.blocking_step, 'policy_rule');
+    // A redaction the policy wants is the same obligation /v1/govern gives (the agent's to make).
+    const redacting = { detectors: { pii: { action: 'redact' } }, rules: [] };
+    const redactGovernor = new Governor(
+      {
+        policy: () => ({ policy: compiled(redacting), policy_id: null, version_no: null }),
+      } as unknown as Snapshot,
+      { granted: () => undefined, consume: () => undefined },
+    );
+    const mailPayload = cases[2]!.payload as Record<string, unknown>;
+    const redacted = redactGovernor.decide(
+      { orgId: a.orgId, agentId: 'playground', agentUuid: 'u' },
+      {
+        type: 'TOOL_CALL',
+        tool: 'mail',
+        args: mailPayload.args,
+        payload: mailPayload,
+        texts: stringsIn(mailPayload, 'payload').map((text, i) => ({ message: i, part: -1, text })),
+        flagsHeader: undefined,
+      },
+    ).decision;
+    t.equal(redacted.outcome, 'allow');
+    t.same(redacted.redact, ['pii']);
+    const obliged = await h.call(PG, { token: dev, body: { rules: redacting, action: cases[2] } });
+    t.equal(obliged.body.outcome, 'allow');
+    t.same(
+      obliged.body.obligations,
+      [{ type: 'redact', categories: ['pii'], reason: redacted.reason }],
+      'the redact obligation, as /v1/govern answers it',
+    );
     const mail = await h.call(PG, { token: dev, body: { rules, action: cases[2] } });
     t.equal(mail.body.outcome, 'block');
     t.equal(mail.body.rule_id, 'detector:pii');
