@@ -24,10 +24,9 @@ import {
 } from '../core/guardrails/index.js';
 import type { Governor, GovernResult } from '../govern/governor.js';
 import { decisionRecord, detectionRecord } from '../govern/governor.js';
-import { isLargeText, type ScanPool, ScanQueueFull } from '../govern/scan-pool.js';
+import { isLargeText, type ScanPool } from '../govern/scan-pool.js';
 import type { ApprovalRequest } from '../govern/types.js';
 import type { Ctx } from '../http/context.js';
-import type { ServerResponse } from '../http/types.js';
 import type { Metrics } from '../metrics/index.js';
 import type { MessagesCall, Provider } from '../providers/types.js';
 import { PROVIDER_KEY_DETECTION } from '../providers/upstream.js';
@@ -47,7 +46,6 @@ import {
 import type { Snapshot } from '../snapshot/types.js';
 import type { IdempotencyStore, StoredResponse } from '../store/idempotency.js';
 import { sha256Hex } from '../util/ids.js';
-import { JobDropped } from '../util/job-worker.js';
 import { type ActingAgent, actingAgent, callerDetails } from './acting-agent.js';
 import { guardAnthropicMessage } from './anthropic-output.js';
 import { type ApprovalRef, blockedChunks, blockedCompletion, blockMessage } from './blocked.js';
@@ -56,6 +54,7 @@ import { envelope, type ServiceEnvelope } from './envelope.js';
 import type { StreamBlock } from './output-stream.js';
 import { anthropicFrontEnd, type FrontEnd, openaiFrontEnd } from './renderers.js';
 import { anthropicWire, canonicalWire, estimatedUsage, promptChars, type StreamWire } from './stream-wire.js';
+import { auditUndecided, earlyEnd } from './undecided.js';
 import {
   LIMITS,
   takesDefaultTemperature,
@@ -246,29 +245,6 @@ interface IdemKey {
 
 /** Keeps an allowed answer for its Idempotency-Key's replays; resolves once it is committed. */
 type Keep = (response: StoredResponse) => Promise<void>;
-
-interface EarlyEnd {
-  readonly reason: string;
-  readonly status: number;
-  readonly code: string | null;
-  readonly client: boolean;
-}
-const CLIENT_LEFT: EarlyEnd = { reason: 'client disconnected', status: 499, code: null, client: true };
-const SERVICE_CUT: EarlyEnd = {
-  reason: 'the service shut down before the answer was delivered (its drain time was up)',
-  status: 503,
-  code: 'unavailable',
-  client: false,
-};
-
-/**
- * Why a call's answer ended early, as its event records it: its client left (499; the metrics
- * count it so too), or the service closed the connection at the end of its drain (503); undefined
- * while the connection is open.
- */
-function earlyEnd(res: ServerResponse): EarlyEnd | undefined {
-  return res.aborted ? (res.cut ? SERVICE_CUT : CLIENT_LEFT) : undefined;
-}
 
 /**
  * The call's Idempotency-Key (1-255 characters) and the hash binding it to the endpoint, the body
@@ -898,47 +874,24 @@ export class GatewayService {
   }
 
   /**
-   * A call that was never decided: the scan queue refused it (ScanPool: 429 past its org's
-   * share, 503 past the whole queue), or a sidecar could not ask its control plane about an
-   * approval the call may have (503 unavailable; both rethrown, to be answered with their
-   * Retry-After); or it was dropped from the scan queue because its client went away (nobody to
-   * answer). Its event says so as a call that fails after its decision does (`outcome: error`,
-   * the status, `error_code`, `client_disconnected`), with no provider (the one it was routed to
-   * is a detail) and `decision: null`. Anything else (flags that do not parse, a fault) is
-   * rethrown as it came, unaudited as it is for an ordinary call.
+   * A call that was never decided (auditUndecided: refused by the scan queue, an approval the
+   * control plane could not be asked about, or dropped from the scan queue because its client
+   * went away): its event, with no provider (the one it was routed to is a detail).
    */
-  private async notDecided(
+  private notDecided(
     ctx: Ctx,
     err: unknown,
     base: AuditInput,
     routedProvider: string,
     details: Record<string, unknown>,
   ): Promise<void> {
-    const dropped = err instanceof JobDropped;
-    // A scan refused (ScanQueueFull), or an approval the control plane could not be asked about
-    // (a sidecar's: 503 unavailable): refused, and audited as such. Anything else is a fault.
-    if (!dropped && !(err instanceof ScanQueueFull) && !(isServiceError(err) && err.code === 'unavailable'))
-      throw err;
-    // The client's abort dropped the scan: its event is the one a disconnect after the decision
-    // gets (499, or 503 when the service cut the connection at the end of its drain).
-    const early = dropped ? (earlyEnd(ctx.res) ?? CLIENT_LEFT) : undefined;
-    const e = err as ServiceError;
-    await this.deps.audit.append(
-      Object.assign({}, base, {
-        provider: null,
-        rule_id: null,
-        outcome: 'error',
-        reason: early ? early.reason : e.message,
-        details: Object.assign(details, {
-          routed_provider: routedProvider,
-          decision: null,
-          status: early ? early.status : e.status,
-          error_code: early ? early.code : e.code,
-          client_disconnected: early?.client ?? false,
-        }),
-      }),
+    details.routed_provider = routedProvider;
+    return auditUndecided(
+      this.deps.audit,
+      ctx.res,
+      err,
+      Object.assign({}, base, { provider: null, details }),
     );
-    if (!dropped) throw err;
   }
 
   /**

@@ -10,9 +10,10 @@ import {
   stringsIn,
 } from '../core/guardrails/index.js';
 import { BEHAVIOR_TYPES } from '../core/policy/index.js';
-import { actingAgent, callerDetails } from '../gateway/acting-agent.js';
+import { type ActingAgent, actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
-import { callIds } from '../gateway/call-ids.js';
+import { type CallIds, callIds } from '../gateway/call-ids.js';
+import { auditUndecided } from '../gateway/undecided.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
 import type { Router } from '../http/router.js';
@@ -102,6 +103,35 @@ function optionalString(body: Record<string, unknown>, field: string): string | 
   return v;
 }
 
+/** The event of an action never decided (auditUndecided), before its outcome: its names as recorded. */
+function undecidedEvent(
+  agent: ActingAgent,
+  ids: CallIds,
+  action: GovernAction,
+  extra: Record<string, unknown>,
+): AuditInput & { details: Record<string, unknown> } {
+  // Not scanned: any name may hold a secret, so each is recorded as the scan would have kept it.
+  const named = {
+    type: action.type,
+    tool: recordableName(action.tool),
+    server: recordableName(action.server),
+    model: recordableName(action.model),
+    provider: recordableName(action.provider),
+  };
+  return {
+    org_id: agent.orgId,
+    event_type: 'govern.decision',
+    agent_id: agent.agentId,
+    session_id: ids.sessionId,
+    task_id: ids.taskId,
+    pipeline_id: ids.pipelineId,
+    behavior_type: action.type,
+    model: named.model,
+    provider: named.provider,
+    details: Object.assign(callerDetails(agent), { action: named }, extra),
+  };
+}
+
 /** What the decision routes need: a sidecar serves them from its snapshot, its log and its own mandate key. */
 export type DecisionDeps = Pick<GovernDeps, 'snapshot' | 'governor' | 'audit' | 'mandates'> & {
   readonly approvals: Pick<ApprovalDesk, 'request'>;
@@ -134,12 +164,19 @@ export function registerDecisionRoutes(router: Router<RouteHandler>, deps: Decis
       texts,
       flagsHeader: ctx.header('x-service-flags'),
       pipelineId: ids.pipelineId,
+      cancel: ctx.res,
     });
     // A large call's content is scanned off the event loop (ScanPool); the credential is read
     // again after it (a key revoked meanwhile is refused as it would have been on arrival).
     let result: GovernResult;
     if (deciding instanceof Promise) {
-      result = await deciding;
+      try {
+        result = await deciding;
+      } catch (err) {
+        // Refused by the scan queue, or dropped from it (its client left): audited as such.
+        await auditUndecided(audit, ctx.res, err, undecidedEvent(agent, ids, action, extra));
+        return;
+      }
       if (actingAgent(ctx, snapshot, body.agent_id).agentUuid !== agent.agentUuid)
         throw new ServiceError('forbidden', 'the credential no longer acts for this agent');
     } else result = deciding;

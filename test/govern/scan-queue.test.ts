@@ -293,3 +293,119 @@ t.test('through the gateway: refused at once past the bounds, with Retry-After, 
   const answers = await Promise.all(waiting);
   t.equal(answers.length, MAX_QUEUED_SCANS, 'every call that waited is answered');
 });
+
+/** A /v1/govern call of an agent, with a large payload; `signal` aborts it. */
+function governLarge(svc: TestService, key: string, text: string, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${svc.url}/v1/govern`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'TOOL_CALL', payload: { tool: 'docs.summarise', args: { text } } }),
+    signal,
+  });
+}
+
+t.test('/v1/govern and /v1/tools/govern: refused past the bounds, and audited as not decided', async (t) => {
+  const held = heldScans();
+  t.teardown(() => held.close());
+  const svc = await startService({ scanWorker: HELD_SCAN_WORKER });
+  t.teardown(() => svc.close());
+  const big = 'The quick brown fox jumps over the lazy dog. '.repeat(2_000);
+  const waiting: Promise<Response>[] = [];
+  for (let i = 0; i < MAX_QUEUED_SCANS_PER_ORG; i++) waiting.push(governLarge(svc, svc.agentKey, big));
+  await until(svc, 'govgate_content_scans_pending', MAX_QUEUED_SCANS_PER_ORG);
+
+  const refused = await governLarge(svc, svc.agentKey, big);
+  t.equal(refused.status, 429, 'past its org share');
+  t.equal(refused.headers.get('retry-after'), '2');
+  t.match(await refused.json(), { error: { code: 'rate_limited', message: /this org already has 8/ } });
+  const tool = await svc.call('/v1/tools/govern', {
+    token: svc.agentKey,
+    body: { name: 'docs.summarise', arguments: { text: big }, tool_call_id: 'call_1' },
+  });
+  t.equal(tool.status, 429, '/v1/tools/govern too');
+
+  const events = (await svc.call('/api/audit?event_type=govern.decision', { token: svc.pat })).body
+    .data as any[];
+  const undecided = events.filter((e) => e.outcome === 'error');
+  t.equal(undecided.length, 2, 'each refusal is audited');
+  t.equal(events.length, 2, 'and nothing else was decided yet');
+  for (const e of undecided) {
+    t.match(e, {
+      event_type: 'govern.decision',
+      outcome: 'error',
+      reason: /this org already has 8 large calls/,
+      rule_id: null,
+      behavior_type: 'TOOL_CALL',
+      details: {
+        status: 429,
+        error_code: 'rate_limited',
+        client_disconnected: false,
+        decision: null,
+        action: { type: 'TOOL_CALL', tool: 'docs.summarise' },
+      },
+    });
+  }
+  t.ok(
+    undecided.some((e) => e.details.tool_call_id === 'call_1'),
+    "the tools route's event names its tool call",
+  );
+  // A report of an execution on a pipeline that was never decided is refused.
+  const pipeline = String(undecided[0]?.pipeline_id);
+  const report = await svc.call('/v1/govern/execution', {
+    token: svc.agentKey,
+    body: { pipeline_id: pipeline, ok: true },
+  });
+  t.equal(report.status, 409, 'an undecided pipeline allowed nothing');
+
+  held.release(MAX_QUEUED_SCANS_PER_ORG);
+  const answers = await Promise.all(waiting);
+  t.same(
+    answers.map((r) => r.status),
+    Array(MAX_QUEUED_SCANS_PER_ORG).fill(200),
+    'every call that waited is decided',
+  );
+});
+
+for (const engine of ENGINES) {
+  t.test(
+    `${engine}: a /v1/govern call whose client leaves while it waits is dropped and audited`,
+    async (t) => {
+      const held = heldScans();
+      t.teardown(() => held.close());
+      const svc = await startService({ engine, scanWorker: HELD_SCAN_WORKER });
+      t.teardown(() => svc.close());
+      const big = 'The quick brown fox jumps over the lazy dog. '.repeat(2_000);
+      const ahead = governLarge(svc, svc.agentKey, big);
+      await held.startedCount(1);
+      const leaving = new AbortController();
+      const left = governLarge(svc, svc.agentKey, `${big} and more`, leaving.signal).catch(
+        (err: unknown) => err,
+      );
+      await until(svc, 'govgate_content_scans_pending', 2);
+      leaving.abort();
+      t.match(await left, { name: 'AbortError' }, 'the client left');
+      await until(svc, 'govgate_content_scans_dropped_total', 1);
+      t.equal(await metric(svc, 'govgate_content_scans_pending'), 1, 'dropped from the queue');
+      held.release();
+      t.equal((await ahead).status, 200, 'the call ahead is decided');
+      t.equal(held.started.length, 1, 'the dropped call was never scanned');
+
+      const events = (await svc.call('/api/audit?event_type=govern.decision', { token: svc.pat })).body
+        .data as any[];
+      t.equal(events.length, 2);
+      t.match(
+        events.filter((e) => e.outcome === 'error'),
+        [
+          {
+            outcome: 'error',
+            reason: 'client disconnected',
+            rule_id: null,
+            details: { status: 499, error_code: null, client_disconnected: true, decision: null },
+          },
+        ],
+        'the dropped call is audited',
+      );
+      t.equal(events.filter((e) => e.outcome === 'allow').length, 1);
+    },
+  );
+}
