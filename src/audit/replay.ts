@@ -165,6 +165,9 @@ function oldOutcomeOf(
 export function replayedAction(e: AuditEvent): ReplayedAction | undefined {
   if (!Object.hasOwn(REPLAYED_EVENT_TYPES, e.event_type)) return undefined;
   const details = isRecord(e.details) ? e.details : {};
+  // A call never decided (gateway/undecided.ts: refused by the scan queue, or dropped from it)
+  // records `decision: null`: there is no old outcome to compare with.
+  if (details.decision === null) return undefined;
   const act = isRecord(details.action) ? details.action : undefined;
   const decision = isRecord(details.decision) ? details.decision : undefined;
   const type = e.behavior_type ?? str(act?.type) ?? REPLAYED_EVENT_TYPES[e.event_type] ?? null;

@@ -233,6 +233,34 @@ t.test('the old outcome is the policy outcome', async (t) => {
   t.equal(r.summary.unchanged, 1, 'the consumed approval is needs_approval → needs_approval');
 });
 
+t.test('a call never decided (refused or dropped by the scan queue) is not replayed', async (t) => {
+  const candidate = compiled({
+    rules: [{ id: 'no-x', when: { type: 'TOOL_CALL', tool: 'x' }, then: 'block' }],
+  });
+  // The shape gateway/undecided.ts records: outcome error, decision null.
+  const undecided = (event_type: string, behavior_type: string, details: Record<string, unknown>) =>
+    event({
+      event_type,
+      behavior_type,
+      outcome: 'error',
+      reason: 'client disconnected',
+      details: Object.assign(details, { decision: null, status: 499, error_code: null }),
+    });
+  const events = [
+    undecided('govern.decision', 'TOOL_CALL', { action: { type: 'TOOL_CALL', tool: 'x' } }),
+    undecided('llm_call', 'LLM_CALL', { routed_provider: 'openai' }),
+    governDecision('allow', 'x'),
+  ];
+  t.equal(replayedAction(events[0] as AuditEvent), undefined, 'nothing was decided: nothing to replay');
+  const r = replay(events, candidate);
+  t.equal(r.evaluated, 1, 'only the decided call');
+  t.equal(r.skipped, 2);
+  t.same(
+    r.changes.map((c) => [c.event_id, c.old_outcome, c.new_outcome]),
+    [[events[2]?.id, 'allow', 'block']],
+  );
+});
+
 t.test('erased or missing personal values are undefined for the candidate', async (t) => {
   const candidate = compiled({
     rules: [
