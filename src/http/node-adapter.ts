@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse as NodeRes } fr
 import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, Server as NetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { errorBody } from '../core/errors.js';
+import { type ErrorCode, errorBody } from '../core/errors.js';
 import { BodyBudget } from './body-budget.js';
 import { InFlight } from './in-flight.js';
 import { repeatedHeader, repeatedOnceHeader } from './once-headers.js';
@@ -239,7 +239,7 @@ function repeatedIn(req: IncomingMessage, headers: Record<string, string>): stri
  * limit keep node's 431, and a connection that is already gone is just let go. A node:http
  * server's `clientError` listener: `listenNode`'s, and the sidecar forward proxy's.
  */
-export function answerUnparsable(err: Error & { code?: string }, socket: Duplex): void {
+export function answerUnparsable(err: Error & { code?: string }, socket: Duplex): Unparsable | undefined {
   // An answer under way on the connection (a stream, with a pipelined request behind it), or one
   // sent to the request still being read (a 413 sent before its body ended): a second status line
   // must not follow it, so the connection is just closed.
@@ -249,32 +249,38 @@ export function answerUnparsable(err: Error & { code?: string }, socket: Duplex)
     (counted[LAST]?.complete === false && counted[ANSWERED] === counted[ARRIVED]);
   if (err.code === 'ECONNRESET' || !socket.writable || answering) {
     socket.destroy();
-    return;
+    return undefined;
   }
   if (err.code === 'HPE_HEADER_OVERFLOW') {
     socket.end('HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n');
-    return;
+    return { status: 431, code: null, message: 'request headers too large', requestId: null };
   }
   const requestId = requestIdFor(undefined);
   const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-  let body: string;
-  if (timedOut)
-    body = JSON.stringify(errorBody('request_timeout', 'the request did not arrive in time', requestId));
-  else if (err.code === 'HPE_UNEXPECTED_CONTENT_LENGTH') {
-    // llhttp's code for a repeated Content-Length: the same answer as uWS gives (once-headers.ts).
-    const e = repeatedHeader('content-length');
-    body = JSON.stringify(errorBody(e.code, e.message, requestId, e.param));
-  } else {
+  let e: { code: ErrorCode; message: string; param?: string };
+  if (timedOut) e = { code: 'request_timeout', message: 'the request did not arrive in time' };
+  // llhttp's code for a repeated Content-Length: the same answer as uWS gives (once-headers.ts).
+  else if (err.code === 'HPE_UNEXPECTED_CONTENT_LENGTH') e = repeatedHeader('content-length');
+  else {
     const why = err.code === 'HPE_INVALID_METHOD' ? 'an unknown HTTP method' : 'a malformed request';
-    body = JSON.stringify(
-      errorBody('invalid_request', `the request is not valid HTTP/1.1: ${why}`, requestId),
-    );
+    e = { code: 'invalid_request', message: `the request is not valid HTTP/1.1: ${why}` };
   }
+  const body = JSON.stringify(errorBody(e.code, e.message, requestId, e.param));
+  const status = timedOut ? 408 : 400;
   socket.end(
     `HTTP/1.1 ${timedOut ? '408 Request Timeout' : '400 Bad Request'}\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
       `Connection: close\r\n\r\n${body}`,
   );
+  return { status, code: e.code, message: e.message, requestId };
+}
+
+/** What answerUnparsable answered: its status, error code and request id (none for a bare 431). */
+export interface Unparsable {
+  readonly status: number;
+  readonly code: ErrorCode | null;
+  readonly message: string;
+  readonly requestId: string | null;
 }
 
 /**

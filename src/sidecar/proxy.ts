@@ -1,11 +1,17 @@
 import { createServer, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
 import { recordable } from '../core/guardrails/recorded.js';
 import { BodyBudget } from '../http/body-budget.js';
-import { answerUnparsable, nodeTimeouts, requestCounter, requestListener } from '../http/node-adapter.js';
+import {
+  answerUnparsable,
+  nodeTimeouts,
+  requestCounter,
+  requestListener,
+  type Unparsable,
+} from '../http/node-adapter.js';
 import { requestIdFor } from '../http/request-id.js';
 import type { HttpHandler, ServerRequest } from '../http/types.js';
 import type { Logger } from '../util/log.js';
@@ -47,6 +53,27 @@ export const TUNNEL_HANDSHAKE_TIMEOUT_MS = 10_000;
  * connection anyway, so 512 leaves room for a busy agent and bounds what a runaway one holds.
  */
 export const MAX_TUNNELS = 512;
+/**
+ * Connections on the proxy's port that are not tunnels: waiting for their first request (a
+ * `CONNECT` or a plain-HTTP call), carrying a plain-HTTP call, or idle between two. An agent opens
+ * about one per call in flight and sends its `CONNECT` at once, so as many as MAX_TUNNELS leaves
+ * room for a busy one; past it a new connection is answered 503 and closed, so an agent that
+ * opens connections and says nothing cannot hold sockets without bound.
+ */
+export const MAX_PROXY_CONNECTIONS = 512;
+/**
+ * The headers of a request on the proxy's port (a `CONNECT` head, or a plain-HTTP call's) must
+ * all arrive within this of its start, the connection's start for the first: an agent's SDK sends
+ * its `CONNECT` as soon as it connects, over loopback or a pod's network, so 10 s (as for a
+ * tunnel's handshake) is long, and a connection that says nothing holds its place in
+ * MAX_PROXY_CONNECTIONS for 10-15 s at most (node checks every 5 s). Calls inside a tunnel keep
+ * the port's general headers timeout.
+ */
+export const PROXY_HEADERS_TIMEOUT_MS = 10_000;
+/** How long a connection refused past MAX_PROXY_CONNECTIONS is kept for its client to read the answer. */
+const REFUSED_LINGER_MS = 1_000;
+/** The method label of a refusal made before any request was read (a timeout, a parse error, the cap). */
+const NO_METHOD = '-';
 
 /**
  * What one client can make the proxy hold. The header, request and idle timeouts default to those
@@ -60,6 +87,13 @@ export interface ForwardProxyLimits {
   readonly idleTimeoutMs?: number;
   /** Past this many open tunnels a CONNECT is refused 503 `unavailable` with Retry-After. */
   readonly maxTunnels?: number;
+  /**
+   * The headers timeout of requests on the proxy's port itself (PROXY_HEADERS_TIMEOUT_MS, or
+   * `headersTimeoutMs` when that is shorter).
+   */
+  readonly proxyHeadersTimeoutMs?: number;
+  /** Past this many connections that are not tunnels, a new one is answered 503 and closed (MAX_PROXY_CONNECTIONS). */
+  readonly maxProxyConnections?: number;
 }
 
 /**
@@ -102,6 +136,8 @@ export interface ForwardProxy {
   readonly port: number;
   /** Tunnels open now (from the proxy's 200 to their close). */
   readonly openTunnels: number;
+  /** Connections on the proxy's port that are not tunnels (MAX_PROXY_CONNECTIONS). */
+  readonly waitingConnections: number;
   close(graceMs?: number): Promise<void>;
 }
 
@@ -128,6 +164,20 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   const handshakeTimeoutMs = limits.handshakeTimeoutMs ?? TUNNEL_HANDSHAKE_TIMEOUT_MS;
   const maxTunnels = limits.maxTunnels ?? MAX_TUNNELS;
   const tunnels = new Set<Duplex>();
+  // The proxy port's own headers timeout, never longer than the general one.
+  const outerTimeouts = nodeTimeouts({
+    headersTimeoutMs: Math.min(
+      limits.proxyHeadersTimeoutMs ?? PROXY_HEADERS_TIMEOUT_MS,
+      timeouts.headersTimeout,
+    ),
+    requestTimeoutMs: timeouts.requestTimeout,
+    keepAliveTimeoutMs: timeouts.keepAliveTimeout,
+  });
+  const maxWaiting = limits.maxProxyConnections ?? MAX_PROXY_CONNECTIONS;
+  /** The connections that are not tunnels (yet), with when each was accepted. */
+  const waiting = new Map<Socket, number>();
+  /** Connections refused past maxWaiting, while their answer is read (REFUSED_LINGER_MS). */
+  const refusedSockets = new Set<Socket>();
   /** When each request the proxy answers itself arrived (its refusals are timed as the gateway's answers). */
   const arrivedAt = new WeakMap<IncomingMessage, number>();
   /** Each tunnel's request listener: its calls are its agent's, with its provider's prefix cut. */
@@ -199,7 +249,12 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
    * finish): an agent refused for its credential or its target shows in the metrics, every
    * refusal at debug, and a 503 at warn, for an operator must see those.
    */
-  const recordRefusal = (method: string, arrived: number, err: ServiceError, id: string): void => {
+  const recordRefusal = (
+    method: string,
+    arrived: number,
+    err: Pick<Unparsable, 'status' | 'code' | 'message'>,
+    id: string | null,
+  ): void => {
     const seconds = (performance.now() - arrived) / 1000;
     opts.onRefused?.(method, err.status, seconds);
     const failed = err.status >= 500;
@@ -207,7 +262,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
       // The request id and the target an error quotes are the caller's own text: a secret in them
       // is logged as its placeholder.
       const fields = {
-        request_id: recordable(id),
+        request_id: id === null ? null : recordable(id),
         method,
         route: PROXY_ROUTE,
         status: err.status,
@@ -245,11 +300,27 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   const refusalOf = (req: IncomingMessage, err: ServiceError): ReturnType<typeof refusal> =>
     refusal(req.method ?? 'GET', req.headers, arrivedAt.get(req) ?? performance.now(), err);
 
-  const refuseSocket = (req: IncomingMessage, socket: Duplex, err: ServiceError): void => {
-    const { status, headers, body } = refusalOf(req, err);
+  /** Writes a refusal on a socket no HTTP server answers (a CONNECT's, or one refused on arrival), and ends it. */
+  const endWith = (socket: Duplex, refused: ReturnType<typeof refusal>): void => {
+    const { status, headers, body } = refused;
     let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n`;
     for (const [k, v] of Object.entries(headers)) head += `${k}: ${v}\r\n`;
     socket.end(`${head}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  };
+
+  const refuseSocket = (req: IncomingMessage, socket: Duplex, err: ServiceError): void =>
+    endWith(socket, refusalOf(req, err));
+
+  /**
+   * What an HTTP server of the proxy could not parse, or what did not arrive in time (408): answered
+   * as on the gateway's node:http port (answerUnparsable), counted and logged as a refusal. `since`
+   * is when the request could have started: the connection's acceptance on the proxy's port, or
+   * undefined inside a tunnel (timed from now).
+   */
+  const unparsable = (err: Error & { code?: string }, socket: Duplex, since: number | undefined): void => {
+    const answered = answerUnparsable(err, socket);
+    if (answered !== undefined)
+      recordRefusal(NO_METHOD, since ?? performance.now(), answered, answered.requestId);
   };
 
   const refuse = (req: IncomingMessage, res: ServerResponse, err: ServiceError): void => {
@@ -262,7 +333,10 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     res.end(body);
   };
 
-  const server = createServer(timeouts, (req: IncomingMessage, res: ServerResponse) => {
+  // The proxy's port: a net server that takes each connection (or refuses it past maxWaiting)
+  // and hands it to this HTTP server, which never listens (as `inner` below; it is told it does,
+  // so that its header and request timeouts are checked).
+  const server = createServer(outerTimeouts, (req: IncomingMessage, res: ServerResponse) => {
     arrivedAt.set(req, performance.now());
     // A plain-HTTP call through the proxy names its target in the request line (absolute form).
     let target: URL;
@@ -318,7 +392,9 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   });
   // What its parser refuses, and a call that does not arrive in time, is answered as on the
   // gateway's port (400 or 408 in the error shape, 431), not with the tunnel just closed.
-  inner.on('clientError', answerUnparsable);
+  inner.on('clientError', (err: Error & { code?: string }, socket: Duplex) =>
+    unparsable(err, socket, undefined),
+  );
   // A CONNECT inside a tunnel is a call no provider answers: node would close the tunnel unanswered.
   inner.on('connect', (req: IncomingMessage, socket: Duplex) => {
     arrivedAt.set(req, performance.now());
@@ -332,6 +408,8 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
 
   server.on('connect', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     arrivedAt.set(req, performance.now());
+    // No longer waiting for a request: a tunnel now (MAX_TUNNELS), or refused and closing.
+    waiting.delete(socket);
     socket.on('error', () => socket.destroy());
     const [host = '', portText = '443'] = (req.url ?? '').toLowerCase().split(/:(?=\d+$)/);
     const admitted = admit(req);
@@ -384,22 +462,52 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     );
     inner.emit('connection', tls);
   });
-  server.on('clientError', answerUnparsable);
+  server.on('clientError', (err: Error & { code?: string }, socket: Duplex) =>
+    unparsable(err, socket, waiting.get(socket as Socket)),
+  );
+  server.emit('listening');
 
+  // The options node:http gives its own listening socket (a client may end its side after its
+  // request and still read the answer).
+  const port_ = createNetServer({ allowHalfOpen: true, noDelay: true }, (socket: Socket) => {
+    const accepted = performance.now();
+    if (waiting.size >= maxWaiting) {
+      // Answered at once (the client reads it as the answer to the request it sends), and kept a
+      // moment, reading and dropping what comes, so that the client gets it rather than a reset.
+      socket.on('error', () => socket.destroy());
+      refusedSockets.add(socket);
+      socket.once('close', () => refusedSockets.delete(socket));
+      socket.setTimeout(REFUSED_LINGER_MS, () => socket.destroy());
+      socket.resume();
+      const err = new ServiceError(
+        'unavailable',
+        `the proxy already has ${maxWaiting} connections waiting for their request, its limit`,
+        { headers: { 'retry-after': '1' } },
+      );
+      endWith(socket, refusal(NO_METHOD, {}, accepted, err));
+      return;
+    }
+    waiting.set(socket, accepted);
+    socket.once('close', () => waiting.delete(socket));
+    server.emit('connection', socket);
+  });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
+    port_.once('error', reject);
+    port_.listen(opts.port, opts.host, () => {
+      port_.off('error', reject);
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
+  const port = (port_.address() as AddressInfo).port;
   opts.logger.debug('forward proxy listening', { port });
   let closing: Promise<void> | undefined;
   return {
     port,
     get openTunnels() {
       return tunnels.size;
+    },
+    get waitingConnections() {
+      return waiting.size;
     },
     close(graceMs = 10_000) {
       closing ??= shut(graceMs);
@@ -409,12 +517,16 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
 
   /** Stops listening, waits for the calls in flight (at most `graceMs`), then ends every tunnel. */
   async function shut(graceMs: number): Promise<void> {
-    const closed = new Promise<void>((r) => server.close(() => r()));
+    const closed = new Promise<void>((r) => port_.close(() => r()));
+    server.closeIdleConnections();
     inFlight.draining = true;
     await inFlight.drained(graceMs);
     for (const t of tunnels) t.destroy();
+    for (const s of refusedSockets) s.destroy();
     server.closeAllConnections();
-    inner.close(); // stops its timeout checker
+    for (const s of waiting.keys()) s.destroy();
+    server.close(); // stops its timeout checker
+    inner.close();
     await closed;
   }
 }

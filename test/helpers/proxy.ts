@@ -31,6 +31,8 @@ export async function bareProxy(
     /** The provider hosts as the sidecar builds them (RemoteSnapshot.providerHosts), instead of `hosts`. */
     providerHosts?: () => ReadonlyMap<string, ProviderHost>;
     logger?: Logger;
+    /** What the proxy counts of its own refusals (ForwardProxyOptions.onRefused). */
+    onRefused?: (method: string, status: number, seconds: number) => void;
   } = {},
 ): Promise<{ proxy: ForwardProxy; caPem: string; handled: () => number }> {
   const dir = tempDir('govgate-proxy-');
@@ -51,6 +53,7 @@ export async function bareProxy(
     },
     logger: opts.logger ?? createLogger('error'),
     ...(opts.limits === undefined ? {} : { limits: opts.limits }),
+    ...(opts.onRefused === undefined ? {} : { onRefused: opts.onRefused }),
   });
   t.teardown(async () => {
     await proxy.close(100);

@@ -1,6 +1,8 @@
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { ServiceError } from '../../src/core/errors.js';
+import { MAX_PROXY_CONNECTIONS, PROXY_HEADERS_TIMEOUT_MS } from '../../src/sidecar/proxy.js';
 import {
   bareProxy,
   basic,
@@ -104,3 +106,89 @@ t.test('503 refusals keep the Retry-After of their cause (no snapshot yet)', asy
     t.match(JSON.parse(rest), { error: { code: 'unavailable' } });
   }
 });
+
+/** A plain connection to the proxy's port, open (nothing sent yet). */
+function connection(port: number): Promise<import('node:net').Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => resolve(socket));
+    socket.once('error', reject);
+  });
+}
+
+t.test(
+  "on the proxy's port, a connection that sends nothing or dribbles its request is answered 408, closed and counted",
+  async (t) => {
+    t.equal(PROXY_HEADERS_TIMEOUT_MS, 10_000, 'by default 10 s, shorter than a call inside a tunnel');
+    const refused: [string, number][] = [];
+    const { proxy, handled } = await bareProxy(t, {
+      // The proxy port's own timeout: the calls inside tunnels keep the general one (30 s).
+      limits: { proxyHeadersTimeoutMs: 300 },
+      onRefused: (method, status) => refused.push([method, status]),
+    });
+    const cases = [
+      ['nothing at all', ''],
+      ['a CONNECT dribbled', 'CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com:443\r\nX-Slow: '],
+      ['a plain-HTTP request dribbled', 'GET http://api.openai.com/v1/models HTTP/1.1\r\nHost: api.'],
+    ] as const;
+    for (const [what, sent] of cases) {
+      const socket = await connection(proxy.port);
+      const closed = untilClosed(socket);
+      if (sent !== '') socket.write(sent);
+      const answer = parsed(await closed);
+      t.equal(answer.status, 408, `${what}: 408, and the connection closed`);
+      t.match(answer.body, { type: 'error', error: { code: 'request_timeout', request_id: String } }, what);
+      t.match(answer.head, new RegExp(`\r\nx-request-id: ${answer.body?.error?.request_id}`, 'i'), what);
+    }
+    t.same(
+      refused,
+      [
+        ['-', 408],
+        ['-', 408],
+        ['-', 408],
+      ],
+      'each is counted as a refusal of the proxy (no request was read: method "-")',
+    );
+    t.equal(handled(), 0);
+  },
+);
+
+t.test(
+  "past the cap on connections waiting for their request, the proxy's port answers 503 and closes",
+  async (t) => {
+    t.equal(MAX_PROXY_CONNECTIONS, 512);
+    const refused: [string, number][] = [];
+    const { proxy, caPem } = await bareProxy(t, {
+      limits: { maxProxyConnections: 2 },
+      onRefused: (method, status) => refused.push([method, status]),
+    });
+    // A tunnel is no longer waiting: it does not count towards the cap (MAX_TUNNELS bounds it).
+    const tunnel = await openTunnel(proxy.port, caPem);
+    const first = await connection(proxy.port);
+    const second = await connection(proxy.port);
+    await waitFor(() => proxy.waitingConnections === 2, 'both connections are waiting');
+    const third = await connection(proxy.port);
+    const answer = parsed(await untilClosed(third));
+    t.equal(answer.status, 503, 'a third is refused at once');
+    t.match(answer.head, /\r\nretry-after: 1/i, 'with Retry-After');
+    t.match(answer.body, { type: 'error', error: { code: 'unavailable', request_id: String } });
+    t.match(answer.body.error.message, /2 connections waiting for their request/);
+    t.match(answer.head, new RegExp(`\r\nx-request-id: ${answer.body.error.request_id}`, 'i'));
+    t.same(refused, [['-', 503]], 'counted');
+    t.equal(proxy.waitingConnections, 2, 'the refused one is not counted');
+    // A CONNECT sent on a refused connection is never served.
+    const fourth = await connection(proxy.port);
+    const late = untilClosed(fourth);
+    fourth.write(CONNECT);
+    t.match(await late, /^HTTP\/1\.1 503 /, 'only the refusal, no tunnel');
+    t.equal(proxy.openTunnels, 1);
+    // A connection that goes away frees its place, and one that becomes a tunnel too.
+    first.destroy();
+    await waitFor(() => proxy.waitingConnections === 1, 'the closed connection let go');
+    const { socket, head } = await proxyHead(proxy.port, CONNECT);
+    t.match(head, /^HTTP\/1\.1 200 /, 'a new connection is taken, and its CONNECT opens a tunnel');
+    await waitFor(() => proxy.waitingConnections === 1, 'the tunnel no longer waits');
+    socket.destroy();
+    second.destroy();
+    tunnel.destroy();
+  },
+);
