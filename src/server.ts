@@ -17,6 +17,7 @@ import { RetentionDesk } from './compliance/retention.js';
 import { registerRetentionRoutes } from './compliance/retention-routes.js';
 import type { Config } from './config/index.js';
 import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
+import { CredentialPurge } from './control/credential-purge.js';
 import { type RunningInjector, startInjector } from './control/injector-server.js';
 import { registerKeyRoutes } from './control/keys.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
@@ -76,6 +77,8 @@ export interface RunningService {
   readonly injectorPort: number | undefined;
   /** The control plane's sidecar desk (tokens, snapshots, sync). */
   readonly sidecars: SidecarDesk;
+  /** The hourly purge of credentials revoked or expired past their grace period. */
+  readonly credentialPurge: CredentialPurge;
   /** Graceful: stop accepting, let in-flight requests finish, then close upstreams and the store. */
   close(graceMs?: number): Promise<void>;
 }
@@ -201,6 +204,15 @@ async function startLocked(
     issuer: () => base.value,
   });
   const mandates = new MandateService(mandateKeys, store, () => base.value, { delegated: sidecars });
+  // Credentials revoked or expired 30 days ago and more: purged at the start, then every hour.
+  const credentialPurge = new CredentialPurge({ identity, sidecars, audit: events });
+  const purgeCredentials = (): void =>
+    void credentialPurge.run().catch((err: unknown) => {
+      // A store closing under a run ends it; anything else is said (nothing is deleted unrecorded).
+      if (!closing) logger.warn('credential purge failed', { error: (err as Error).message });
+    });
+  const purger = setInterval(purgeCredentials, 3_600_000);
+  purger.unref();
   const tools = new ToolRegistry(store, settings, egress);
   const approvals = new ApprovalStore(store, events);
   const feed = new ApprovalFeed(approvals, events);
@@ -454,6 +466,7 @@ async function startLocked(
   } catch (err) {
     clearInterval(sweeper);
     clearInterval(minuteSweeper);
+    clearInterval(purger);
     await scans.close();
     await Promise.all([pools.close(), tools.close()]);
     await events.close();
@@ -468,6 +481,7 @@ async function startLocked(
   // Only once the port is held: a first start that cannot listen must not have created (and
   // never shown) the bootstrap secrets.
   const boot = await bootstrap(config, store, identity, settings, events);
+  purgeCredentials();
   if (config.httpServer === 'uws' && server.engine !== 'uws') {
     if (process.env.UWS_USE_FALLBACK) logger.info('UWS_USE_FALLBACK is set; serving with node:http');
     else logger.warn('uWebSockets.js could not load; serving with node:http');
@@ -477,6 +491,7 @@ async function startLocked(
   return {
     injectorPort: injector?.port,
     sidecars,
+    credentialPurge,
     server,
     get baseUrl() {
       return base.value;
@@ -488,6 +503,7 @@ async function startLocked(
       closing = true;
       clearInterval(sweeper);
       clearInterval(minuteSweeper);
+      clearInterval(purger);
       const drainStart = performance.now();
       // Approval streams and long polls would hold the drain to its end: they end now (a client
       // reconnects elsewhere, with Last-Event-ID).
@@ -503,6 +519,8 @@ async function startLocked(
       }
       await scans.close();
       await Promise.all([pools.close(), tools.close()]);
+      // A purge under way ends before its events' chain closes.
+      await credentialPurge.settled();
       await events.close();
       stopAlerts();
       stopExports();

@@ -229,6 +229,47 @@ export class SidecarDesk {
     return revoked;
   }
 
+  /**
+   * The tokens of sidecars revoked at or before `before` (ms), at most `limit`: each token's hash
+   * and its sidecar. One token per sidecar, read in one pass of the token entries.
+   */
+  revokedTokens(before: number, limit: number): { hash: string; record: SidecarRecord }[] {
+    const out: { hash: string; record: SidecarRecord }[] = [];
+    for (const { key, value } of this.#store.sidecars.getRange({
+      start: [TOKEN_KEY],
+      end: [TOKEN_KEY, '\uffff'],
+    })) {
+      if (out.length >= limit) break;
+      const r = this.#store.sidecars.get([SIDECAR_KEY, value as string]) as SidecarRecord | undefined;
+      if (r?.revoked_at != null && Date.parse(r.revoked_at) <= before)
+        out.push({ hash: (key as [string, string])[1], record: r });
+    }
+    return out;
+  }
+
+  /**
+   * Deletes the tokens (from revokedTokens) whose sidecar is still revoked since `before` or
+   * earlier; returns the sidecars whose token went. The sidecar's record stays: it names the
+   * logs it shipped into the org chain (their witness state), and is listed as revoked.
+   */
+  async purgeTokens(
+    found: readonly { hash: string; record: SidecarRecord }[],
+    before: number,
+  ): Promise<SidecarRecord[]> {
+    const purged: SidecarRecord[] = [];
+    await this.#store.writer.enqueue(() => {
+      for (const { hash } of found) {
+        const id = this.#store.sidecars.get([TOKEN_KEY, hash]) as string | undefined;
+        const r =
+          id === undefined ? undefined : (this.#store.sidecars.get([SIDECAR_KEY, id]) as SidecarRecord);
+        if (r?.revoked_at == null || Date.parse(r.revoked_at) > before) continue;
+        this.#store.sidecars.removeSync([TOKEN_KEY, hash]);
+        purged.push(r);
+      }
+    });
+    return purged;
+  }
+
   /** Whether `secret` is a valid sidecar token (before its request's body is read). */
   accepts(secret: string | undefined): boolean {
     try {

@@ -45,6 +45,20 @@ const HIGH = '\uffff';
  */
 export const MAX_LIVE_CREDENTIALS = 100;
 
+/** A stored credential and the hash (of its secret) it is stored under. */
+export interface StoredCredential {
+  readonly hash: string;
+  readonly record: CredentialRecord;
+}
+
+/** Whether a credential stopped authenticating at or before `before` (ms): revoked, or expired, by then. */
+function endedBy(c: CredentialRecord, before: number): boolean {
+  return (
+    (c.revoked_at !== null && Date.parse(c.revoked_at) <= before) ||
+    (c.expires_at !== null && Date.parse(c.expires_at) <= before)
+  );
+}
+
 /**
  * Orgs, users, agents and credentials in LMDB. `generation` grows on every change that can alter
  * who a credential resolves to, so caches in front of `authenticate` know when to drop entries.
@@ -273,6 +287,56 @@ export class IdentityRepo {
     });
     this.bump(current.org_id);
     return revoked;
+  }
+
+  /**
+   * One page of the scan for credentials that stopped authenticating (revoked, or expired) at or
+   * before `before`: the `batch` keys of the credentials table after `after` (every key the first
+   * time), what they hold that ended, and the key to go on after (undefined at the end).
+   */
+  endedCredentials(
+    before: number,
+    after: string | undefined,
+    batch: number,
+  ): { found: StoredCredential[]; next: string | undefined } {
+    const found: StoredCredential[] = [];
+    let last: string | undefined;
+    let n = 0;
+    const range = after === undefined ? { limit: batch } : { start: after, limit: batch + 1 }; // start is inclusive
+    for (const { key, value } of this.store.credentials.getRange(range)) {
+      if (key === after) continue;
+      last = key as string;
+      n++;
+      const c = value as CredentialRecord | string;
+      // Index entries and marks hold strings; a record is an object.
+      if (typeof c !== 'string' && endedBy(c, before)) found.push({ hash: key as string, record: c });
+    }
+    return { found, next: n < batch ? undefined : last };
+  }
+
+  /**
+   * Deletes credentials (found by endedCredentials) that ended at or before `before`, each with
+   * its `id:`, subject (`sc:`) and org (`ak:`) index entries, in one transaction. Each is read
+   * again first: only one still stored and still ended goes. Returns what was deleted. A deleted
+   * credential authenticates nothing: its hash no longer resolves.
+   */
+  purgeCredentials(found: readonly StoredCredential[], before: number): StoredCredential[] {
+    const { credentials } = this.store;
+    const purged: StoredCredential[] = [];
+    this.store.root.transactionSync(() => {
+      for (const { hash } of found) {
+        const c = credentials.get(hash) as CredentialRecord | string | undefined;
+        if (c === undefined || typeof c === 'string' || !endedBy(c, before)) continue;
+        credentials.removeSync(hash);
+        if (credentials.get(`id:${c.credential_id}`) === hash)
+          credentials.removeSync(`id:${c.credential_id}`);
+        credentials.removeSync(subjectIndex(c.subject_id, hash));
+        if (c.kind === 'agent') credentials.removeSync(agentKeyIndex(c.org_id, hash));
+        purged.push({ hash, record: c });
+      }
+    });
+    for (const org of new Set(purged.map((p) => p.record.org_id))) this.bump(org);
+    return purged;
   }
 
   /** The org's agent keys that are neither revoked nor expired, with the hashes they are stored under. */

@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import t from 'tap';
 import { IdentityRepo, MAX_LIVE_CREDENTIALS } from '../../src/identity/repo.js';
 import { openStore } from '../../src/store/db.js';
+import { hashCredential } from '../../src/util/ids.js';
 import { tempDir } from '../helpers/tmp.js';
 
 /** A store in a fresh directory and its IdentityRepo; `reopen` closes both and opens them again. */
@@ -150,4 +151,83 @@ t.test('org names and user addresses are unique through their index, built for a
   t.same(emails(a.org_id), ['bob@acme.example']);
   t.ok(repo.createUser(a.org_id, 'ann@acme.example', 'auditor'), 'the address can be given again');
   t.throws(() => repo.createUser(b.org_id, 'ann@acme.example', 'auditor'), { code: 'conflict' });
+});
+
+// Credentials that stopped authenticating are purged (control/credential-purge.ts) with every
+// index entry that names them: the subject index (sc:), the org index of agent keys (ak:) and the
+// id index, so no entry is left pointing at nothing and a purged secret resolves to nothing.
+t.test('a purge deletes ended credentials with all their index entries, page by page', async (t) => {
+  const { store, repo } = identityStore(t);
+  const org = repo.createOrg('a');
+  const agent = repo.onboardAgent(org.org_id, { agent_id: 'bot' });
+  const user = repo.createUser(org.org_id, 'dev@a.example', 'developer');
+  const live = repo.createAgentKey(agent, {});
+  const livePat = repo.createPat(user, {});
+  const revokedKey = repo.createAgentKey(agent, {});
+  repo.revokeCredential(revokedKey.record.credential_id);
+  const revokedPat = repo.createPat(user, {});
+  repo.revokeCredential(revokedPat.record.credential_id);
+  // Expired, never revoked: still in the subject and org indexes until purged.
+  const expired = repo.createPat(user, { notAfter: new Date(Date.now() - 1000).toISOString() });
+  const expiredKey = repo.createAgentKey(agent, {});
+  const expiredHash = hashCredential(expiredKey.secret);
+  await store.root.transaction(() => {
+    store.credentials.putSync(expiredHash, {
+      ...expiredKey.record,
+      expires_at: new Date(Date.now() - 1000).toISOString(),
+    });
+  });
+  t.ok(store.credentials.get(`ak:${org.org_id}:${expiredHash}`), 'an expired key is still indexed');
+
+  // Ended before `before`: found across pages of two keys.
+  const before = Date.now() + 1;
+  const found = [];
+  let after: string | undefined;
+  let pages = 0;
+  do {
+    const page = repo.endedCredentials(before, after, 2);
+    found.push(...page.found);
+    after = page.next;
+    pages++;
+  } while (after !== undefined && pages < 1_000);
+  t.ok(pages > 2, 'read in pages');
+  const ended = [revokedKey, revokedPat, expired, expiredKey].map((c) => c.record.credential_id).sort();
+  t.same(found.map((f) => f.record.credential_id).sort(), ended, 'every ended credential, and only those');
+  t.same(
+    repo.endedCredentials(Date.parse(revokedKey.record.created_at) - 60_000, undefined, 1_000).found,
+    [],
+    'none ended before then',
+  );
+
+  const purged = repo.purgeCredentials(found, before);
+  t.same(purged.map((p) => p.record.credential_id).sort(), ended);
+  for (const c of [revokedKey, revokedPat, expired, expiredKey]) {
+    const hash = hashCredential(c.secret);
+    const left = [...store.credentials.getKeys()].filter(
+      (k) => String(k).includes(hash) || k === `id:${c.record.credential_id}`,
+    );
+    t.same(left, [], `${c.record.credential_id}: nothing left`);
+    t.equal(
+      repo.authenticate(c.secret, 0),
+      undefined,
+      `${c.record.credential_id}: authenticates nothing, at any time`,
+    );
+  }
+  t.ok(repo.authenticate(live.secret), 'the live key still authenticates');
+  t.ok(repo.authenticate(livePat.secret), 'the live token too');
+  t.same(
+    [...repo.agentCredentials(org.org_id)].map((c) => c.record.credential_id),
+    [live.record.credential_id],
+  );
+  t.same(repo.purgeCredentials(found, before), [], 'a second purge of the same finds nothing');
+  // A credential is read again before it goes: one found, then no longer ended by then, stays.
+  const late = repo.createAgentKey(agent, {});
+  repo.revokeCredential(late.record.credential_id);
+  const lateFound = repo.endedCredentials(Date.now() + 1, undefined, 1_000).found;
+  t.same(
+    repo.purgeCredentials(lateFound, Date.parse(late.record.created_at) - 1),
+    [],
+    'not ended by then: kept',
+  );
+  t.ok(store.credentials.get(hashCredential(late.secret)));
 });
