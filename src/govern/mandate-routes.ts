@@ -94,6 +94,7 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
       unproven: body.token === undefined,
     });
     if (created) {
+      // The reason is what a person wrote: a personal field, which an erasure reaches.
       await audit.append({
         org_id: record.org_id,
         event_type: 'admin.mandate_revoked',
@@ -104,8 +105,8 @@ export function registerMandateRoutes(router: Router<RouteHandler>, deps: Mandat
           credential_id: p.credential_id,
           jti,
           by: body.token !== undefined ? 'token' : 'jti',
-          ...(body.reason !== undefined ? { reason: body.reason } : {}),
         },
+        ...(body.reason !== undefined ? { personal: { reason: body.reason } } : {}),
       });
     }
     ctx.json(200, { jti, revoked: true, revoked_at: record.revoked_at });

@@ -566,7 +566,13 @@ t.test('HTTP: jwks, verify, revoked list and revoke', async (t) => {
   const events = h.recorded.filter((e) => e.event_type === 'admin.mandate_revoked');
   t.equal(events.length, 1);
   t.equal(events[0]?.org_id, 'default');
-  t.match(events[0]?.details, { jti: issued.jti, reason: 'agent compromised', actor_kind: 'user' });
+  t.match(events[0]?.details, { jti: issued.jti, actor_kind: 'user' });
+  t.notOk('reason' in (events[0]?.details ?? {}), 'the reason is not in the hashed details');
+  t.match(
+    events[0]?.personal,
+    { reason: 'agent compromised' },
+    'but a personal field, which erasure reaches',
+  );
   t.match(events[0]?.details?.credential_id, /^tok_/, 'and the token it used');
 
   // Repeating is idempotent (same revoked_at, no second event).
