@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { publishOrgPolicy, serviceOnMockUpstream } from '../helpers/service.js';
+import { waitFor } from '../helpers/wait.js';
 
 const AWS = 'AKIAIOSFODNN7EXAMPLQ';
 const ANTHROPIC = `sk-ant-api03-${'Ab3dE'.repeat(18)}AA`;
@@ -87,15 +88,19 @@ t.test('secrets in action names, tool_call_id and Idempotency-Key never reach th
   t.match(decision?.details.action.server, /^\[[A-Z_]+\]$/, 'recorded as a placeholder');
   t.equal(decision?.details.action.tool, 'crm.lookup', 'what holds no secret is kept');
 
-  // Nor in the JSONL log on disk (written within 20 ms of the commit).
-  await new Promise((r) => setTimeout(r, 100));
+  // Nor in the JSONL log on disk, once every event listed is there (written within 20 ms of the
+  // commit, later on a loaded machine: a fixed 100 ms wait failed there).
   const dir = join(svc.dataDir, 'data', 'audit');
-  const onDisk = readdirSync(dir)
-    .filter((f) => f.endsWith('.jsonl'))
-    .flatMap((f) => readFileSync(join(dir, f), 'utf8').split('\n'))
-    .filter((line) => line !== '')
-    .map((line) => kept(JSON.parse(line)))
-    .join('\n');
+  const logged = (): Record<string, unknown>[] =>
+    readdirSync(dir)
+      .filter((f) => f.endsWith('.jsonl'))
+      .flatMap((f) => readFileSync(join(dir, f), 'utf8').split('\n'))
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((e) => typeof e.event_type === 'string');
+  const listed = (events.body.data as unknown[]).length;
+  await waitFor(() => logged().length >= listed, `${listed} events in the JSONL log`);
+  const onDisk = logged().map(kept).join('\n');
   t.ok(onDisk.includes('govern.decision'), 'the log holds the events');
   t.notOk(onDisk.includes(AWS) || onDisk.includes(ANTHROPIC), 'and no secret');
 });
