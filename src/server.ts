@@ -20,6 +20,7 @@ import { type BootstrapResult, bootstrap } from './control/bootstrap.js';
 import { CredentialPurge } from './control/credential-purge.js';
 import { type RunningInjector, startInjector } from './control/injector-server.js';
 import { registerKeyRoutes } from './control/keys.js';
+import { OrgDeletion, registerOrgDeletion } from './control/org-deletion.js';
 import { PROBE_ROUTES, registerPlatform } from './control/platform.js';
 import { registerPolicies } from './control/policies.js';
 import { registerProvisioning } from './control/provisioning.js';
@@ -263,6 +264,9 @@ async function startLocked(
   });
   registerGatewayRoutes(router, gateway);
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
+  // A deleted org's chain stays readable (and prunable) by a super_admin: the audit and retention
+  // routes take its tombstone too; every other org-scoped route answers 404 for it.
+  const orgKnown = (id: string): boolean => identity.orgRecord(id) !== undefined;
   registerGovernRoutes(router, {
     snapshot,
     governor,
@@ -325,7 +329,7 @@ async function startLocked(
     audit: events,
     ...(seams.clock === undefined ? {} : { clock: seams.clock }),
   });
-  registerRetentionRoutes(router, { snapshot, retention, orgExists });
+  registerRetentionRoutes(router, { snapshot, retention, orgExists: orgKnown });
   registerTrustRoutes(router, {
     snapshot,
     identity,
@@ -371,9 +375,30 @@ async function startLocked(
     mandateKidTaken: (kid) => mandateKeys.entries().some((e) => e.kid === kid),
     durable: () => store.durable(),
   });
-  registerAuditRoutes(router, { snapshot, log: events, orgExists, clientStallMs: config.clientStallMs });
+  registerAuditRoutes(router, {
+    snapshot,
+    log: events,
+    orgExists: orgKnown,
+    clientStallMs: config.clientStallMs,
+  });
   registerReplayRoutes(router, { snapshot, log: events, policies, orgExists, scans });
   registerPolicies(router, { snapshot, identity, policies, audit: events });
+  registerOrgDeletion(
+    router,
+    new OrgDeletion({
+      identity,
+      audit: events,
+      sidecars,
+      approvals,
+      alerts,
+      exports,
+      tools,
+      settings,
+      idempotency,
+      authenticators: webauthn,
+    }),
+    snapshot,
+  );
   registerProvisioning(router, {
     snapshot,
     identity,

@@ -4,6 +4,7 @@ import { ServiceError } from '../core/errors.js';
 import { roleAtLeast } from '../identity/roles.js';
 import type { Principal } from '../identity/types.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 import { newId } from '../util/ids.js';
 import type { WebauthnEvidence } from './webauthn.js';
 
@@ -192,6 +193,7 @@ export class ApprovalStore {
     const changes: Change[] = [];
     let result: ApprovalRecord | undefined;
     this.store.root.transactionSync(() => {
+      assertOrgLive(this.store, input.org_id);
       for (const found of this.liveFor(input.org_id, input.agent_uuid, input.fingerprint)) {
         const rec = this.expireIfDue(found, now, changes);
         if (rec.status === 'pending' && rec.tier === input.tier) {
@@ -220,6 +222,7 @@ export class ApprovalStore {
     const changes: Change[] = [];
     let result: ApprovalRecord | undefined;
     this.store.root.transactionSync(() => {
+      assertOrgLive(this.store, input.org_id);
       let pending: ApprovalRecord | undefined;
       for (const found of this.liveFor(input.org_id, input.agent_uuid, input.fingerprint)) {
         const rec = this.expireIfDue(found, now, changes);
@@ -606,6 +609,39 @@ export class ApprovalStore {
       });
     }
     return found.length;
+  }
+
+  /**
+   * The org is being deleted: every live approval of it ends, a pending one `cancelled`, an
+   * approved one not yet consumed `revoked` (by `by`, the super_admin deleting it, with the reason
+   * `org deleted`), each an `approval.*` event of the org's chain as any transition is, and heard
+   * by the approval streams. One transaction; returns how many of each.
+   */
+  async retireOrg(orgId: string, by: Principal): Promise<{ cancelled: number; revoked: number }> {
+    const now = this.clock();
+    const changes: Change[] = [];
+    const ended = { cancelled: 0, revoked: 0 };
+    this.store.root.transactionSync(() => {
+      const ids = [...this.store.approvalIndex.getKeys({ start: ['x', orgId], end: ['x', orgId, HIGH] })].map(
+        (key) => (key as Key)[3] as string,
+      );
+      for (const id of ids) {
+        const rec = this.store.approvals.get(id) as ApprovalRecord | undefined;
+        if (rec === undefined || !isLive(rec.status)) continue;
+        const status = rec.status === 'pending' ? 'cancelled' : 'revoked';
+        const next: ApprovalRecord = {
+          ...rec,
+          status,
+          decided_by: by.id,
+          decided_at: new Date(now).toISOString(),
+          reason: 'org deleted',
+        };
+        this.apply(rec, next, changes, { event: status, actor: by, note: null });
+        ended[status]++;
+      }
+    });
+    await this.record(changes);
+    return ended;
   }
 
   /** Expires every due live approval of every org (for a timer; not on the request path). */

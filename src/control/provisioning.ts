@@ -33,6 +33,7 @@ export interface ProvisioningDeps {
 
 const AGENT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const EMAIL_RE = /^[^\s@]+@[^\s@]+$/;
+const ORGS_PARAMS: ReadonlySet<string> = new Set(['include_deleted']);
 
 export function registerProvisioning(router: Router<RouteHandler>, deps: ProvisioningDeps): void {
   const { snapshot, identity, settings, audit } = deps;
@@ -78,9 +79,16 @@ export function registerProvisioning(router: Router<RouteHandler>, deps: Provisi
     ctx.json(201, { org_id: org.org_id, name: org.name, created_at: org.created_at });
   });
 
+  // Deleted orgs (tombstones: `deleted_at`, `deleted_by`, `removed`) only with ?include_deleted=true.
   router.add('GET', '/api/orgs', (ctx) => {
     requireRole(ctx, snapshot, 'super_admin');
-    ctx.json(200, { data: identity.listOrgs(), next_cursor: null });
+    ctx.onlyParams(ORGS_PARAMS, 'a parameter of GET /api/orgs');
+    const include = ctx.query.get('include_deleted');
+    if (include !== null && include !== 'true' && include !== 'false')
+      throw new ServiceError('invalid_request', 'include_deleted must be true or false', {
+        param: 'include_deleted',
+      });
+    ctx.json(200, { data: identity.listOrgs(include === 'true'), next_cursor: null });
   });
 
   router.add('POST', '/api/users', async (ctx) => {

@@ -18,6 +18,7 @@ import type {
   SyncState,
 } from '../snapshot/wire.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 import type { PolicyRepo } from '../store/policies.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { hashCredential, newId, newSidecarToken, SIDECAR_TOKEN_PREFIX, sha256Hex } from '../util/ids.js';
@@ -193,6 +194,7 @@ export class SidecarDesk {
       revoked_at: null,
     };
     await this.#store.writer.enqueue(() => {
+      assertOrgLive(this.#store, orgId);
       this.#store.sidecars.putSync([SIDECAR_KEY, record.sidecar_id], record);
       this.#store.sidecars.putSync([TOKEN_KEY, hashCredential(token)], record.sidecar_id);
     });
@@ -227,6 +229,41 @@ export class SidecarDesk {
     this.#mandateJwks = undefined;
     this.#generation++;
     return revoked;
+  }
+
+  /**
+   * The org is being deleted: each of its sidecars not yet revoked is revoked (its record stays:
+   * it names the logs it shipped into the org chain), and the token of every one of them is
+   * deleted, in one transaction. Its mandate keys leave the published set at once. A sidecar of a
+   * deleted org is refused already (`authenticate`: its org is gone); it learns so at its next
+   * snapshot poll, forgets its snapshot and decides nothing more. Returns how many were revoked
+   * and how many tokens went.
+   */
+  async retireOrg(orgId: string): Promise<{ revoked: number; tokens: number }> {
+    const n = { revoked: 0, tokens: 0 };
+    const now = new Date().toISOString();
+    await this.#store.writer.enqueue(() => {
+      const { sidecars } = this.#store;
+      const ids = new Set<string>();
+      for (const { value } of sidecars.getRange({ start: [SIDECAR_KEY], end: [SIDECAR_KEY, '\uffff'] })) {
+        const r = value as SidecarRecord;
+        if (r.org_id !== orgId) continue;
+        ids.add(r.sidecar_id);
+        if (r.revoked_at === null) {
+          sidecars.putSync([SIDECAR_KEY, r.sidecar_id], { ...r, revoked_at: now });
+          n.revoked++;
+        }
+      }
+      for (const { key, value } of sidecars.getRange({ start: [TOKEN_KEY], end: [TOKEN_KEY, '\uffff'] }))
+        if (ids.has(value as string)) {
+          sidecars.removeSync(key);
+          n.tokens++;
+        }
+    });
+    this.#snapshots.delete(orgId);
+    this.#mandateJwks = undefined;
+    this.#generation++;
+    return n;
   }
 
   /**

@@ -23,6 +23,7 @@ export const ERROR_CATALOG = {
   idempotency_in_progress: { status: 409, type: 'conflict_error' },
   idempotency_mismatch: { status: 409, type: 'conflict_error' },
   idempotency_not_kept: { status: 409, type: 'conflict_error' },
+  org_protected: { status: 409, type: 'conflict_error' },
   payload_too_large: { status: 413, type: 'invalid_request_error' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error' },
   rate_limited: { status: 429, type: 'rate_limit_error' },

@@ -2,6 +2,7 @@ import { Agent } from 'undici';
 import type { AuditEvent } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
 import { postWithRetries } from './deliver.js';
@@ -105,7 +106,7 @@ export function alertHeaders(
 }
 
 export interface AlertDeskDeps {
-  readonly store: Pick<Store, 'settings' | 'writer'>;
+  readonly store: Pick<Store, 'settings' | 'writer' | 'orgs'>;
   readonly settings: SettingsRepo;
   readonly egress: EgressPolicy;
   /** Where `audit_url` points: `{base}/api/audit/events/{id}`. */
@@ -256,6 +257,7 @@ export class AlertDesk {
     };
     const { settings, writer } = this.#deps.store;
     await writer.enqueue(() => {
+      assertOrgLive(this.#deps.store, org);
       if (url !== undefined) this.#deps.settings.sealSecret(org, slot(record.id), url);
       settings.putSync([org, 'alert', record.id], record);
     });
@@ -282,6 +284,14 @@ export class AlertDesk {
     this.#queues.delete(`${org}/${id}`);
     this.#logs.delete(`${org}/${id}`);
     return true;
+  }
+
+  /** The org is being deleted: each of its destinations is removed (as `remove` does). Returns how many. */
+  async dropOrg(org: string): Promise<number> {
+    let n = 0;
+    for (const d of [...(this.#byOrg.get(org) ?? [])]) if (await this.remove(org, d.id)) n++;
+    this.#byOrg.delete(org);
+    return n;
   }
 
   /** Sends a test alert now (no retries) and answers how it went; it is logged like any delivery. */

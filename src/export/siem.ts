@@ -4,6 +4,7 @@ import type { AuditEvent, AuditLog } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import { headerSecretProblem, maskedEcho } from '../crypto/vault.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
 import { VERSION } from '../version.js';
@@ -166,7 +167,7 @@ class Exporter {
 }
 
 export interface ExportDeskDeps {
-  readonly store: Pick<Store, 'settings' | 'writer'>;
+  readonly store: Pick<Store, 'settings' | 'writer' | 'orgs'>;
   readonly settings: SettingsRepo;
   readonly egress: EgressPolicy;
   /** The org chains, read from each target's cursor on. */
@@ -395,6 +396,7 @@ export class ExportDesk {
       for (const chain of org === SYSTEM ? this.#deps.orgs() : [org])
         heads.set(chain, this.#deps.log.lastSeq(chain));
     await writer.enqueue(() => {
+      assertOrgLive(this.#deps.store, org);
       if (token === null) this.#deps.settings.removeSecret(org, slot(target.id));
       else if (token !== undefined) this.#deps.settings.sealSecret(org, slot(target.id), token);
       settings.putSync([org, 'export', target.id], { ...target, record: 'export_target' });
@@ -427,6 +429,14 @@ export class ExportDesk {
       list.filter((e) => e !== x),
     );
     return true;
+  }
+
+  /** The org is being deleted: each of its destinations is removed (as `remove` does). Returns how many. */
+  async dropOrg(org: string): Promise<number> {
+    let n = 0;
+    for (const x of [...(this.#byOrg.get(org) ?? [])]) if (await this.remove(org, x.target.id)) n++;
+    this.#byOrg.delete(org);
+    return n;
   }
 
   /** Sends one test event to a target now (its retries included) and answers how it went. */

@@ -4,6 +4,7 @@ import { ServiceError } from '../core/errors.js';
 import { lastFour, maskedEcho } from '../crypto/vault.js';
 import { EGRESS_FORBIDDEN, type EgressPolicy, originOf } from '../export/ssrf.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { newId } from '../util/ids.js';
 import { toolHeaderProblem } from './tool-headers.js';
@@ -230,12 +231,20 @@ export class ToolRegistry {
     }
     const kept = new Set(next.flatMap((t) => Object.values(t.headers).map((h) => h.ref)));
     this.store.root.transactionSync(() => {
+      assertOrgLive(this.store, orgId);
       for (const [ref, secret] of secrets) this.settings.sealSecret(orgId, ref, secret);
       for (const old of current.values())
         for (const h of Object.values(old.headers))
           if (!kept.has(h.ref)) this.store.vault.removeSync([orgId, h.ref]);
       this.store.tools.putSync(orgId, next);
     });
+  }
+
+  /** The org is being deleted: its tool list goes (their header secrets go with its vault slots). Returns how many tools. */
+  dropOrg(orgId: string): number {
+    const n = this.list(orgId).length;
+    if (n > 0) this.store.tools.removeSync(orgId);
+    return n;
   }
 
   /** The org's tool `name`; 404 `tool_not_found` when it has none. */

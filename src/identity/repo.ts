@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 import { hashCredential, newAgentKey, newId, newPat } from '../util/ids.js';
 import { OrgGenerations } from '../util/org-generations.js';
 import { minRole, type Role } from './roles.js';
@@ -153,7 +154,14 @@ export class IdentityRepo {
   }
 
   // ---- orgs
+  /** The org, unless it does not exist or was deleted (see `orgRecord` for a tombstone). */
   getOrg(orgId: string): OrgRecord | undefined {
+    const o = this.store.orgs.get(orgId) as OrgRecord | undefined;
+    return o === undefined || o.deleted_at !== undefined ? undefined : o;
+  }
+
+  /** The org's record, a deleted org's tombstone included. */
+  orgRecord(orgId: string): OrgRecord | undefined {
     return this.store.orgs.get(orgId);
   }
 
@@ -169,8 +177,80 @@ export class IdentityRepo {
     return record;
   }
 
-  listOrgs(): OrgRecord[] {
-    return [...this.store.orgs.getRange()].map((e) => e.value as OrgRecord);
+  /** Every org; deleted ones (tombstones) only with `includeDeleted`. */
+  listOrgs(includeDeleted = false): OrgRecord[] {
+    return [...this.store.orgs.getRange()]
+      .map((e) => e.value as OrgRecord)
+      .filter((o) => includeDeleted || o.deleted_at === undefined);
+  }
+
+  /**
+   * The first step of deleting an org, in one transaction: its record becomes a tombstone
+   * (`deleted_at`, `deleted_by`; its name is released, its id stays taken), and its users (with
+   * their addresses' index entries), agents (with their names) and every credential of the org
+   * (agent keys and personal access tokens, revoked ones included, with their index entries) are
+   * deleted. From its commit nothing of the org authenticates. A tombstone whose deletion did not
+   * complete (no `removed`) is taken again, so a deletion cut short is finished by the next one.
+   * 404 when the org does not exist or its deletion completed.
+   */
+  retireOrg(
+    orgId: string,
+    deletedBy: string,
+  ): {
+    record: OrgRecord;
+    userIds: string[];
+    removed: { users: number; agents: number; agent_keys: number; tokens: number };
+  } {
+    const { orgs, users, credentials, agents, agentNames, identityIndex } = this.store;
+    const removed = { users: 0, agents: 0, agent_keys: 0, tokens: 0 };
+    const userIds: string[] = [];
+    let record: OrgRecord | undefined;
+    this.store.root.transactionSync(() => {
+      const found = orgs.get(orgId) as OrgRecord | undefined;
+      if (found === undefined || found.removed !== undefined)
+        throw new ServiceError('not_found', `org ${orgId} does not exist`);
+      record =
+        found.deleted_at !== undefined ? found : { ...found, deleted_at: nowIso(), deleted_by: deletedBy };
+      orgs.putSync(orgId, record);
+      if (identityIndex.get(orgNameKey(found.name)) === orgId)
+        identityIndex.removeSync(orgNameKey(found.name));
+      for (const { key, value } of identityIndex.getRange({ start: ['e', orgId], end: ['e', orgId, HIGH] })) {
+        identityIndex.removeSync(key);
+        const u = users.get(value as string) as UserRecord | undefined;
+        if (u === undefined || u.org_id !== orgId) continue;
+        users.removeSync(u.user_id);
+        userIds.push(u.user_id);
+        removed.users++;
+      }
+      for (const { key, value } of credentials.getRange()) {
+        const c = value as CredentialRecord | string;
+        if (typeof c === 'string' || c.org_id !== orgId) continue;
+        credentials.removeSync(key);
+        if (credentials.get(`id:${c.credential_id}`) === key) credentials.removeSync(`id:${c.credential_id}`);
+        credentials.removeSync(subjectIndex(c.subject_id, key as string));
+        if (c.kind === 'agent') {
+          credentials.removeSync(agentKeyIndex(orgId, key as string));
+          removed.agent_keys++;
+        } else removed.tokens++;
+      }
+      for (const { key, value } of agentNames.getRange({ start: [orgId], end: [orgId, HIGH] })) {
+        agentNames.removeSync(key);
+        if (agents.removeSync(value as string)) removed.agents++;
+      }
+    });
+    this.bump(orgId);
+    return { record: record as OrgRecord, userIds, removed };
+  }
+
+  /** The last step of deleting an org: the tombstone records what was removed (the deletion is complete). */
+  completeOrgDeletion(orgId: string, removed: Readonly<Record<string, number>>): OrgRecord {
+    let record: OrgRecord | undefined;
+    this.store.root.transactionSync(() => {
+      const found = this.store.orgs.get(orgId) as OrgRecord;
+      record = { ...found, removed };
+      this.store.orgs.putSync(orgId, record);
+    });
+    return record as OrgRecord;
   }
 
   // ---- users
@@ -192,6 +272,7 @@ export class IdentityRepo {
   createUser(orgId: string, email: string, role: Role, userId = newId('usr_', 16)): UserRecord {
     const record: UserRecord = { user_id: userId, org_id: orgId, email, role, created_at: nowIso() };
     this.store.root.transactionSync(() => {
+      assertOrgLive(this.store, orgId);
       if (this.store.identityIndex.get(emailKey(orgId, email)) !== undefined)
         throw new ServiceError('conflict', `a user with email ${email} exists in this org`);
       this.store.users.putSync(userId, record);
@@ -234,6 +315,7 @@ export class IdentityRepo {
     };
     const hash = hashCredential(secret);
     this.store.root.transactionSync(() => {
+      assertOrgLive(this.store, orgId);
       if (this.liveCredentials(subjectId, Date.now()) >= MAX_LIVE_CREDENTIALS)
         throw new ServiceError(
           'conflict',
@@ -485,6 +567,7 @@ export class IdentityRepo {
       created_at: nowIso(),
     };
     this.store.root.transactionSync(() => {
+      assertOrgLive(this.store, orgId);
       if (this.store.agentNames.get([orgId, input.agent_id]) !== undefined) {
         throw new ServiceError('conflict', `agent "${input.agent_id}" already exists in this org`, {
           param: 'agent_id',

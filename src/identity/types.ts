@@ -4,6 +4,15 @@ export interface OrgRecord {
   readonly org_id: string;
   readonly name: string;
   readonly created_at: string;
+  /**
+   * Set when the org was deleted (`DELETE /api/orgs/{id}`): the record stays as a tombstone, so
+   * its id is never reused and a super_admin still reads its chain. Its name is released.
+   */
+  readonly deleted_at?: string;
+  /** The user who deleted it. */
+  readonly deleted_by?: string;
+  /** What the deletion removed (counts), once it completed; absent while it is under way. */
+  readonly removed?: Readonly<Record<string, number>>;
 }
 
 export interface UserRecord {

@@ -148,6 +148,25 @@ export class IdempotencyStore {
     holds: (body: string) => boolean,
     batch = 64,
   ): Promise<number> {
+    return this.#removeWhere(
+      orgId,
+      (rec) => pipelineIds.has(rec.pipeline_id) || (rec.body !== '' && holds(rec.body)),
+      batch,
+    );
+  }
+
+  /**
+   * The org is being deleted: every answer kept for its replays goes (read `batch` at a time, as
+   * `eraseWhere` reads). Returns how many.
+   */
+  async dropOrg(orgId: string, batch = 64): Promise<number> {
+    const n = await this.#removeWhere(orgId, () => true, batch);
+    this.kept.delete(orgId);
+    return n;
+  }
+
+  /** Deletes the org's kept answers that `matches`, `batch` read at a time; returns how many. */
+  async #removeWhere(orgId: string, matches: (rec: StoredRecord) => boolean, batch: number): Promise<number> {
     let n = 0;
     let after: Key | undefined;
     for (;;) {
@@ -162,8 +181,7 @@ export class IdempotencyStore {
         read++;
         after = key as Key;
         const rec = value as StoredRecord;
-        if (pipelineIds.has(rec.pipeline_id) || (rec.body !== '' && holds(rec.body)))
-          gone.push({ key: after, bytes: Buffer.byteLength(rec.body, 'utf8') });
+        if (matches(rec)) gone.push({ key: after, bytes: Buffer.byteLength(rec.body, 'utf8') });
       }
       if (gone.length > 0) {
         await this.store.writer.enqueue(() => {
