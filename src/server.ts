@@ -264,8 +264,9 @@ async function startLocked(
   });
   registerGatewayRoutes(router, gateway);
   const orgExists = (id: string): boolean => identity.getOrg(id) !== undefined;
-  // A deleted org's chain stays readable (and prunable) by a super_admin: the audit and retention
-  // routes take its tombstone too; every other org-scoped route answers 404 for it.
+  // A deleted org's chain stays readable, prunable and erasable by a super_admin (the only one
+  // who may name another org): the audit, retention, erasure and DSAR routes take its tombstone
+  // too; every other org-scoped route answers 404 for it.
   const orgKnown = (id: string): boolean => identity.orgRecord(id) !== undefined;
   registerGovernRoutes(router, {
     snapshot,
@@ -301,7 +302,7 @@ async function startLocked(
     identity,
     log: events,
     audit: events,
-    orgExists,
+    orgExists: orgKnown,
     archive,
     approvals,
     authenticators: (userId) => webauthn.credentialsOf(userId),
@@ -319,7 +320,7 @@ async function startLocked(
     idempotency,
     archive,
   });
-  registerErasureRoutes(router, { snapshot, erasures, orgExists });
+  registerErasureRoutes(router, { snapshot, erasures, orgExists: orgKnown });
   const retention = new RetentionDesk({
     exclusive: complianceQueue,
     settings: config.audit,

@@ -78,7 +78,11 @@ async function populatedOrg(svc: TestService, name: string) {
   const chat = await svc.call('/v1/chat/completions', {
     token: org.agentKey,
     headers: { 'idempotency-key': 'replay-1' },
-    body: { model: 'mock-echo', messages: [{ role: 'user', content: 'hello' }] },
+    body: {
+      model: 'mock-echo',
+      user: `end-user@${name}.test`,
+      messages: [{ role: 'user', content: 'hello' }],
+    },
   });
   if (chat.status !== 200) throw new Error(JSON.stringify(chat.body));
   return { ...org, approvalId: asked.body.approval.request_id as string };
@@ -204,6 +208,29 @@ t.test('deleting an org: its credentials stop at once, its state goes, its chain
   t.ok(integrity.body.events > 5);
   const exported = await svc.call(`/api/audit/export?format=jsonl&org_id=${acme.orgId}`, { token: svc.pat });
   t.equal(exported.status, 200, 'the chain exports');
+
+  // Its personal data stays erasable (GDPR) and its chain prunable by a super_admin; the chain
+  // still verifies after an erasure.
+  const erasure = await svc.call('/api/compliance/gdpr/erasure', {
+    token: svc.pat,
+    body: { data_subject: { type: 'end_user', value: 'end-user@acme.test' }, org_id: acme.orgId },
+  });
+  t.equal(erasure.status, 201, JSON.stringify(erasure.body));
+  const executed = await svc.call(
+    `/api/compliance/gdpr/erasure/${erasure.body.request_id}/execute?org_id=${acme.orgId}`,
+    { method: 'POST', token: svc.pat },
+  );
+  t.equal(executed.status, 200, JSON.stringify(executed.body));
+  t.ok(executed.body.receipt.erased.events >= 1, 'the end user’s events were erased');
+  const afterErasure = await svc.call(`/api/audit/integrity?org_id=${acme.orgId}&refresh=true`, {
+    token: svc.pat,
+  });
+  t.equal(afterErasure.body.status, 'intact', 'intact after the erasure');
+  t.equal(
+    (await svc.call(`/api/settings/retention/preview?org_id=${acme.orgId}`, { token: svc.pat })).status,
+    200,
+    'retention reaches it',
+  );
 
   // The deletion is an event of the `_system` chain, naming who and what.
   const sys = await systemEvent(svc, 'admin.org_deleted', acme.orgId);
