@@ -2,7 +2,7 @@ import { Agent } from 'undici';
 import type { AuditEvent } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import type { Store } from '../store/db.js';
-import { assertOrgLive } from '../store/org-tombstone.js';
+import { assertOrgLive, orgDeleted } from '../store/org-tombstone.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
 import { postWithRetries } from './deliver.js';
@@ -423,6 +423,8 @@ export class AlertDesk {
     const { settings, writer } = this.#deps.store;
     void writer
       .enqueue(() => {
+        // A deleted org's settings are gone for good: a delivery that ends after it logs nothing.
+        if (orgDeleted(this.#deps.store, d.org_id)) return;
         settings.putSync([d.org_id, LOG_KIND, d.id, n], r);
         if (n > LOG_MAX) settings.removeSync([d.org_id, LOG_KIND, d.id, n - LOG_MAX]);
       })

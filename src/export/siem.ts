@@ -4,7 +4,7 @@ import type { AuditEvent, AuditLog } from '../audit/types.js';
 import { ServiceError } from '../core/errors.js';
 import { headerSecretProblem, maskedEcho } from '../crypto/vault.js';
 import type { Store } from '../store/db.js';
-import { assertOrgLive } from '../store/org-tombstone.js';
+import { assertOrgLive, orgDeleted } from '../store/org-tombstone.js';
 import type { SettingsRepo } from '../store/settings.js';
 import { sortableId } from '../util/ids.js';
 import { VERSION } from '../version.js';
@@ -576,7 +576,12 @@ export class ExportDesk {
       const t = x.target;
       if (seq === undefined || this.#find(t.org_id, t.id) !== x) return;
       const { settings, writer } = this.#deps.store;
-      void writer.enqueue(() => settings.putSync([t.org_id, CURSOR, t.id, chain], seq)).catch(() => {});
+      void writer
+        .enqueue(() => {
+          // A deleted org's settings are gone for good: nothing is written back under it.
+          if (!orgDeleted(this.#deps.store, t.org_id)) settings.putSync([t.org_id, CURSOR, t.id, chain], seq);
+        })
+        .catch(() => {});
     }, SKIP_STORE_MS).unref();
   }
 
@@ -585,7 +590,9 @@ export class ExportDesk {
     const t = x.target;
     if (this.#find(t.org_id, t.id) !== x) return false;
     const { settings, writer } = this.#deps.store;
-    await writer.enqueue(() => settings.putSync([t.org_id, CURSOR, t.id, chain], to));
+    await writer.enqueue(() => {
+      if (!orgDeleted(this.#deps.store, t.org_id)) settings.putSync([t.org_id, CURSOR, t.id, chain], to);
+    });
     x.cursors.set(chain, to);
     return true;
   }

@@ -4,6 +4,7 @@ import t from 'tap';
 import { IdentityRepo } from '../../src/identity/repo.js';
 import type { CredentialRecord, OrgRecord, UserRecord } from '../../src/identity/types.js';
 import { openStore } from '../../src/store/db.js';
+import { startReceiver } from '../helpers/receiver.js';
 import { createOrg, orgLogFiles, startService, type TestService } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -123,13 +124,39 @@ t.test('DELETE /api/orgs/{id}: only a super_admin, never the bootstrap org nor t
 });
 
 t.test('deleting an org: its credentials stop at once, its state goes, its chain stays', async (t) => {
-  const svc = await startService();
+  const hook = await startReceiver();
+  const svc = await startService({ env: { SERVICE_EGRESS_ALLOW: `127.0.0.1:${hook.port}` } });
   let closed = false;
   t.teardown(async () => {
     if (!closed) await svc.close();
+    await hook.close();
   });
   const acme = await populatedOrg(svc, 'acme');
   const keep = await populatedOrg(svc, 'keep');
+  // Its per-org destinations deliver until the deletion.
+  const exportDest = await svc.call('/api/settings/export-destinations', {
+    token: acme.adminPat,
+    body: {
+      kind: 'webhook',
+      endpoint: `http://127.0.0.1:${hook.port}/acme-export`,
+      token: 'acme-export-token',
+    },
+  });
+  t.equal(exportDest.status, 201, JSON.stringify(exportDest.body));
+  const alertDest = await svc.call('/api/settings/alert-destinations', {
+    token: acme.adminPat,
+    body: {
+      webhook_type: 'generic',
+      webhook_url: `http://127.0.0.1:${hook.port}/acme-alert`,
+      min_severity: 'all',
+    },
+  });
+  t.equal(alertDest.status, 201, JSON.stringify(alertDest.body));
+  await svc.call('/v1/chat/completions', {
+    token: acme.agentKey,
+    body: { model: 'mock-echo', messages: [{ role: 'user', content: 'before' }] },
+  });
+  await waitFor(() => hook.posts.some((h) => h.path === '/acme-export'), 'a delivery before the deletion');
   const chatAs = (token: string) =>
     svc.call('/v1/chat/completions', {
       token,
@@ -153,6 +180,8 @@ t.test('deleting an org: its credentials stop at once, its state goes, its chain
       approvals_cancelled: 1,
       approvals_revoked: 0,
       idempotency_replays: 1,
+      export_destinations: 1,
+      alert_destinations: 1,
     },
   });
   t.ok(res.body.removed.secrets >= 1, 'the provider key left the vault');
@@ -230,6 +259,14 @@ t.test('deleting an org: its credentials stop at once, its state goes, its chain
     (await svc.call(`/api/settings/retention/preview?org_id=${acme.orgId}`, { token: svc.pat })).status,
     200,
     'retention reaches it',
+  );
+
+  // The erasure's events are the org's, after its destinations went: none reaches them (an
+  // export destination flushes every second).
+  await new Promise((r) => setTimeout(r, 2500));
+  t.notOk(
+    hook.posts.some((h) => h.path.startsWith('/acme') && h.raw.includes('compliance.erasure')),
+    'its destinations deliver nothing after the deletion',
   );
 
   // The deletion is an event of the `_system` chain, naming who and what.
