@@ -152,6 +152,21 @@ t.test('deleting an org: its credentials stop at once, its state goes, its chain
     },
   });
   t.equal(alertDest.status, 201, JSON.stringify(alertDest.body));
+  // A tool whose header holds a secret (kept in the vault).
+  const tools = await svc.call('/api/settings/tools', {
+    method: 'PUT',
+    token: acme.adminPat,
+    body: {
+      tools: [
+        {
+          name: 'crm.lookup',
+          url: `http://127.0.0.1:${hook.port}/lookup`,
+          headers: { Authorization: 'Bearer acme-tool-secret' },
+        },
+      ],
+    },
+  });
+  t.equal(tools.status, 200, JSON.stringify(tools.body));
   await svc.call('/v1/chat/completions', {
     token: acme.agentKey,
     body: { model: 'mock-echo', messages: [{ role: 'user', content: 'before' }] },
@@ -184,7 +199,8 @@ t.test('deleting an org: its credentials stop at once, its state goes, its chain
       alert_destinations: 1,
     },
   });
-  t.ok(res.body.removed.secrets >= 1, 'the provider key left the vault');
+  t.ok(res.body.removed.secrets >= 2, "the provider key and the tool's header left the vault");
+  t.equal(res.body.removed.tools, 1, 'its tool went');
   t.match(res.body.deleted_at, /^\d{4}-\d\d-\d\dT/);
 
   // Nothing of the org authenticates, from the answer on.
@@ -296,6 +312,7 @@ t.test('deleting an org: its credentials stop at once, its state goes, its chain
   const ofOrg = (db: { getKeys(o?: unknown): Iterable<unknown> }) =>
     [...db.getKeys()].filter((k) => Array.isArray(k) && k[0] === acme.orgId).length;
   t.equal(ofOrg(store.vault), 0, 'no vault secret of the org');
+  t.equal(store.tools.get(acme.orgId), undefined, 'no tool of the org');
   t.equal(ofOrg(store.settings), 0, 'no settings of the org');
   t.equal(ofOrg(store.idempotency), 0, 'no replay of the org');
   t.notOk(
