@@ -408,6 +408,9 @@ export function nodeTimeouts(
   };
 }
 
+/** The lowest TLS version served, as uWS's: TLS 1.2. */
+const TLS_MIN = 'TLSv1.2';
+
 export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
   // A connection closed with answers queued on it: node never writes them, nothing is in flight.
   const { inFlight, queuedLost } = requestCounter();
@@ -416,12 +419,13 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
   const timeouts = nodeTimeouts(opts);
   const budget = new BodyBudget(opts.bodyBudgetBytes);
   const listener = requestListener(handler, inFlight, queuedLost, opts.largeBodyLimit, budget);
-  const server = opts.tls
+  const https = opts.tls
     ? createHttpsServer(
-        { ...timeouts, cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
+        { ...timeouts, cert: opts.tls.cert, key: opts.tls.key, minVersion: TLS_MIN },
         listener,
       )
-    : createServer(timeouts, listener);
+    : undefined;
+  const server = https ?? createServer(timeouts, listener);
   server.on('clientError', answerUnparsable);
   return new Promise((resolve, reject) => {
     const failed = (err: NodeJS.ErrnoException): void => reject(new ListenError(opts.host, opts.port, err));
@@ -435,6 +439,11 @@ export function listenNode(opts: ListenOptions, handler: HttpHandler): Promise<H
         port,
         get bufferedBodyBytes() {
           return budget.held;
+        },
+        async replaceTls(files) {
+          if (https === undefined) throw new Error('this listener serves plain HTTP');
+          // For the handshakes to come; a connection keeps the context it was made with.
+          https.setSecureContext({ cert: files.cert, key: files.key, minVersion: TLS_MIN });
         },
         async close(graceMs = 10_000) {
           if (closed) return;

@@ -2,7 +2,10 @@ import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 
-/** A listener's certificate and key, read and checked once at start (docs/ops.md, "TLS"). */
+/**
+ * A listener's certificate and key, read and checked at start, and again when the files change
+ * (tls-reload.ts; docs/ops.md, "TLS").
+ */
 export interface TlsFiles {
   readonly certFile: string;
   readonly keyFile: string;
@@ -67,6 +70,18 @@ export function loadTlsFiles(certFile: string, keyFile: string, now = new Date()
   if (now < notBefore)
     throw new TlsConfigError(`the certificate in ${certFile} is not valid before ${notBefore.toISOString()}`);
   return { certFile, keyFile, cert, key, notAfter };
+}
+
+/**
+ * Whether the files still hold the bytes `files` read (an engine that reads the files itself, as
+ * uWS does, checks it read what loadTlsFiles checked). A file that cannot be read has changed.
+ */
+export function unchangedOnDisk(files: TlsFiles): boolean {
+  try {
+    return readFileSync(files.certFile).equals(files.cert) && readFileSync(files.keyFile).equals(files.key);
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -84,6 +84,13 @@ export interface HttpServer {
   close(graceMs?: number): Promise<void>;
   /** Request body bytes held while bodies are read (BodyBudget). */
   readonly bufferedBodyBytes: number;
+  /**
+   * Serves new connections with `files` (checked by `loadTlsFiles`), on the port it holds, once
+   * it resolves; connections open already keep the certificate they were made with, and their
+   * requests in flight run on. Rejects, the listener serving as before, when the files cannot be
+   * put in force, or when this listener serves plain HTTP. (tls-reload.ts calls it.)
+   */
+  replaceTls(files: TlsFiles): Promise<void>;
 }
 
 export interface ListenOptions {

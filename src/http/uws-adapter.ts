@@ -1,10 +1,11 @@
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import type * as Uws from '@trufflesuite/uws-js-unofficial';
 import { BodyBudget } from './body-budget.js';
 import { InFlight } from './in-flight.js';
 import { ONCE_HEADERS } from './once-headers.js';
 import { StallWait } from './stall-wait.js';
+import { TlsConfigError, type TlsFiles, unchangedOnDisk } from './tls.js';
 import {
   type HttpHandler,
   type HttpServer,
@@ -264,6 +265,34 @@ class UwsResponse implements ServerResponse {
 }
 
 const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+/** uWS's default: SO_REUSEADDR and SO_REUSEPORT, so that another socket of this process can join the port. */
+const LIBUS_LISTEN_SHAREABLE = 0;
+
+/** Listens `app` on host:port (uWS calls back before `listen` returns); false when it cannot. */
+function listenNow(
+  app: Uws.TemplatedApp,
+  host: string,
+  port: number,
+  options: number,
+): Uws.us_listen_socket | false {
+  // The typings omit the host + port + options form.
+  const listenWith = app.listen as unknown as (
+    host: string,
+    port: number,
+    options: number,
+    cb: (socket: Uws.us_listen_socket | false) => void,
+  ) => void;
+  let socket = false as Uws.us_listen_socket | false;
+  listenWith.call(app, host, port, options, (s) => {
+    socket = s;
+  });
+  return socket;
+}
+
+/** Closes every connection of `app` (and its listen socket, if still open). */
+function closeApp(app: Uws.TemplatedApp): void {
+  (app as unknown as { close?: () => void }).close?.();
+}
 
 /** Why `opts` cannot be listened on, as node:net reports it. */
 function listenFailure(opts: ListenOptions): Promise<Error> {
@@ -277,15 +306,65 @@ function listenFailure(opts: ListenOptions): Promise<Error> {
   });
 }
 
+/**
+ * Claims host:port for a socket that may be shared: node:net listens on it first without
+ * SO_REUSEPORT, which fails (EADDRINUSE, named) while any socket holds the port, one that allows
+ * sharing included; then, on the same turn, lets it go and calls `bind` with the port (port 0 is
+ * resolved here: the kernel never lets a socket join a port it picked for another).
+ */
+function claimPort<T>(opts: ListenOptions, bind: (port: number) => T): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => reject(new ListenError(opts.host, opts.port, err)));
+    probe.listen(opts.port, opts.host, () => {
+      const port = (probe.address() as AddressInfo).port;
+      // The file descriptor is closed now, not at the close event: the bind follows at once.
+      probe.close();
+      resolve(bind(port));
+    });
+  });
+}
+
+/**
+ * An SSLApp serving `files`. uWS takes file names and reads them itself: read again after, they
+ * must still be the bytes loadTlsFiles checked (a renewal landing in between is not served
+ * unchecked; the next check sees it).
+ */
+function sslApp(uws: UwsModule, files: TlsFiles): Uws.TemplatedApp {
+  let app: Uws.TemplatedApp;
+  try {
+    app = uws.SSLApp({ cert_file_name: files.certFile, key_file_name: files.keyFile });
+  } catch {
+    throw new TlsConfigError(`uWS could not build a TLS context from ${files.certFile} and ${files.keyFile}`);
+  }
+  if (!unchangedOnDisk(files)) {
+    closeApp(app);
+    throw new TlsConfigError(`${files.certFile} or ${files.keyFile} changed while being read`);
+  }
+  return app;
+}
+
+/**
+ * Listens with uWS. Plain HTTP listens with LIBUS_LISTEN_EXCLUSIVE_PORT: without it uWS sets
+ * SO_REUSEPORT, and a second govgate on a port already held would share it (the kernel splitting
+ * connections between the two) instead of failing.
+ *
+ * HTTPS must be able to take a renewed certificate (`replaceTls`), and an SSLApp's certificate
+ * cannot be replaced: uWS has no call for it (`addServerName` adds contexts chosen by SNI only,
+ * and clients that dial an IP address send none). So a renewal builds a new SSLApp with the same
+ * route, listens it on the same port, and closes the old listen socket: new connections go to
+ * the new app, those of the old one (kept alive, or with a request in flight) run on until they
+ * close, or until the server's drain closes them. Two sockets on one port need SO_REUSEPORT on
+ * both, so HTTPS listens shareable; the guard the exclusive flag gives is kept by `claimPort`: a
+ * node:net socket without SO_REUSEPORT must get the port first, which fails while any socket
+ * holds it, and the kernel lets only sockets of the same user join a port. What remains is the
+ * instant between that socket's close and uWS's bind, on the same turn (docs/ops.md, "TLS").
+ */
 export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHandler): Promise<HttpServer> {
-  // uWS reads the files itself; loadTlsFiles has checked them already.
-  const app = opts.tls
-    ? uws.SSLApp({ cert_file_name: opts.tls.certFile, key_file_name: opts.tls.keyFile })
-    : uws.App();
   const inFlight = new InFlight();
   const budget = new BodyBudget(opts.bodyBudgetBytes);
 
-  app.any('/*', (res, req) => {
+  const route = (res: Uws.HttpResponse, req: Uws.HttpRequest): void => {
     inFlight.enter();
     // Read on arrival: a request that came before the drain is served even if its body ends after.
     const draining = inFlight.draining;
@@ -387,43 +466,97 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
         dispatch(full, undefined);
       }
     });
-  });
+  };
+  const build = (files: TlsFiles | undefined): Uws.TemplatedApp => {
+    const app = files ? sslApp(uws, files) : uws.App();
+    app.any('/*', route);
+    return app;
+  };
 
+  const serve = (first: Uws.TemplatedApp, socket: Uws.us_listen_socket): HttpServer => {
+    const port = uws.us_socket_local_port(socket as unknown as Uws.us_socket);
+    let listening = socket;
+    let app = first;
+    // Apps that served an older certificate: their connections run on; closed with the server.
+    const retired: Uws.TemplatedApp[] = [];
+    // Their listen sockets, between a renewal and the check phase that closes them.
+    const retiring = new Set<Uws.us_listen_socket>();
+    let closed = false;
+    return {
+      engine: 'uws',
+      port,
+      get bufferedBodyBytes() {
+        return budget.held;
+      },
+      replaceTls(files) {
+        if (!opts.tls) return Promise.reject(new Error('this listener serves plain HTTP'));
+        if (closed) return Promise.reject(new Error('this listener is closed'));
+        let next: Uws.TemplatedApp;
+        try {
+          next = build(files);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+        const nextSocket = listenNow(next, opts.host, port, LIBUS_LISTEN_SHAREABLE);
+        if (!nextSocket) {
+          closeApp(next);
+          return Promise.reject(
+            new Error(`cannot listen a second socket on ${opts.host}:${port} for the new certificate`),
+          );
+        }
+        // Both listen now, the kernel handing each new connection to one of them. The old socket
+        // is closed on the turn's check phase, right after the poll phase in which uWS accepted
+        // what was queued on it: a connection still in its queue when it closes is reset, and this
+        // leaves the fewest there (docs/ops.md, "TLS").
+        const old = listening;
+        listening = nextSocket;
+        retiring.add(old);
+        retired.push(app);
+        app = next;
+        return new Promise((resolve) =>
+          setImmediate(() => {
+            if (retiring.delete(old)) uws.us_listen_socket_close(old);
+            resolve();
+          }),
+        );
+      },
+      async close(graceMs = 10_000) {
+        if (closed) return;
+        closed = true;
+        uws.us_listen_socket_close(listening);
+        for (const s of retiring) uws.us_listen_socket_close(s);
+        retiring.clear();
+        // Connections kept alive stay open (uWS cannot close only the idle ones); a request sent
+        // on one is refused and its connection closed. Closing the apps closes what is left.
+        inFlight.draining = true;
+        await inFlight.drained(graceMs);
+        inFlight.cutOff = true;
+        for (const a of retired) closeApp(a);
+        closeApp(app);
+      },
+    };
+  };
+
+  let app: Uws.TemplatedApp;
+  try {
+    app = build(opts.tls);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  if (opts.tls)
+    return claimPort(opts, (port) => listenNow(app, opts.host, port, LIBUS_LISTEN_SHAREABLE)).then(
+      (socket) => {
+        if (!socket) {
+          closeApp(app);
+          throw new ListenError(opts.host, opts.port);
+        }
+        return serve(app, socket);
+      },
+    );
   return new Promise((resolve, reject) => {
-    // Exclusive: without it uWS sets SO_REUSEPORT, and a second govgate on a port already held
-    // would share it (the kernel splitting connections between the two) instead of failing.
-    const listenExclusive = app.listen as unknown as (
-      host: string,
-      port: number,
-      options: number,
-      cb: (socket: Uws.us_listen_socket | false) => void,
-    ) => void;
-    listenExclusive.call(app, opts.host, opts.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) => {
-      if (!socket) {
-        // uWS gives no reason: node:net, asked for the same address, names it (EADDRINUSE, ...).
-        void listenFailure(opts).then(reject);
-        return;
-      }
-      const port = uws.us_socket_local_port(socket as unknown as Uws.us_socket);
-      let closed = false;
-      resolve({
-        engine: 'uws',
-        port,
-        get bufferedBodyBytes() {
-          return budget.held;
-        },
-        async close(graceMs = 10_000) {
-          if (closed) return;
-          closed = true;
-          uws.us_listen_socket_close(socket);
-          // Connections kept alive stay open (uWS cannot close only the idle ones); a request sent
-          // on one is refused and its connection closed. app.close() below closes what is left.
-          inFlight.draining = true;
-          await inFlight.drained(graceMs);
-          inFlight.cutOff = true;
-          (app as unknown as { close?: () => void }).close?.();
-        },
-      });
-    });
+    const socket = listenNow(app, opts.host, opts.port, LIBUS_LISTEN_EXCLUSIVE_PORT);
+    if (socket) resolve(serve(app, socket));
+    // uWS gives no reason: node:net, asked for the same address, names it (EADDRINUSE, ...).
+    else void listenFailure(opts).then(reject);
   });
 }

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { connect as connectTls, type TLSSocket } from 'node:tls';
 
 export interface RawResponse {
   readonly status: number;
@@ -55,6 +56,23 @@ export class RawConnection {
       });
       socket.once('error', reject);
     });
+  }
+
+  /** The same over TLS, trusting `ca` (PEM), once the handshake is done. */
+  static openTls(url: string, ca: string): Promise<RawConnection> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      const socket = connectTls({ host: hostname, port: Number(port), ca }, () => {
+        socket.off('error', reject);
+        resolve(new RawConnection(socket));
+      });
+      socket.once('error', reject);
+    });
+  }
+
+  /** Over TLS: the SHA-256 fingerprint of the certificate the server gave this connection. */
+  get peerFingerprint(): string {
+    return (this.socket as TLSSocket).getPeerCertificate().fingerprint256;
   }
 
   /** What arrived and is not yet read as an answer (to see that a stream has begun). */
