@@ -52,6 +52,7 @@ import { InFlight } from './http/in-flight.js';
 import { listen, localUrl } from './http/listen.js';
 import { Router } from './http/router.js';
 import { loadTlsFiles, type TlsFiles } from './http/tls.js';
+import { type TlsReloader, watchTlsFiles } from './http/tls-reload.js';
 import type { HttpServer } from './http/types.js';
 import { presentedCredential } from './identity/guard.js';
 import { IdentityRepo } from './identity/repo.js';
@@ -76,6 +77,8 @@ export interface RunningService {
   readonly bootstrap: BootstrapResult;
   /** The sidecar injector's HTTPS port, when SERVICE_INJECTOR_PORT is set. */
   readonly injectorPort: number | undefined;
+  /** The API listener's certificate files, watched for a renewal (with SERVICE_TLS_CERT). */
+  readonly tlsReload: TlsReloader | undefined;
   /** The control plane's sidecar desk (tokens, snapshots, sync). */
   readonly sidecars: SidecarDesk;
   /** The hourly purge of credentials revoked or expired past their grace period. */
@@ -110,6 +113,8 @@ export interface StartSeams {
   readonly clock?: () => number;
   /** The content scan worker's entry (ScanPool); a test's holds each scan until it lets it go. */
   readonly scanWorker?: URL;
+  /** How often the listeners' certificate files are looked at (TLS_RELOAD_INTERVAL_MS by default). */
+  readonly tlsReloadIntervalMs?: number;
 }
 
 async function startLocked(
@@ -166,7 +171,9 @@ async function startLocked(
   const metrics = new Metrics();
   metrics.watchFailClosed(() => policies.failClosedActive());
   metrics.watchStore(() => store.health.writable);
-  if (tls) metrics.watchCertificate(tls.notAfter);
+  // The certificate in force: a renewal read from disk replaces it (tlsReload, once listening).
+  let tlsReload: TlsReloader | undefined;
+  if (tls) metrics.watchCertificate(() => (tlsReload?.current ?? tls).notAfter);
   const idempotency = new IdempotencyStore(
     store,
     config.idempotencyTtlHours * 3_600_000,
@@ -482,6 +489,12 @@ async function startLocked(
                     : { controlCaConfigMap: config.injector.controlCaConfigMap }),
                   nativeSidecar: config.injector.nativeSidecar,
                 },
+                tlsReload: {
+                  counted: metrics.tlsReloads('injector'),
+                  ...(seams.tlsReloadIntervalMs === undefined
+                    ? {}
+                    : { intervalMs: seams.tlsReloadIntervalMs }),
+                },
               },
               logger,
             );
@@ -508,6 +521,18 @@ async function startLocked(
   // never shown) the bootstrap secrets.
   const boot = await bootstrap(config, store, identity, settings, events);
   purgeCredentials();
+  // A renewed certificate (cert-manager rewriting the Secret) is served to new connections.
+  if (tls) {
+    const listening = server;
+    tlsReload = watchTlsFiles({
+      listener: 'api',
+      initial: tls,
+      apply: (files) => listening.replaceTls(files),
+      logger,
+      counted: metrics.tlsReloads('api'),
+      ...(seams.tlsReloadIntervalMs === undefined ? {} : { intervalMs: seams.tlsReloadIntervalMs }),
+    });
+  }
   if (config.httpServer === 'uws' && server.engine !== 'uws') {
     if (process.env.UWS_USE_FALLBACK) logger.info('UWS_USE_FALLBACK is set; serving with node:http');
     else logger.warn('uWebSockets.js could not load; serving with node:http');
@@ -516,6 +541,7 @@ async function startLocked(
   if (!config.publicUrl) baseUrl = listenUrl;
   return {
     injectorPort: injector?.port,
+    tlsReload,
     sidecars,
     credentialPurge,
     server,
@@ -530,6 +556,7 @@ async function startLocked(
       clearInterval(sweeper);
       clearInterval(minuteSweeper);
       clearInterval(purger);
+      tlsReload?.stop();
       const drainStart = performance.now();
       // Approval streams and long polls would hold the drain to its end: they end now (a client
       // reconnects elsewhere, with Last-Event-ID).

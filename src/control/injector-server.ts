@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { errorBody, isServiceError, ServiceError } from '../core/errors.js';
 import { loadTlsFiles } from '../http/tls.js';
+import { type TlsReloader, type TlsReloadOptions, watchTlsFiles } from '../http/tls-reload.js';
 import type { Logger } from '../util/log.js';
 import { admissionResponse, type InjectorSettings } from './injector.js';
 
@@ -10,6 +11,8 @@ const MAX_REVIEW_BYTES = 1024 * 1024;
 
 export interface RunningInjector {
   readonly port: number;
+  /** Its certificate files, watched for a renewal (tls-reload.ts). */
+  readonly tlsReload: TlsReloader;
   close(): Promise<void>;
 }
 
@@ -20,7 +23,15 @@ export interface RunningInjector {
  * a patch from the pod it is shown: it reads no state and writes none.
  */
 export async function startInjector(
-  opts: { host: string; port: number; certFile: string; keyFile: string; settings: InjectorSettings },
+  opts: {
+    host: string;
+    port: number;
+    certFile: string;
+    keyFile: string;
+    settings: InjectorSettings;
+    /** The renewal watch's metric and interval (watchTlsFiles). */
+    tlsReload?: Pick<TlsReloadOptions, 'counted' | 'intervalMs'>;
+  },
   logger: Logger,
 ): Promise<RunningInjector> {
   const files = loadTlsFiles(opts.certFile, opts.keyFile);
@@ -84,10 +95,21 @@ export async function startInjector(
       resolve();
     });
   });
+  // A renewed certificate is served to the API server's next connections.
+  const tlsReload = watchTlsFiles({
+    ...opts.tlsReload,
+    listener: 'injector',
+    initial: files,
+    apply: (renewed) =>
+      server.setSecureContext({ cert: renewed.cert, key: renewed.key, minVersion: 'TLSv1.2' }),
+    logger,
+  });
   return {
     port: (server.address() as AddressInfo).port,
+    tlsReload,
     close: () =>
       new Promise<void>((resolve) => {
+        tlsReload.stop();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

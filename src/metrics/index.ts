@@ -51,6 +51,14 @@ export class Metrics {
     dropped: 0,
     refused: { org: 0, all: 0 },
   });
+  private readonly tlsReloadCounter = new Counter({
+    name: 'govgate_tls_reloads_total',
+    help:
+      'Renewed TLS certificates found on disk, by listener (api, injector): "reloaded" served to ' +
+      'new connections, "refused" (unreadable, a key not the certificate\'s, expired...) with the one in force kept',
+    labelNames: ['listener', 'outcome'] as const,
+    registers: [this.registry],
+  });
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly durationChildren = new Map<string, Histogram.Internal<'route'>>();
   private readonly phaseChildren = new Map<string, Histogram.Internal<'phase'>>();
@@ -248,13 +256,31 @@ export class Metrics {
     });
   }
 
-  /** The API listener's certificate (SERVICE_TLS_CERT): alert well before it expires. */
-  watchCertificate(notAfter: Date): void {
+  /**
+   * The API listener's certificate in force (SERVICE_TLS_CERT), read at each scrape: a renewal
+   * replaces it while the process runs. Alert well before it expires: a renewal refused keeps it.
+   */
+  watchCertificate(notAfter: () => Date): void {
     new Gauge({
       name: 'govgate_tls_certificate_expiry_timestamp_seconds',
-      help: "When the API listener's TLS certificate stops being valid (Unix time); a restart reads a renewed one",
+      help: "When the API listener's TLS certificate in force stops being valid (Unix time); a renewed one is read within a minute",
       registers: [this.registry],
-    }).set(Math.floor(notAfter.getTime() / 1000));
+      collect() {
+        this.set(Math.floor(notAfter().getTime() / 1000));
+      },
+    });
+  }
+
+  /**
+   * Counts a listener's certificate renewals (tls-reload.ts): put in force, or refused (the one in
+   * force stays). Both series exist from the start, at 0, so `increase()` sees the first refusal.
+   */
+  tlsReloads(listener: 'api' | 'injector'): (outcome: 'reloaded' | 'refused') => void {
+    const reloaded = this.tlsReloadCounter.labels(listener, 'reloaded');
+    const refused = this.tlsReloadCounter.labels(listener, 'refused');
+    reloaded.inc(0);
+    refused.inc(0);
+    return (outcome) => (outcome === 'reloaded' ? reloaded : refused).inc();
   }
 
   /**

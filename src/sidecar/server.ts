@@ -19,6 +19,7 @@ import { InFlight } from '../http/in-flight.js';
 import { listen, localUrl } from '../http/listen.js';
 import { Router } from '../http/router.js';
 import { loadTlsFiles, trustWith } from '../http/tls.js';
+import { type TlsReloader, watchTlsFiles } from '../http/tls-reload.js';
 import type { HttpServer } from '../http/types.js';
 import { Metrics } from '../metrics/index.js';
 import { UpstreamPools } from '../providers/upstream.js';
@@ -113,7 +114,12 @@ function plaintextRemote(controlUrl: string): boolean {
 export async function startSidecar(
   config: Config,
   logger: Logger,
-  seams: { readonly pruneAfter?: number; readonly pruneAgeMs?: number } = {},
+  seams: {
+    readonly pruneAfter?: number;
+    readonly pruneAgeMs?: number;
+    /** How often the API listener's certificate files are looked at (TLS_RELOAD_INTERVAL_MS). */
+    readonly tlsReloadIntervalMs?: number;
+  } = {},
 ): Promise<RunningSidecar> {
   if (config.controlUrl === undefined || config.sidecarToken === undefined)
     throw Object.assign(
@@ -193,7 +199,9 @@ export async function startSidecar(
     });
     const metrics = new Metrics();
     metrics.watchStore(() => store.health.writable);
-    if (tls) metrics.watchCertificate(tls.notAfter);
+    // The certificate in force: a renewal read from disk replaces it (tlsReload, once listening).
+    let tlsReload: TlsReloader | undefined;
+    if (tls) metrics.watchCertificate(() => (tlsReload?.current ?? tls).notAfter);
     // The forward proxy's CA: renewed here when it has expired or ends within 30 days, and checked
     // again while the sidecar runs, for a sidecar may run longer than the month that leaves.
     const ca = ProxyCa.load(config.keysDir, config.audit.keyPassword);
@@ -322,6 +330,18 @@ export async function startSidecar(
     });
     const server = await listen(config.httpServer, { host: config.host, port: config.port, tls }, handler);
     closers.push(() => server.close(0));
+    if (tls) {
+      const reload = watchTlsFiles({
+        listener: 'api',
+        initial: tls,
+        apply: (files) => server.replaceTls(files),
+        logger,
+        counted: metrics.tlsReloads('api'),
+        ...(seams.tlsReloadIntervalMs === undefined ? {} : { intervalMs: seams.tlsReloadIntervalMs }),
+      });
+      tlsReload = reload;
+      closers.push(() => reload.stop());
+    }
     // The forward proxy answers with the gateway routes only: what an agent's SDK sends a provider.
     const proxyRouter = new Router<RouteHandler>();
     registerGatewayRoutes(proxyRouter, gateway);
@@ -371,6 +391,7 @@ export async function startSidecar(
       async close(graceMs = 10_000) {
         if (closing) return;
         closing = true;
+        tlsReload?.stop();
         const started = performance.now();
         await Promise.all([server.close(graceMs), proxy.close(graceMs), health?.close(graceMs)]);
         await work.drained(Math.max(0, graceMs - (performance.now() - started)));

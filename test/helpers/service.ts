@@ -38,6 +38,8 @@ export async function startService(
     clock?: () => number;
     /** The content scan worker's entry (see `StartSeams`). */
     scanWorker?: URL;
+    /** How often certificate files are looked at (see `StartSeams`). */
+    tlsReloadIntervalMs?: number;
   } = {},
 ): Promise<TestService> {
   const dataDir = opts.dataDir ?? tempDir('govgate-test-');
@@ -50,6 +52,7 @@ export async function startService(
   const service = await startAllInOne(config, opts.logger ?? createLogger('error'), {
     clock: opts.clock,
     scanWorker: opts.scanWorker,
+    tlsReloadIntervalMs: opts.tlsReloadIntervalMs,
   });
   // Where it listens: SERVICE_PUBLIC_URL, when a test sets one, names no address of this machine.
   const url = service.listenUrl;
