@@ -118,7 +118,7 @@ export const SETTINGS = [
     env: 'SERVICE_TLS_CERT',
     yaml: 'tls_cert',
     kind: 'string',
-    doc: 'The API serves HTTPS with this certificate chain (PEM file; set SERVICE_TLS_KEY too). Read at start',
+    doc: 'The API serves HTTPS with this certificate chain (PEM file; set SERVICE_TLS_KEY too). Checked at start; a renewal of either file is served to new connections within 30 s',
   },
   {
     env: 'SERVICE_TLS_KEY',
@@ -210,7 +210,7 @@ export const SETTINGS = [
     env: 'SERVICE_INJECTOR_TLS_CERT',
     yaml: 'injector_tls_cert',
     kind: 'string',
-    doc: "The injector's TLS certificate chain (PEM file), the one the webhook configuration's caBundle trusts",
+    doc: "The injector's TLS certificate chain (PEM file), the one the webhook configuration's caBundle trusts; a renewal is served within 30 s",
   },
   {
     env: 'SERVICE_INJECTOR_TLS_KEY',
