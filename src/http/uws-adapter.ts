@@ -1,8 +1,8 @@
 import { createRequire } from 'node:module';
-import { type AddressInfo, createServer } from 'node:net';
 import type * as Uws from '@trufflesuite/uws-js-unofficial';
 import { BodyBudget } from './body-budget.js';
 import { InFlight } from './in-flight.js';
+import { claimPort, listenFailure } from './listen-probe.js';
 import { ONCE_HEADERS } from './once-headers.js';
 import { StallWait } from './stall-wait.js';
 import { TlsConfigError, type TlsFiles, unchangedOnDisk } from './tls.js';
@@ -292,37 +292,6 @@ function listenNow(
 /** Closes every connection of `app` (and its listen socket, if still open). */
 function closeApp(app: Uws.TemplatedApp): void {
   (app as unknown as { close?: () => void }).close?.();
-}
-
-/** Why `opts` cannot be listened on, as node:net reports it. */
-function listenFailure(opts: ListenOptions): Promise<Error> {
-  return new Promise((resolve) => {
-    const probe = createServer();
-    probe.once('error', (err: NodeJS.ErrnoException) => resolve(new ListenError(opts.host, opts.port, err)));
-    probe.listen(opts.port, opts.host, () => {
-      probe.close();
-      resolve(new ListenError(opts.host, opts.port));
-    });
-  });
-}
-
-/**
- * Claims host:port for a socket that may be shared: node:net listens on it first without
- * SO_REUSEPORT, which fails (EADDRINUSE, named) while any socket holds the port, one that allows
- * sharing included; then, on the same turn, lets it go and calls `bind` with the port (port 0 is
- * resolved here: the kernel never lets a socket join a port it picked for another).
- */
-function claimPort<T>(opts: ListenOptions, bind: (port: number) => T): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', (err: NodeJS.ErrnoException) => reject(new ListenError(opts.host, opts.port, err)));
-    probe.listen(opts.port, opts.host, () => {
-      const port = (probe.address() as AddressInfo).port;
-      // The file descriptor is closed now, not at the close event: the bind follows at once.
-      probe.close();
-      resolve(bind(port));
-    });
-  });
 }
 
 /**
