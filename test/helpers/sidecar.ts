@@ -43,6 +43,8 @@ export async function startTestSidecar(opts: {
   pruneAgeMs?: number;
   /** Where its log lines go (default: errors only, to stderr). */
   logger?: Logger;
+  /** How often its certificate files are looked at (with SERVICE_TLS_CERT). */
+  tlsReloadIntervalMs?: number;
 }): Promise<TestSidecar> {
   const dir = opts.dir ?? tempDir('govgate-sidecar-');
   const config = loadConfig({
@@ -61,6 +63,7 @@ export async function startTestSidecar(opts: {
   const sidecar = await startSidecar(config, opts.logger ?? createLogger('error'), {
     ...(opts.pruneAfter === undefined ? {} : { pruneAfter: opts.pruneAfter }),
     ...(opts.pruneAgeMs === undefined ? {} : { pruneAgeMs: opts.pruneAgeMs }),
+    ...(opts.tlsReloadIntervalMs === undefined ? {} : { tlsReloadIntervalMs: opts.tlsReloadIntervalMs }),
   });
   const url = sidecar.listenUrl;
   return {

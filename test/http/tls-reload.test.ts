@@ -12,6 +12,7 @@ import type { HttpHandler } from '../../src/http/types.js';
 import { createLogger } from '../../src/util/log.js';
 import { RawConnection } from '../helpers/raw-http.js';
 import { ENGINES, startService } from '../helpers/service.js';
+import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
 import { type IssuedCert, testCa } from '../helpers/tls.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -263,6 +264,36 @@ t.test('uWS over TLS: a port held by another listener is refused, before and aft
   );
   await t.rejects(startService({ engine: 'node', env: { SERVICE_PORT: port } }), refused, 'node');
   t.equal((await svc.call('/health')).status, 200);
+});
+
+t.test("a sidecar's own HTTPS listener takes a renewal too", async (t) => {
+  const svc = await startService({ logger: createLogger('silent') });
+  t.teardown(() => svc.close());
+  const { token } = await createSidecarToken(svc, svc.pat, 'tls-reload-pod');
+  const first = ca.issue('sidecar-first');
+  const vol = secretVolume(first);
+  const sc = await startTestSidecar({
+    controlUrl: svc.url,
+    token,
+    env: { SERVICE_TLS_CERT: vol.certFile, SERVICE_TLS_KEY: vol.keyFile },
+    tlsReloadIntervalMs: 50,
+    logger: createLogger('silent'),
+  });
+  t.teardown(() => sc.close());
+  t.match(sc.url, /^https:/);
+  t.equal(await served(sc.url), fingerprint(first));
+  const second = ca.issue('sidecar-second');
+  vol.renew(second);
+  t.equal(await servedSoon(sc.url, fingerprint(second)), fingerprint(second));
+  const metrics = (await sc.call('/api/metrics')).body as string;
+  t.match(
+    metrics,
+    new RegExp(
+      `^govgate_tls_certificate_expiry_timestamp_seconds ${Math.floor(notAfter(second).getTime() / 1000)}$`,
+      'm',
+    ),
+  );
+  t.match(metrics, /^govgate_tls_reloads_total\{listener="api",outcome="reloaded"\} 1$/m);
 });
 
 t.test('the injector serves a renewed certificate', async (t) => {
