@@ -20,6 +20,7 @@ import type { RetentionArchive } from './archive.js';
 import {
   type DataSubject,
   holdsSubject,
+  type SubjectFound,
   type SubjectKeys,
   subjectFields,
   subjectKeys,
@@ -57,6 +58,13 @@ export interface ErasureRequest {
   readonly receipt: ErasureReceipt | null;
   /** Why the last execution stopped before the end (it can be executed again), else null. */
   readonly error: string | null;
+  /**
+   * Who the subject was found to be when an execution began (`subjectKeys`), kept with the request
+   * until its erasure events are committed: its first step erases the user records that link a
+   * user id to an address, so an execution cut short after it still finds the person both ways
+   * when executed again. Never shown (`get`, `list`): it names the person as the records did.
+   */
+  readonly found?: SubjectFound;
 }
 
 /** Tombstoned events named per erasure event at most (an event stays ~250 KB or less). */
@@ -116,7 +124,13 @@ export class ErasureDesk {
     this.#exclusive = deps.exclusive ?? new OrgQueue();
   }
 
+  /** The org's request `requestId`, as shown. */
   get(org: string, requestId: string): ErasureRequest | undefined {
+    const stored = this.#stored(org, requestId);
+    return stored === undefined ? undefined : shown(stored);
+  }
+
+  #stored(org: string, requestId: string): ErasureRequest | undefined {
     if (!requestId.startsWith('er_') || requestId.length > 64) return undefined;
     return this.#deps.store.erasures.get([org, requestId]) as ErasureRequest | undefined;
   }
@@ -131,7 +145,7 @@ export class ErasureDesk {
     });
     for (const { key, value } of range) {
       if (cursor !== undefined && (key as [string, string])[1] === cursor) continue;
-      data.push(value as ErasureRequest);
+      data.push(shown(value as ErasureRequest));
       if (data.length > limit) break;
     }
     const more = data.length > limit;
@@ -173,7 +187,7 @@ export class ErasureDesk {
   }
 
   async execute(org: string, requestId: string, p: Principal): Promise<ErasureRequest> {
-    const request = this.get(org, requestId);
+    const request = this.#stored(org, requestId);
     if (request === undefined)
       throw new ServiceError('not_found', `no erasure request ${requestId} in this org`);
     if (request.status === 'executed')
@@ -188,7 +202,7 @@ export class ErasureDesk {
       );
     this.#running.add(org);
     try {
-      return await this.#exclusive.run(org, () => this.#execute(request, p));
+      return shown(await this.#exclusive.run(org, () => this.#execute(request, p)));
     } finally {
       this.#running.delete(org);
     }
@@ -201,17 +215,23 @@ export class ErasureDesk {
     if (current.status === 'pending' || current.erasure_event_ids.length === 0) {
       const subject = current.data_subject;
       const users = subjectUsers(identity, org, subject);
-      if (users.some((u) => u.user_id === p.id))
+      // Who an execution cut short found (their user records may be gone since): found again.
+      const keys = subjectKeys(subject, users, current.found);
+      if (keys.userIds.has(p.id))
         throw new ServiceError(
           'conflict',
           'this erasure deletes your own account: another admin of the org must execute it',
         );
-      const keys = subjectKeys(subject, users);
+      const found: SubjectFound = { user_ids: [...keys.userIds], emails: keys.emails };
+      if (!sameFound(current.found, found)) {
+        current = { ...current, found };
+        await this.#put(current);
+      }
       const { targets, pipelines, scannedTo } = await this.#search(org, keys);
       // The person's records: not chained, so erased first, and counted exactly.
       const records = identity.eraseSubject(org, users, keys.emails);
       let authenticators = 0;
-      for (const u of users) authenticators += await this.#deps.removeAuthenticators(u.user_id);
+      for (const id of keys.userIds) authenticators += await this.#deps.removeAuthenticators(id);
       const approvals =
         (await this.#deps.approvals?.eraseSubject(org, keys.userIds, (text) => holdsSubject(text, keys))) ??
         0;
@@ -249,8 +269,9 @@ export class ErasureDesk {
         });
         ids.push(ref.id);
       }
+      const { found: _found, ...request } = current;
       current = {
-        ...current,
+        ...request,
         status: 'executing',
         executed_by: p.id,
         executed_at: receipt.executed_at,
@@ -330,6 +351,23 @@ export class ErasureDesk {
 /** The receipt's hash: SHA-256 (hex) of the JCS form of every receipt field but the hash. */
 export function receiptHash(fields: Omit<ErasureReceipt, 'receipt_hash'>): string {
   return hash('sha256', canonicalize(fields), 'hex');
+}
+
+/** A request as the API shows it: without whom it found (`ErasureRequest.found`). */
+function shown(r: ErasureRequest): ErasureRequest {
+  if (r.found === undefined) return r;
+  const { found: _found, ...rest } = r;
+  return rest;
+}
+
+function sameFound(a: SubjectFound | undefined, b: SubjectFound): boolean {
+  return (
+    a !== undefined &&
+    a.user_ids.length === b.user_ids.length &&
+    a.user_ids.every((id) => b.user_ids.includes(id)) &&
+    a.emails.length === b.emails.length &&
+    a.emails.every((e) => b.emails.includes(e))
+  );
 }
 
 /**

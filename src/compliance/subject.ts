@@ -56,10 +56,17 @@ export interface SubjectKeys {
   readonly ids: ReadonlySet<string>;
 }
 
-export function subjectKeys(s: DataSubject, users: readonly UserRecord[]): SubjectKeys {
+/** The user ids and addresses (lower-cased) a person subject was found to be (ErasureRequest.found). */
+export interface SubjectFound {
+  readonly user_ids: readonly string[];
+  readonly emails: readonly string[];
+}
+
+/** `found`: who an earlier execution of the same erasure found the subject to be (added). */
+export function subjectKeys(s: DataSubject, users: readonly UserRecord[], found?: SubjectFound): SubjectKeys {
   if (s.type === 'end_user') return { subject: s, userIds: new Set(), emails: [], ids: new Set([s.value]) };
-  const userIds = new Set(users.map((u) => u.user_id));
-  const emails = new Set(users.map((u) => u.email.toLowerCase()));
+  const userIds = new Set([...users.map((u) => u.user_id), ...(found?.user_ids ?? [])]);
+  const emails = new Set([...users.map((u) => u.email.toLowerCase()), ...(found?.emails ?? [])]);
   if (s.type === 'email') emails.add(s.value.toLowerCase());
   const ids = new Set(userIds);
   if (s.type === 'user_id') ids.add(s.value);
