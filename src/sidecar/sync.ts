@@ -264,9 +264,14 @@ export class Shipper {
 
   /** Acknowledged entries past the last cut before the log is cut again. */
   readonly #pruneAfter: number;
-  /** Time since the last cut (or the start) after which any acknowledged entry is cut. */
+  /** Time since the last cut after which any acknowledged entry is cut. */
   readonly #pruneAgeMs: number;
-  #lastCut = Date.now();
+  /**
+   * When this process last cut the log; 0 until it has: what a run before it left acknowledged
+   * (of any age: a sidecar restarted more often than pruneAgeMs never reached it) is cut at the
+   * first occasion.
+   */
+  #lastCut = 0;
   readonly #ageTimer: NodeJS.Timeout;
   #pruning: Promise<void> | undefined;
   /** Resolves once the local store's commits so far are on disk (Store.durable). */
