@@ -52,6 +52,7 @@ import { type ApprovalRef, blockedChunks, blockedCompletion, blockMessage } from
 import { type CallIds, callIds } from './call-ids.js';
 import { envelope, type ServiceEnvelope } from './envelope.js';
 import type { StreamBlock } from './output-stream.js';
+import { piiDetectedEvent } from './pii-event.js';
 import { anthropicFrontEnd, type FrontEnd, openaiFrontEnd } from './renderers.js';
 import { anthropicWire, canonicalWire, estimatedUsage, promptChars, type StreamWire } from './stream-wire.js';
 import { auditUndecided, earlyEnd } from './undecided.js';
@@ -548,38 +549,6 @@ export class GatewayService {
     return blockedBy(gov, 'budget', reason);
   }
 
-  /**
-   * PII seen on the way in or out: the spec's pii_detected event, with the action taken, for the
-   * call `base` records (its provider null when none received anything) and made by `caller`.
-   */
-  private piiEvent(
-    base: Omit<AuditInput, 'event_type'>,
-    caller: Record<string, unknown>,
-    stage: 'input' | 'output',
-    types: readonly string[],
-    action: string,
-  ): AuditInput {
-    return {
-      org_id: base.org_id,
-      event_type: 'pii_detected',
-      agent_id: base.agent_id ?? null,
-      session_id: base.session_id ?? null,
-      task_id: base.task_id ?? null,
-      pipeline_id: base.pipeline_id ?? null,
-      behavior_type: base.behavior_type ?? null,
-      provider: base.provider ?? null,
-      model: base.model ?? null,
-      outcome: action,
-      details: {
-        stage,
-        entity_types: types,
-        action,
-        credential_id: caller.credential_id,
-        acting_admin: caller.acting_admin,
-      },
-    };
-  }
-
   private async appendCall(
     record: CallRecord,
     event: Partial<AuditInput>,
@@ -598,13 +567,13 @@ export class GatewayService {
     if (record.gov.scan.summary.pii.length > 0)
       events.push(
         this.deps.audit.append(
-          this.piiEvent(record.base, record.details, 'input', record.gov.scan.summary.pii, inputPiiAction),
+          piiDetectedEvent(record.base, record.details, 'input', record.gov.scan.summary.pii, inputPiiAction),
         ),
       );
     if (outputPii && outputPii.types.length > 0)
       events.push(
         this.deps.audit.append(
-          this.piiEvent(record.base, record.details, 'output', outputPii.types, outputPii.action),
+          piiDetectedEvent(record.base, record.details, 'output', outputPii.types, outputPii.action),
         ),
       );
     await Promise.all(events);
@@ -1348,7 +1317,7 @@ export class GatewayService {
         ? this.deps.audit.append(event)
         : Promise.all([
             this.deps.audit.append(event),
-            this.deps.audit.append(this.piiEvent(event, caller, 'input', pii, piiAction)),
+            this.deps.audit.append(piiDetectedEvent(event, caller, 'input', pii, piiAction)),
           ]);
     if (decision.outcome !== 'allow') {
       // An embedding has no assistant message: the blocked answer is an empty list with the

@@ -13,6 +13,7 @@ import { BEHAVIOR_TYPES } from '../core/policy/index.js';
 import { type ActingAgent, actingAgent, callerDetails } from '../gateway/acting-agent.js';
 import type { ApprovalRef } from '../gateway/blocked.js';
 import { type CallIds, callIds } from '../gateway/call-ids.js';
+import { piiDetectedEvent } from '../gateway/pii-event.js';
 import { auditUndecided } from '../gateway/undecided.js';
 import type { RouteHandler } from '../http/app.js';
 import type { Ctx } from '../http/context.js';
@@ -26,42 +27,6 @@ import { decisionRecord, detectionRecord, type Governor, type GovernResult } fro
 import { toolName } from './tool-name.js';
 import { ToolCallError, type ToolRegistry } from './tools.js';
 import type { ApprovalDesk, MandateAuthority } from './types.js';
-
-/**
- * Spec 2.7 and 6.1: PII found in a governed action's payload is a `pii_detected` event, as in a
- * model call's prompt (the gateway writes those), in the decision's pipeline: the kinds found,
- * never the values, and the action taken. `blocked` when the action was not allowed (block or
- * needs_approval), else `allowed`: govgate does not change what the agent carries out, so a
- * redact obligation is named as `obligation`, not claimed as done.
- */
-function piiDetectedEvent(
-  decision: AuditInput,
-  d: GovernResult['decision'],
-  types: readonly string[],
-  caller: { credential_id: unknown; acting_admin: unknown },
-): AuditInput {
-  const action = d.outcome === 'allow' ? 'allowed' : 'blocked';
-  return {
-    org_id: decision.org_id,
-    event_type: 'pii_detected',
-    agent_id: decision.agent_id ?? null,
-    session_id: decision.session_id ?? null,
-    task_id: decision.task_id ?? null,
-    pipeline_id: decision.pipeline_id ?? null,
-    behavior_type: decision.behavior_type ?? null,
-    provider: decision.provider ?? null,
-    model: decision.model ?? null,
-    outcome: action,
-    details: {
-      stage: 'input',
-      entity_types: types,
-      action,
-      obligation: d.outcome === 'allow' && d.redact.includes('pii') ? 'redact' : null,
-      credential_id: caller.credential_id,
-      acting_admin: caller.acting_admin,
-    },
-  };
-}
 
 export interface GovernDeps {
   readonly snapshot: Snapshot;
@@ -259,10 +224,16 @@ export function registerDecisionRoutes(router: Router<RouteHandler>, deps: Decis
       pii.length === 0
         ? undefined
         : audit.append(
-            piiDetectedEvent(event, d, pii, {
-              credential_id: agent.principal.credential_id,
-              acting_admin: agent.actingAdmin,
-            }),
+            // `blocked` when the action was not allowed (block or needs_approval), else `allowed`:
+            // a redact obligation is named as such, not claimed as done.
+            piiDetectedEvent(
+              event,
+              { credential_id: agent.principal.credential_id, acting_admin: agent.actingAdmin },
+              'input',
+              pii,
+              d.outcome === 'allow' ? 'allowed' : 'blocked',
+              d.outcome === 'allow' && d.redact.includes('pii') ? 'redact' : null,
+            ),
           ),
     ]);
     const response: Record<string, unknown> = {
