@@ -165,12 +165,18 @@ export class IdempotencyStore {
     return n;
   }
 
-  /** Deletes the org's kept answers that `matches`, `batch` read at a time; returns how many. */
+  /**
+   * Deletes the org's kept answers that `matches`, `batch` read at a time; returns how many. A
+   * batch is read outside the writer, so each record is read again inside the write and deleted
+   * only if it is still the one that matched (`sameRecord`): a new answer kept under its key in
+   * between stays, and a record another removal deleted first is not deleted (nor subtracted from
+   * the count) twice. The count is lowered by the bytes of the records this write deleted.
+   */
   async #removeWhere(orgId: string, matches: (rec: StoredRecord) => boolean, batch: number): Promise<number> {
     let n = 0;
     let after: Key | undefined;
     for (;;) {
-      const gone: { key: Key; bytes: number }[] = [];
+      const gone: { key: Key; rec: StoredRecord }[] = [];
       let read = 0;
       for (const { key, value } of this.store.idempotency.getRange({
         start: after ?? [orgId],
@@ -181,14 +187,25 @@ export class IdempotencyStore {
         read++;
         after = key as Key;
         const rec = value as StoredRecord;
-        if (matches(rec)) gone.push({ key: after, bytes: Buffer.byteLength(rec.body, 'utf8') });
+        if (matches(rec)) gone.push({ key: after, rec });
       }
       if (gone.length > 0) {
+        let deleted = 0;
+        let bytes = 0;
         await this.store.writer.enqueue(() => {
-          for (const { key } of gone) this.store.idempotency.removeSync(key);
+          deleted = 0;
+          bytes = 0;
+          for (const { key, rec } of gone) {
+            const current = this.store.idempotency.get(key) as StoredRecord | undefined;
+            if (current === undefined || !sameRecord(current, rec)) continue;
+            this.store.idempotency.removeSync(key);
+            deleted++;
+            bytes += Buffer.byteLength(current.body, 'utf8');
+          }
         });
-        n += gone.length;
-        for (const { bytes } of gone) this.count(this.kept, orgId, -bytes);
+        // Counted once committed (a write that failed deleted nothing).
+        n += deleted;
+        if (bytes > 0) this.count(this.kept, orgId, -bytes);
       }
       if (read < batch) return n;
       await new Promise((resolve) => setImmediate(resolve));
@@ -241,4 +258,9 @@ export class IdempotencyStore {
       this.sweeping = undefined;
     }
   }
+}
+
+/** Whether `a` is the record `b` was (each call has its own pipeline id; a key's new answer is a new call). */
+function sameRecord(a: StoredRecord, b: StoredRecord): boolean {
+  return a.pipeline_id === b.pipeline_id && a.created_ms === b.created_ms && a.body_hash === b.body_hash;
 }

@@ -114,3 +114,44 @@ t.test("an org's kept answers are counted, again by each sweep, and past the quo
   t.equal(again.keptBytes('org_a'), 0);
   t.equal(again.keptBytes('org_b'), 0);
 });
+
+t.test('eraseWhere deletes only the record that matched, and lowers the count once', async (t) => {
+  const dir = tempDir('govgate-idem-');
+  const store = openStore(dir);
+  t.teardown(async () => {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const answer = (body: string, pipeline_id: string) => ({
+    status: 200,
+    content_type: 'application/json',
+    body,
+    pipeline_id,
+  });
+  const idem = new IdempotencyStore(store, 24 * HOUR);
+  await idem.keep('org', 'agent', 'k-1', 'h', answer('x'.repeat(1_000), 'pl_old'));
+  await idem.keep('org', 'agent', 'k-2', 'h', answer('z'.repeat(300), 'pl_two'));
+  t.equal(idem.keptBytes('org'), 1_300);
+
+  // A new answer is stored under k-1 after the erasure read the old one, before its write: the
+  // new one is not the record that matched, and stays.
+  const kept = idem.keep('org', 'agent', 'k-1', 'h2', answer('y'.repeat(500), 'pl_new'));
+  const erased = idem.eraseWhere('org', new Set(['pl_old']), () => false);
+  await kept;
+  t.equal(await erased, 0, 'nothing deleted: the record that matched was replaced');
+  const rec = store.idempotency.get(['org', 'agent', 'k-1']) as { pipeline_id: string } | undefined;
+  t.equal(rec?.pipeline_id, 'pl_new', 'the new answer is kept');
+  // The replaced answer stays counted until the next sweep counts again (the class comment).
+  t.equal(idem.keptBytes('org'), 1_800, 'nothing subtracted for a record not deleted');
+
+  // Two erasures that both read k-2 delete it once, and lower the count by its bytes once.
+  const [a, b] = await Promise.all([
+    idem.eraseWhere('org', new Set(['pl_two']), () => false),
+    idem.eraseWhere('org', new Set(), (body) => body.startsWith('z')),
+  ]);
+  t.equal(a + b, 1, 'deleted once');
+  t.equal(store.idempotency.get(['org', 'agent', 'k-2']), undefined);
+  t.equal(idem.keptBytes('org'), 1_500, "k-2's 300 bytes subtracted once");
+  t.equal(await idem.sweep(), 0);
+  t.equal(idem.keptBytes('org'), 500, 'the sweep counts what is left');
+});
