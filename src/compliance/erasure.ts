@@ -18,6 +18,7 @@ import { sortableId } from '../util/ids.js';
 import { OrgQueue } from '../util/org-queue.js';
 import type { RetentionArchive } from './archive.js';
 import {
+  AUTHORED_FIELDS,
   type DataSubject,
   holdsSubject,
   type SubjectFound,
@@ -101,7 +102,8 @@ export interface ErasureDeps {
  * 2. erases the org's records of the person: their user record and personal access tokens, their
  *    WebAuthn authenticators, the `owner_email` of agents they own, the `decided_by` and reasons
  *    of approvals they decided (and reasons naming the subject), and the Idempotency-Key answers
- *    this process keeps of the calls found in step 1 or whose text holds the person;
+ *    this process keeps of the calls whose exchange (the agent's input or output) step 1 found the
+ *    subject in, or whose text holds the person (`inExchange`, `bodyHolds`);
  * 3. commits the `gdpr.erasure_executed` events naming every field to tombstone (the signed
  *    authority integrity checks tombstones against) with the receipt's hash;
  * 4. tombstones those fields in the store and the JSONL log (`AuditLog.erase`).
@@ -302,8 +304,8 @@ export class ErasureDesk {
   }
 
   /**
-   * The events of the org chain holding the subject's data, the archived ones first, and the seq
-   * the search ended at.
+   * The events of the org chain holding the subject's data, the archived ones first, the calls
+   * whose kept answers go with them (`inExchange`), and the seq the search ended at.
    */
   async #search(
     org: string,
@@ -315,7 +317,7 @@ export class ErasureDesk {
     const pipelines = new Set<string>();
     const found = (e: AuditEvent, fields: string[]): void => {
       targets.push({ event_id: e.id, fields });
-      if (typeof e.pipeline_id === 'string') pipelines.add(e.pipeline_id);
+      if (typeof e.pipeline_id === 'string' && inExchange(fields)) pipelines.add(e.pipeline_id);
     };
     let from = 1;
     if (archive !== undefined) {
@@ -368,6 +370,19 @@ function sameFound(a: SubjectFound | undefined, b: SubjectFound): boolean {
     a.emails.length === b.emails.length &&
     a.emails.every((e) => b.emails.includes(e))
   );
+}
+
+/**
+ * Whether the fields an event holds the subject in are of the agent's own exchange (its input or
+ * output: detected values, arguments, payload, output, the end user; every field of an end user's
+ * exchange), so that the call's kept Idempotency-Key answer goes too. What a person wrote as the
+ * one who acted (`AUTHORED_FIELDS`: an approval's reason, its decider's or one naming the subject)
+ * is not in the answer: a call the subject only decided keeps its replay, else the agent's retry
+ * would run the call again. Any other field counts (a new kind of field deletes a replay rather
+ * than keep one holding the subject); an answer naming the person in its text goes by `bodyHolds`.
+ */
+function inExchange(fields: readonly string[]): boolean {
+  return fields.some((f) => !AUTHORED_FIELDS.has(f));
 }
 
 /**
