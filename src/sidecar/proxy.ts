@@ -15,6 +15,7 @@ import {
 import { requestIdFor } from '../http/request-id.js';
 import type { HttpHandler, ServerRequest } from '../http/types.js';
 import type { Logger } from '../util/log.js';
+import { LogThrottle } from '../util/log-throttle.js';
 import type { ProxyCa } from './proxy-ca.js';
 
 /** Where an org's providers are reached: their host, and the path prefixes their SDKs put before `/v1`. */
@@ -94,7 +95,19 @@ export interface ForwardProxyLimits {
   readonly proxyHeadersTimeoutMs?: number;
   /** Past this many connections that are not tunnels, a new one is answered 503 and closed (MAX_PROXY_CONNECTIONS). */
   readonly maxProxyConnections?: number;
+  /** The warnings of refusals at either cap: at most one per cap per this long (CAP_WARN_INTERVAL_MS). */
+  readonly capWarnIntervalMs?: number;
 }
+
+/**
+ * A connection flood refused at the caps (MAX_PROXY_CONNECTIONS, MAX_TUNNELS) would write a
+ * warning per connection: at most one per cap is written per this long, saying how many were not
+ * (`suppressed`) since the last. Every refusal is still counted (`onRefused`) and logged at debug.
+ */
+export const CAP_WARN_INTERVAL_MS = 10_000;
+
+/** The `limit` log field of a refusal at a cap: which one (its warnings are throttled per cap). */
+type CapLimit = 'proxy_connections' | 'proxy_tunnels';
 
 /**
  * A target's host as the provider-host map spells it: lower case, an IPv6 address without its
@@ -178,6 +191,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   const waiting = new Map<Socket, number>();
   /** Connections refused past maxWaiting, while their answer is read (REFUSED_LINGER_MS). */
   const refusedSockets = new Set<Socket>();
+  const capWarnings = new LogThrottle(limits.capWarnIntervalMs ?? CAP_WARN_INTERVAL_MS);
   /** When each request the proxy answers itself arrived (its refusals are timed as the gateway's answers). */
   const arrivedAt = new WeakMap<IncomingMessage, number>();
   /** Each tunnel's request listener: its calls are its agent's, with its provider's prefix cut. */
@@ -247,17 +261,24 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   /**
    * Counts and logs a refusal as the gateway's handler does its own answers (createHttpHandler's
    * finish): an agent refused for its credential or its target shows in the metrics, every
-   * refusal at debug, and a 503 at warn, for an operator must see those.
+   * refusal at debug, and a 503 at warn, for an operator must see those; a refusal at a cap
+   * (`limit`) at warn once per cap per CAP_WARN_INTERVAL_MS, the others at debug.
    */
   const recordRefusal = (
     method: string,
     arrived: number,
     err: Pick<Unparsable, 'status' | 'code' | 'message'>,
     id: string | null,
+    limit?: CapLimit,
   ): void => {
     const seconds = (performance.now() - arrived) / 1000;
     opts.onRefused?.(method, err.status, seconds);
-    const failed = err.status >= 500;
+    let failed = err.status >= 500;
+    let suppressed: number | undefined;
+    if (failed && limit !== undefined && opts.logger.enabled('warn')) {
+      suppressed = capWarnings.take(limit);
+      if (suppressed === undefined) failed = false;
+    }
     if (failed ? opts.logger.enabled('warn') : opts.logger.enabled('debug')) {
       // The request id and the target an error quotes are the caller's own text: a secret in them
       // is logged as its placeholder.
@@ -269,6 +290,8 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
         ms: Math.round(seconds * 1e4) / 10,
         reason: err.code,
         error: recordable(err.message),
+        ...(limit === undefined ? {} : { limit }),
+        ...(suppressed === undefined ? {} : { suppressed }),
       };
       if (failed) opts.logger.warn('request failed', fields);
       else opts.logger.debug('request', fields);
@@ -284,9 +307,10 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     reqHeaders: IncomingMessage['headers'] | ServerRequest['headers'],
     arrived: number,
     err: ServiceError,
+    limit?: CapLimit,
   ): { status: number; headers: Record<string, string>; body: string } => {
     const id = requestIdFor(reqHeaders['x-request-id'] as string | undefined);
-    recordRefusal(method, arrived, err, id);
+    recordRefusal(method, arrived, err, id, limit);
     const headers: Record<string, string> = {
       ...err.headers,
       'content-type': 'application/json',
@@ -297,8 +321,8 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
   };
 
   /** The refusal of a request the proxy's own servers parsed (timed from its arrival). */
-  const refusalOf = (req: IncomingMessage, err: ServiceError): ReturnType<typeof refusal> =>
-    refusal(req.method ?? 'GET', req.headers, arrivedAt.get(req) ?? performance.now(), err);
+  const refusalOf = (req: IncomingMessage, err: ServiceError, limit?: CapLimit): ReturnType<typeof refusal> =>
+    refusal(req.method ?? 'GET', req.headers, arrivedAt.get(req) ?? performance.now(), err, limit);
 
   /** Writes a refusal on a socket no HTTP server answers (a CONNECT's, or one refused on arrival), and ends it. */
   const endWith = (socket: Duplex, refused: ReturnType<typeof refusal>): void => {
@@ -308,8 +332,8 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
     socket.end(`${head}content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   };
 
-  const refuseSocket = (req: IncomingMessage, socket: Duplex, err: ServiceError): void =>
-    endWith(socket, refusalOf(req, err));
+  const refuseSocket = (req: IncomingMessage, socket: Duplex, err: ServiceError, limit?: CapLimit): void =>
+    endWith(socket, refusalOf(req, err, limit));
 
   /**
    * What an HTTP server of the proxy could not parse, or what did not arrive in time (408): answered
@@ -436,6 +460,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
         new ServiceError('unavailable', `the proxy already has ${maxTunnels} tunnels open, its limit`, {
           headers: { 'retry-after': '1' },
         }),
+        'proxy_tunnels',
       );
       return;
     }
@@ -484,7 +509,7 @@ export async function startForwardProxy(opts: ForwardProxyOptions): Promise<Forw
         `the proxy already has ${maxWaiting} connections waiting for their request, its limit`,
         { headers: { 'retry-after': '1' } },
       );
-      endWith(socket, refusal(NO_METHOD, {}, accepted, err));
+      endWith(socket, refusal(NO_METHOD, {}, accepted, err, 'proxy_connections'));
       return;
     }
     waiting.set(socket, accepted);

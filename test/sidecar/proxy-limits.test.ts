@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { ServiceError } from '../../src/core/errors.js';
 import { MAX_PROXY_CONNECTIONS, PROXY_HEADERS_TIMEOUT_MS } from '../../src/sidecar/proxy.js';
+import { createLogger } from '../../src/util/log.js';
 import {
   bareProxy,
   basic,
@@ -192,3 +193,42 @@ t.test(
     tunnel.destroy();
   },
 );
+
+t.test('a flood of connections refused at the caps logs one warning per cap, and counts each', async (t) => {
+  const lines: Record<string, unknown>[] = [];
+  const refused: [string, number][] = [];
+  const { proxy, caPem } = await bareProxy(t, {
+    limits: { maxProxyConnections: 1, maxTunnels: 1 },
+    logger: createLogger('warn', (line) => lines.push(JSON.parse(line))),
+    onRefused: (method, status) => refused.push([method, status]),
+  });
+  const tunnel = await openTunnel(proxy.port, caPem);
+  const waiting = await connection(proxy.port);
+  await waitFor(() => proxy.waitingConnections === 1, 'the one connection allowed is waiting');
+  // Connections past the waiting cap, refused on arrival.
+  for (let i = 0; i < 6; i++) {
+    const answer = parsed(await untilClosed(await connection(proxy.port)));
+    t.equal(answer.status, 503);
+  }
+  // CONNECTs past the tunnel cap (the waiting connection closed, to let them in).
+  waiting.destroy();
+  await waitFor(() => proxy.waitingConnections === 0, 'the waiting connection let go');
+  for (let i = 0; i < 4; i++) {
+    const { socket, head } = await proxyHead(proxy.port, CONNECT);
+    socket.destroy();
+    t.match(head, /^HTTP\/1\.1 503 /);
+    await waitFor(() => proxy.waitingConnections === 0, 'the refused CONNECT closed');
+  }
+  t.equal(refused.length, 10, 'every refusal is counted');
+  t.ok(
+    refused.every(([, status]) => status === 503),
+    'as 503s',
+  );
+  const warned = lines.filter((l) => l.level === 'warn');
+  t.equal(warned.length, 2, `one warning per cap (${JSON.stringify(warned)})`);
+  t.match(warned, [
+    { msg: 'request failed', status: 503, limit: 'proxy_connections', suppressed: 0 },
+    { msg: 'request failed', status: 503, limit: 'proxy_tunnels', suppressed: 0 },
+  ]);
+  tunnel.destroy();
+});
