@@ -173,7 +173,7 @@ async function startLocked(
   metrics.watchStore(() => store.health.writable);
   // The certificate in force: a renewal read from disk replaces it (tlsReload, once listening).
   let tlsReload: TlsReloader | undefined;
-  if (tls) metrics.watchCertificate(() => (tlsReload?.current ?? tls).notAfter);
+  if (tls) metrics.watchCertificate('api', () => (tlsReload?.current ?? tls).notAfter);
   const idempotency = new IdempotencyStore(
     store,
     config.idempotencyTtlHours * 3_600_000,
@@ -498,6 +498,9 @@ async function startLocked(
               },
               logger,
             );
+      // Its certificate in force, as the API listener's: a renewal replaces it.
+      const reload = injector?.tlsReload;
+      if (reload !== undefined) metrics.watchCertificate('injector', () => reload.current.notAfter);
     } catch (err) {
       await server.close(0);
       throw err;

@@ -51,6 +51,9 @@ export class Metrics {
     dropped: 0,
     refused: { org: 0, all: 0 },
   });
+  /** The listeners' certificates in force (watchCertificate), and their gauge once one is. */
+  private readonly certificates = new Map<string, () => Date>();
+  private certificateGauge: Gauge<'listener'> | undefined;
   private readonly tlsReloadCounter = new Counter({
     name: 'govgate_tls_reloads_total',
     help:
@@ -257,16 +260,22 @@ export class Metrics {
   }
 
   /**
-   * The API listener's certificate in force (SERVICE_TLS_CERT), read at each scrape: a renewal
-   * replaces it while the process runs. Alert well before it expires: a renewal refused keeps it.
+   * A listener's certificate in force (`api`: SERVICE_TLS_CERT; `injector`:
+   * SERVICE_INJECTOR_TLS_CERT), read at each scrape: a renewal replaces it while the process runs
+   * (tls-reload.ts). Alert well before it expires: a renewal refused keeps it.
    */
-  watchCertificate(notAfter: () => Date): void {
-    new Gauge({
+  watchCertificate(listener: 'api' | 'injector', notAfter: () => Date): void {
+    this.certificates.set(listener, notAfter);
+    if (this.certificateGauge !== undefined) return;
+    const certificates = this.certificates;
+    this.certificateGauge = new Gauge({
       name: 'govgate_tls_certificate_expiry_timestamp_seconds',
-      help: "When the API listener's TLS certificate in force stops being valid (Unix time); a renewed one is read within a minute",
+      help: "When a listener's TLS certificate in force stops being valid (Unix time), by listener (api, injector); a renewed one is read within a minute",
+      labelNames: ['listener'] as const,
       registers: [this.registry],
       collect() {
-        this.set(Math.floor(notAfter().getTime() / 1000));
+        for (const [listener, read] of certificates)
+          this.set({ listener }, Math.floor(read().getTime() / 1000));
       },
     });
   }

@@ -201,7 +201,7 @@ export async function startSidecar(
     metrics.watchStore(() => store.health.writable);
     // The certificate in force: a renewal read from disk replaces it (tlsReload, once listening).
     let tlsReload: TlsReloader | undefined;
-    if (tls) metrics.watchCertificate(() => (tlsReload?.current ?? tls).notAfter);
+    if (tls) metrics.watchCertificate('api', () => (tlsReload?.current ?? tls).notAfter);
     // The forward proxy's CA: renewed here when it has expired or ends within 30 days, and checked
     // again while the sidecar runs, for a sidecar may run longer than the month that leaves.
     const ca = ProxyCa.load(config.keysDir, config.audit.keyPassword);

@@ -222,7 +222,7 @@ for (const engine of ENGINES) {
     const metric = async (): Promise<string> => (await svc.call('/api/metrics')).body as string;
     const expiry = (issued: IssuedCert): RegExp =>
       new RegExp(
-        `^govgate_tls_certificate_expiry_timestamp_seconds ${Math.floor(notAfter(issued).getTime() / 1000)}$`,
+        `^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="api"\\} ${Math.floor(notAfter(issued).getTime() / 1000)}$`,
         'm',
       );
     t.match(await metric(), expiry(first));
@@ -289,7 +289,7 @@ t.test("a sidecar's own HTTPS listener takes a renewal too", async (t) => {
   t.match(
     metrics,
     new RegExp(
-      `^govgate_tls_certificate_expiry_timestamp_seconds ${Math.floor(notAfter(second).getTime() / 1000)}$`,
+      `^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="api"\\} ${Math.floor(notAfter(second).getTime() / 1000)}$`,
       'm',
     ),
   );
@@ -322,6 +322,44 @@ t.test('the injector serves a renewed certificate', async (t) => {
   t.equal(await injector.tlsReload.check(), 'refused');
   t.equal(await served(url), fingerprint(second));
   t.same(counts, { reloaded: 1, refused: 1 });
+});
+
+t.test("the injector's certificate has its expiry metric, which follows a renewal", async (t) => {
+  const first = ca.issue('injector-metric-first');
+  const vol = secretVolume(first);
+  const svc = await startService({
+    env: {
+      SERVICE_INJECTOR_PORT: '0',
+      SERVICE_INJECTOR_TLS_CERT: vol.certFile,
+      SERVICE_INJECTOR_TLS_KEY: vol.keyFile,
+      SERVICE_PUBLIC_URL: 'https://govgate.example',
+    },
+    tlsReloadIntervalMs: 50,
+    logger: createLogger('silent'),
+  });
+  t.teardown(() => svc.close());
+  const metric = async (): Promise<string> => (await svc.call('/api/metrics')).body as string;
+  const expiry = (issued: IssuedCert): RegExp =>
+    new RegExp(
+      `^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="injector"\\} ${Math.floor(notAfter(issued).getTime() / 1000)}$`,
+      'm',
+    );
+  const before = await metric();
+  t.match(before, expiry(first), "the injector's certificate in force");
+  t.notMatch(
+    before,
+    /^govgate_tls_certificate_expiry_timestamp_seconds\{listener="api"\}/m,
+    'no series for an API listener without TLS',
+  );
+  // A renewal, one month shorter: the metric names the certificate put in force.
+  const second = ca.issue('injector-metric-second', { notAfter: new Date(Date.now() + 30 * 86_400_000) });
+  t.not(Math.floor(notAfter(second).getTime() / 1000), Math.floor(notAfter(first).getTime() / 1000));
+  vol.renew(second);
+  const url = `https://127.0.0.1:${svc.service.injectorPort}`;
+  t.equal(await servedSoon(url, fingerprint(second)), fingerprint(second));
+  const after = await metric();
+  t.match(after, expiry(second), 'the renewed one, once in force');
+  t.match(after, /^govgate_tls_reloads_total\{listener="injector",outcome="reloaded"\} 1$/m);
 });
 
 t.test('a timer looks at the files; stop() ends it', async (t) => {

@@ -86,7 +86,7 @@ for (const engine of ENGINES) {
       );
       t.match(
         metrics.body,
-        new RegExp(`^govgate_tls_certificate_expiry_timestamp_seconds ${expected}$`, 'm'),
+        new RegExp(`^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="api"\\} ${expected}$`, 'm'),
       );
     });
   });
