@@ -7,11 +7,14 @@ export class InFlight {
    * then on was cut by the service, not left by its client.
    */
   cutOff = false;
+  /** Requests entered since the start (how a retired uWS app sees that it had none for a while). */
+  entered = 0;
   private count = 0;
   private waiters: (() => void)[] = [];
 
   enter(): void {
     this.count++;
+    this.entered++;
   }
 
   /** A bound function: it may be handed on as a callback (`promise.then(work.leave)`). */
@@ -24,6 +27,12 @@ export class InFlight {
 
   get size(): number {
     return this.count;
+  }
+
+  /** Resolves when nothing is in flight (no timer: it waits as long as a request runs). */
+  idle(): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
   }
 
   /** Resolves when nothing is in flight, or after `ms`. */

@@ -108,6 +108,12 @@ export interface ListenOptions {
   readonly largeBodyLimit?: LargeBodyLimit;
   /** The bound on body bytes held across requests (default MAX_BUFFERED_BODY_BYTES). */
   readonly bodyBudgetBytes?: number;
+  /**
+   * uWS over TLS only: how many apps retired by certificate renewals are kept (default
+   * RETIRED_APPS_KEPT), and how long one beyond them must have had no request in flight before it
+   * is closed (default RETIRED_APP_QUIET_MS). See `listenUws`.
+   */
+  readonly retiredApps?: { readonly kept?: number; readonly quietMs?: number };
 }
 
 /**

@@ -78,7 +78,15 @@ class UwsResponse implements ServerResponse {
     private readonly res: Uws.HttpResponse,
     private readonly inFlight: InFlight,
     private readonly head: boolean,
+    /** The requests in flight on this response's app (a retired one is closed once it has none). */
+    private readonly appInFlight: InFlight,
   ) {}
+
+  /** The request is over: answered, or its client gone. */
+  private leave(): void {
+    this.inFlight.leave();
+    this.appInFlight.leave();
+  }
 
   markAborted(): void {
     if (this.done) return;
@@ -86,7 +94,7 @@ class UwsResponse implements ServerResponse {
     this.cut = this.inFlight.cutOff;
     this.done = true;
     this.wait?.settle(false);
-    this.inFlight.leave();
+    this.leave();
     const listeners = this.abortListeners;
     this.abortListeners = undefined;
     if (listeners) for (const l of listeners) l();
@@ -121,7 +129,7 @@ class UwsResponse implements ServerResponse {
         res.endWithoutBody();
       } else res.end(body, close);
     });
-    this.inFlight.leave();
+    this.leave();
   }
 
   stream(status: number, headers: OutgoingHeaders): void {
@@ -260,7 +268,7 @@ class UwsResponse implements ServerResponse {
       this.flushHead(close);
       res.end(data, close);
     });
-    this.inFlight.leave();
+    this.leave();
   }
 }
 
@@ -288,6 +296,11 @@ function listenNow(
   });
   return socket;
 }
+
+/** How many apps retired by certificate renewals are kept open (see `listenUws`). */
+export const RETIRED_APPS_KEPT = 4;
+/** How long a retired app beyond RETIRED_APPS_KEPT must have had no request in flight before it is closed. */
+export const RETIRED_APP_QUIET_MS = 30_000;
 
 /** Closes every connection of `app` (and its listen socket, if still open). */
 function closeApp(app: Uws.TemplatedApp): void {
@@ -323,7 +336,8 @@ function sslApp(uws: UwsModule, files: TlsFiles): Uws.TemplatedApp {
  * and clients that dial an IP address send none). So a renewal builds a new SSLApp with the same
  * route, listens it on the same port, and closes the old listen socket: new connections go to
  * the new app, those of the old one (kept alive, or with a request in flight) run on until they
- * close, or until the server's drain closes them. Two sockets on one port need SO_REUSEPORT on
+ * close, or until the server's drain closes them (an app retired beyond the newest
+ * RETIRED_APPS_KEPT is closed sooner, once idle: `closeWhenIdle`). Two sockets on one port need SO_REUSEPORT on
  * both, so HTTPS listens shareable; the guard the exclusive flag gives is kept by `claimPort`: a
  * node:net socket without SO_REUSEPORT must get the port first, which fails while any socket
  * holds it, and the kernel lets only sockets of the same user join a port. What remains is the
@@ -333,13 +347,14 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
   const inFlight = new InFlight();
   const budget = new BodyBudget(opts.bodyBudgetBytes);
 
-  const route = (res: Uws.HttpResponse, req: Uws.HttpRequest): void => {
+  const route = (res: Uws.HttpResponse, req: Uws.HttpRequest, appInFlight: InFlight): void => {
     inFlight.enter();
+    appInFlight.enter();
     // Read on arrival: a request that came before the drain is served even if its body ends after.
     const draining = inFlight.draining;
     // Everything from `req` must be copied now: it is invalid after this callback returns.
     const method = req.getCaseSensitiveMethod().toUpperCase();
-    const out = new UwsResponse(res, inFlight, method === 'HEAD');
+    const out = new UwsResponse(res, inFlight, method === 'HEAD', appInFlight);
     // The body bytes this request holds in the server's budget, given back once it is handed on,
     // refused, or its client is gone.
     let held = 0;
@@ -436,18 +451,58 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
       }
     });
   };
+  /** The apps built, with their requests in flight. */
+  const requestsOf = new WeakMap<Uws.TemplatedApp, InFlight>();
   const build = (files: TlsFiles | undefined): Uws.TemplatedApp => {
     const app = files ? sslApp(uws, files) : uws.App();
-    app.any('/*', route);
+    const requests = new InFlight();
+    requestsOf.set(app, requests);
+    app.any('/*', (res, req) => route(res, req, requests));
     return app;
   };
+  const kept = opts.retiredApps?.kept ?? RETIRED_APPS_KEPT;
+  const quietMs = opts.retiredApps?.quietMs ?? RETIRED_APP_QUIET_MS;
 
   const serve = (first: Uws.TemplatedApp, socket: Uws.us_listen_socket): HttpServer => {
     const port = uws.us_socket_local_port(socket as unknown as Uws.us_socket);
     let listening = socket;
     let app = first;
-    // Apps that served an older certificate: their connections run on; closed with the server.
-    const retired: Uws.TemplatedApp[] = [];
+    // Apps that served an older certificate, oldest first, with their listen sockets: their
+    // connections run on. The newest `kept` are closed with the server; the first `closing`, those
+    // beyond, once idle (closeWhenIdle).
+    const retired: { readonly app: Uws.TemplatedApp; readonly socket: Uws.us_listen_socket }[] = [];
+    let closing = 0;
+    /**
+     * uWS cannot say when an app has no connection left (its HTTP API has no connection events or
+     * count: @trufflesuite/uws-js-unofficial's index.d.ts), so the apps are capped instead: one
+     * retired beyond the newest `kept` (its connections are older than several renewals) is closed
+     * once none of its requests has been in flight for `quietMs`. Closing an app closes its
+     * connections; uWS closes a keep-alive connection idle 10 s by itself, so what is left by then
+     * is at most one still sending an answer uWS holds. A request in flight is never cut: the app
+     * waits for it. The server's close closes what is left.
+     */
+    const closeWhenIdle = (entry: (typeof retired)[number]): void => {
+      const requests = requestsOf.get(entry.app) as InFlight;
+      let seen = -1;
+      const look = (): void => {
+        if (closed) return;
+        if (requests.size > 0 || requests.entered !== seen) {
+          seen = requests.entered;
+          void requests.idle().then(() => {
+            if (!closed) setTimeout(look, quietMs).unref();
+          });
+          return;
+        }
+        const at = retired.indexOf(entry);
+        if (at < 0) return;
+        retired.splice(at, 1);
+        closing--;
+        // Its listen socket, if the turn that closes it has not come yet (renewals in one turn).
+        if (retiring.delete(entry.socket)) uws.us_listen_socket_close(entry.socket);
+        closeApp(entry.app);
+      };
+      look();
+    };
     // Their listen sockets, between a renewal and the check phase that closes them.
     const retiring = new Set<Uws.us_listen_socket>();
     let closed = false;
@@ -480,8 +535,10 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
         const old = listening;
         listening = nextSocket;
         retiring.add(old);
-        retired.push(app);
+        retired.push({ app, socket: old });
         app = next;
+        // Those beyond the newest `kept`, not closing yet (the oldest first).
+        while (retired.length - closing > kept) closeWhenIdle(retired[closing++] as (typeof retired)[number]);
         return new Promise((resolve) =>
           setImmediate(() => {
             if (retiring.delete(old)) uws.us_listen_socket_close(old);
@@ -500,7 +557,9 @@ export function listenUws(uws: UwsModule, opts: ListenOptions, handler: HttpHand
         inFlight.draining = true;
         await inFlight.drained(graceMs);
         inFlight.cutOff = true;
-        for (const a of retired) closeApp(a);
+        for (const r of retired) closeApp(r.app);
+        retired.length = 0;
+        closing = 0;
         closeApp(app);
       },
     };
