@@ -10,6 +10,7 @@ import {
 import { ServiceError } from '../core/errors.js';
 import type { Principal } from '../identity/types.js';
 import type { Store } from '../store/db.js';
+import { assertOrgLive } from '../store/org-tombstone.js';
 
 /** Where WebAuthn ceremonies are bound: the relying party id and the origins a browser reports. */
 export interface WebauthnSettings {
@@ -221,7 +222,12 @@ export class WebauthnDesk {
       name,
       created_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.writer.enqueue(() => this.store.webauthn.putSync([p.id, cred.id], record));
+    await this.store.writer.enqueue(() => {
+      // Its org deleted while the registration was verified: nothing is written for it (the
+      // deletion's removeOrg may have run already).
+      assertOrgLive(this.store, p.org_id);
+      this.store.webauthn.putSync([p.id, cred.id], record);
+    });
     return record;
   }
 
@@ -241,6 +247,24 @@ export class WebauthnDesk {
         for (const id of ids) this.store.webauthn.removeSync([userId, id]);
       });
     return ids.length;
+  }
+
+  /**
+   * The org is being deleted: every authenticator registered by one of its people goes, in one
+   * write, found by the org each record names (its users are gone already when a deletion cut
+   * short is run again, so they cannot be looked up by user id). Returns how many.
+   */
+  async removeOrg(orgId: string): Promise<number> {
+    let n = 0;
+    await this.store.writer.enqueue(() => {
+      n = 0;
+      for (const { key, value } of this.store.webauthn.getRange()) {
+        if ((value as WebauthnCredentialRecord).org_id !== orgId) continue;
+        this.store.webauthn.removeSync(key);
+        n++;
+      }
+    });
+    return n;
   }
 
   /** `GET /v1/me/approvals/{id}/challenge`: request options for this user's authenticators. */

@@ -27,7 +27,7 @@ export interface OrgDeletionDeps {
   readonly tools: { dropOrg(org: string): number };
   readonly settings: { dropOrg(org: string): { secrets: number; settings: number } };
   readonly idempotency: { dropOrg(org: string): Promise<number> };
-  readonly authenticators: { removeAll(userId: string): Promise<number> };
+  readonly authenticators: { removeOrg(org: string): Promise<number> };
 }
 
 /** The answer to `DELETE /api/orgs/{id}` and the details of its `admin.org_deleted` events. */
@@ -116,8 +116,8 @@ export class OrgDeletion {
     // After the desks: the secrets and settings entries they did not remove themselves.
     const settings = d.settings.dropOrg(org);
     const replays = await d.idempotency.dropOrg(org);
-    let authenticators = 0;
-    for (const userId of retired.userIds) authenticators += await d.authenticators.removeAll(userId);
+    // By the org each names: a deletion run again after one cut short finds no user of it left.
+    const authenticators = await d.authenticators.removeOrg(org);
     const removed = {
       ...retired.removed,
       authenticators,

@@ -1,14 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { type WebauthnCredentialRecord, WebauthnDesk } from '../../src/approvals/webauthn.js';
 import { IdentityRepo } from '../../src/identity/repo.js';
-import type { CredentialRecord, OrgRecord, UserRecord } from '../../src/identity/types.js';
+import type { CredentialRecord, OrgRecord, Principal, UserRecord } from '../../src/identity/types.js';
 import { openStore } from '../../src/store/db.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { createOrg, orgLogFiles, startService, type TestService } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
 import { tempDir } from '../helpers/tmp.js';
 import { waitFor } from '../helpers/wait.js';
+import { SoftAuthenticator } from '../helpers/webauthn.js';
 
 /** The `_system` chain's events as its JSONL log holds them (the API does not serve it). */
 function systemEvents(svc: TestService): any[] {
@@ -406,3 +408,85 @@ t.test('a write for an org deleted meanwhile fails closed (IdentityRepo)', async
   t.throws(() => identity.retireOrg(org.org_id, 'usr_y'), { code: 'not_found' });
   t.equal(identity.createOrg('gone').name, 'gone', 'its name is free');
 });
+
+const RP_ID = 'govgate.test';
+const ORIGIN = 'https://console.govgate.test';
+const WEBAUTHN_ENV = { SERVICE_WEBAUTHN_RP_ID: RP_ID, SERVICE_WEBAUTHN_ORIGINS: ORIGIN };
+
+/** The authenticators the store holds for `orgId` (opened once the service is closed). */
+function authenticatorsOf(dataDir: string, orgId: string): number {
+  const store = openStore(join(dataDir, 'data'));
+  try {
+    return [...store.webauthn.getRange()].filter(
+      ({ value }) => (value as WebauthnCredentialRecord).org_id === orgId,
+    ).length;
+  } finally {
+    store.close();
+  }
+}
+
+t.test(
+  'a deletion cut short after its first step, finished by the next DELETE, still removes its users’ authenticators',
+  async (t) => {
+    const first = await startService({ env: WEBAUTHN_ENV });
+    const org = await createOrg(first, 'cut-short');
+    const options = await first.call('/api/me/webauthn/register/options', { token: org.adminPat, body: {} });
+    const registered = await first.call('/api/me/webauthn/register/verify', {
+      token: org.adminPat,
+      body: { response: new SoftAuthenticator(RP_ID, ORIGIN).register(options.body), name: 'laptop' },
+    });
+    t.equal(registered.status, 201, JSON.stringify(registered.body));
+    await first.close(true);
+    t.equal(authenticatorsOf(first.dataDir, org.orgId), 1, 'the admin holds an authenticator');
+
+    // The process stopped right after the deletion's first transaction (the tombstone, the users gone).
+    const store = openStore(join(first.dataDir, 'data'));
+    new IdentityRepo(store).retireOrg(org.orgId, 'usr_cut');
+    store.close();
+
+    const svc = await startService({
+      dataDir: first.dataDir,
+      env: { ...WEBAUTHN_ENV, SERVICE_BOOTSTRAP_TOKEN: first.pat },
+    });
+    let closed = false;
+    t.teardown(async () => {
+      if (!closed) await svc.close();
+    });
+    const res = await svc.call(`/api/orgs/${org.orgId}`, { method: 'DELETE', token: svc.pat });
+    t.equal(res.status, 200, JSON.stringify(res.body));
+    t.equal(res.body.removed.authenticators, 1, 'counted');
+    await svc.close(true);
+    closed = true;
+    t.equal(authenticatorsOf(svc.dataDir, org.orgId), 0, 'no authenticator of the org is left');
+  },
+);
+
+t.test(
+  'an authenticator registered by a person of an org deleted meanwhile is refused (WebauthnDesk)',
+  async (t) => {
+    const dir = tempDir('govgate-orgdel-');
+    const store = openStore(dir);
+    t.teardown(() => store.close());
+    const identity = new IdentityRepo(store);
+    const org = identity.createOrg('racing');
+    const user = identity.createUser(org.org_id, 'a@racing.test', 'admin');
+    const p: Principal = {
+      kind: 'user',
+      id: user.user_id,
+      org_id: org.org_id,
+      role: 'admin',
+      agent_id: null,
+      credential_id: 'tok_x',
+      email: user.email,
+    };
+    const desk = new WebauthnDesk(store, { rpId: RP_ID, origins: [ORIGIN] });
+    // Authenticated, and its options given, before the deletion; its verification ends after it.
+    const options = (await desk.registrationOptions(p)) as { challenge: string };
+    identity.retireOrg(org.org_id, 'usr_x');
+    t.equal(await desk.removeOrg(org.org_id), 0, 'nothing to remove yet');
+    await t.rejects(desk.register(p, new SoftAuthenticator(RP_ID, ORIGIN).register(options), null), {
+      code: 'not_found',
+    });
+    t.equal(desk.credentialsOf(user.user_id).length, 0, 'nothing was written for the deleted org');
+  },
+);
