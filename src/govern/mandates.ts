@@ -3,6 +3,7 @@ import { compactVerify, createLocalJWKSet, type JWK, type JWTPayload, jwtVerify 
 import { ServiceError } from '../core/errors.js';
 import type { MandateKeys } from '../crypto/mandate-keys.js';
 import type { Store } from '../store/db.js';
+import { orgDeleted } from '../store/org-tombstone.js';
 import { randomBase62 } from '../util/ids.js';
 import { RevocationList } from './revocation-list.js';
 
@@ -313,6 +314,8 @@ export class MandateService {
     if (claims === undefined) return fail('claims_invalid');
     if (!this.signsFor(kid, claims.org)) return fail('unknown_key');
     if (this.revocation(claims.jti, claims.org) !== undefined) return fail('revoked');
+    // Its org was deleted (DELETE /api/orgs/{id}): every mandate of it ends with it.
+    if (orgDeleted(this.store, claims.org)) return fail('revoked');
     return { valid: true, claims };
   }
 

@@ -490,3 +490,25 @@ t.test(
     t.equal(desk.credentialsOf(user.user_id).length, 0, 'nothing was written for the deleted org');
   },
 );
+
+t.test('a mandate issued to an org deleted since no longer verifies at /v1/tokens/verify', async (t) => {
+  const svc = await startService();
+  t.teardown(() => svc.close());
+  const org = await createOrg(svc, 'mandated');
+  const keep = await createOrg(svc, 'mandated-keep');
+  const govern = (token: string) =>
+    svc.call('/v1/govern', {
+      token,
+      body: { type: 'TOOL_CALL', payload: { tool: 'crm.lookup', args: { id: 7 } } },
+    });
+  const issued = await govern(org.agentKey);
+  const kept = await govern(keep.agentKey);
+  t.equal(issued.body.outcome, 'allow', JSON.stringify(issued.body));
+  t.type(issued.body.mandate, 'string', 'a mandate for the allowed call');
+  const verify = (token: string) => svc.call('/v1/tokens/verify', { body: { token } });
+  t.equal((await verify(issued.body.mandate)).body.valid, true, 'valid before the deletion');
+  t.equal((await svc.call(`/api/orgs/${org.orgId}`, { method: 'DELETE', token: svc.pat })).status, 200);
+  const after = await verify(issued.body.mandate);
+  t.match(after.body, { valid: false, error: 'revoked' }, "its org's deletion ended it");
+  t.equal((await verify(kept.body.mandate)).body.valid, true, "another org's mandate still verifies");
+});
