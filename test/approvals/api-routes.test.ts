@@ -1,5 +1,5 @@
 import t from 'tap';
-import { createOrg, publishOrgPolicy, startService } from '../helpers/service.js';
+import { createOrg, refundsNeedApproval, startService } from '../helpers/service.js';
 
 /**
  * Spec 4.4: `/api/approvals` is approval workflow management on the control plane: besides the
@@ -9,19 +9,7 @@ import { createOrg, publishOrgPolicy, startService } from '../helpers/service.js
 t.test('/api/approvals/{id}: read, decide, cancel and revoke on the control plane', async (t) => {
   const svc = await startService({});
   t.teardown(() => svc.close());
-  await publishOrgPolicy(svc, 'refunds', {
-    rules: [
-      { id: 'refunds', when: { type: 'TOOL_CALL', tool: 'payments.refund' }, then: 'require_approval' },
-    ],
-  });
-  const ask = async (amount: number): Promise<string> => {
-    const asked = await svc.call('/v1/govern', {
-      token: svc.agentKey,
-      body: { type: 'TOOL_CALL', payload: { tool: 'payments.refund', args: { amount } } },
-    });
-    t.equal(asked.body.outcome, 'needs_approval');
-    return asked.body.approval.request_id as string;
-  };
+  const ask = await refundsNeedApproval(t, svc);
   const first = await ask(1);
   const read = await svc.call(`/api/approvals/${first}`, { token: svc.pat });
   t.equal(read.status, 200);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { verifyFile } from '../../src/audit/verify-file.js';
-import { orgLogFiles, publishOrgPolicy, startService, type TestService } from '../helpers/service.js';
+import { orgLogFiles, refundsNeedApproval, startService, type TestService } from '../helpers/service.js';
 import { SoftAuthenticator } from '../helpers/webauthn.js';
 
 // What an erasure reaches besides the trail's personal fields (spec 2.8, 4.5; docs/api.md
@@ -25,19 +25,7 @@ t.test('erasing a person by user id reaches their approvals, authenticator name 
     env: { SERVICE_WEBAUTHN_RP_ID: RP_ID, SERVICE_WEBAUTHN_ORIGINS: ORIGIN },
   });
   t.teardown(() => svc.close());
-  await publishOrgPolicy(svc, 'refunds', {
-    rules: [
-      { id: 'refunds', when: { type: 'TOOL_CALL', tool: 'payments.refund' }, then: 'require_approval' },
-    ],
-  });
-  const ask = async (amount: number): Promise<string> => {
-    const asked = await svc.call('/v1/govern', {
-      token: svc.agentKey,
-      body: { type: 'TOOL_CALL', payload: { tool: 'payments.refund', args: { amount } } },
-    });
-    t.equal(asked.body.outcome, 'needs_approval');
-    return asked.body.approval.request_id as string;
-  };
+  const ask = await refundsNeedApproval(t, svc);
   const decide = async (id: string, token: string, reason: string) => {
     const r = await svc.call(`/api/approvals/${id}/decide`, { token, body: { decision: 'approve', reason } });
     t.equal(r.status, 200, JSON.stringify(r.body));

@@ -1,8 +1,7 @@
 import t from 'tap';
 import { ErasureDesk } from '../../src/compliance/erasure.js';
-import { IdentityRepo } from '../../src/identity/repo.js';
-import type { Principal } from '../../src/identity/types.js';
 import { tempLog } from '../audit/helpers.js';
+import { acmeWithErin } from './people.js';
 
 // Which Idempotency-Key replays an erasure deletes (docs/api.md "Erasure"): those of the calls
 // whose events hold the subject in the agent's own exchange (its input or output, every field of
@@ -14,19 +13,7 @@ const ERIN = 'erin@example.com';
 t.test('an erasure deletes the replays of the calls whose exchange holds the subject only', async (t) => {
   const h = tempLog();
   t.teardown(() => h.close());
-  const identity = new IdentityRepo(h.store);
-  const org = identity.createOrg('acme').org_id;
-  const admin = identity.createUser(org, 'admin@example.com', 'admin');
-  const erin = identity.createUser(org, 'Erin@Example.com', 'developer');
-  const p: Principal = {
-    kind: 'user',
-    id: admin.user_id,
-    org_id: org,
-    role: 'admin',
-    agent_id: null,
-    credential_id: 'tok_admin',
-    email: admin.email,
-  };
+  const { identity, org, admin, erin, p } = acmeWithErin(h);
   const append = (pipeline_id: string, details: Record<string, unknown>, personal: Record<string, unknown>) =>
     h.log.append({ org_id: org, event_type: 'test.event', outcome: 'allow', pipeline_id, details, personal });
   // The agent's exchanges holding her: a detected value of a prompt, a tool argument, an output.

@@ -2,8 +2,8 @@ import t from 'tap';
 import { ErasureDesk } from '../../src/compliance/erasure.js';
 import { ERASED } from '../../src/core/chain/index.js';
 import { IdentityRepo } from '../../src/identity/repo.js';
-import type { Principal } from '../../src/identity/types.js';
 import { tempLog } from '../audit/helpers.js';
+import { acmeWithErin } from './people.js';
 
 // An erasure by user_id finds the person by their address too, and reaches what they decided
 // and wrote (docs/api.md "Erasure"). Its first step erases their user record, before the erasure
@@ -18,19 +18,9 @@ t.test(
   async (t) => {
     const h = tempLog();
     t.teardown(() => h.close());
-    let identity = new IdentityRepo(h.store);
-    const org = identity.createOrg('acme').org_id;
-    const admin = identity.createUser(org, 'admin@example.com', 'admin');
-    const erin = identity.createUser(org, 'Erin@Example.com', 'developer');
-    const p: Principal = {
-      kind: 'user',
-      id: admin.user_id,
-      org_id: org,
-      role: 'admin',
-      agent_id: null,
-      credential_id: 'tok_admin',
-      email: admin.email,
-    };
+    const people = acmeWithErin(h);
+    let identity = people.identity;
+    const { org, erin, p } = people;
     // The trail knows her by her address (a tool argument), and by her id as one who wrote a reason.
     const lookup = await h.log.append({
       org_id: org,

@@ -1,5 +1,6 @@
 import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Test } from 'tap';
 import { loadConfig } from '../../src/config/index.js';
 import { type RunningService, startAllInOne } from '../../src/server.js';
 import { randomBase62 } from '../../src/util/ids.js';
@@ -202,4 +203,27 @@ export function orgLogFiles(svc: Pick<TestService, 'dataDir'>, org: string): str
     .sort((a, b) => a - b)
     .map((n) => join(dir, `${org}.${n}.jsonl`));
   return [...rotated, join(dir, `${org}.jsonl`)];
+}
+
+/**
+ * Publishes policy `refunds` (every `payments.refund` tool call needs an approval) for org
+ * `default`; returns `ask(amount)`, which asks for one as the default agent and gives its id.
+ */
+export async function refundsNeedApproval(
+  t: Pick<Test, 'equal'>,
+  svc: TestService,
+): Promise<(amount: number) => Promise<string>> {
+  await publishOrgPolicy(svc, 'refunds', {
+    rules: [
+      { id: 'refunds', when: { type: 'TOOL_CALL', tool: 'payments.refund' }, then: 'require_approval' },
+    ],
+  });
+  return async (amount) => {
+    const asked = await svc.call('/v1/govern', {
+      token: svc.agentKey,
+      body: { type: 'TOOL_CALL', payload: { tool: 'payments.refund', args: { amount } } },
+    });
+    t.equal(asked.body.outcome, 'needs_approval');
+    return asked.body.approval.request_id as string;
+  };
 }

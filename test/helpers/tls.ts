@@ -1,8 +1,9 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type * as Forge from 'node-forge';
+import type { HttpHandler } from '../../src/http/types.js';
 
 const forge = createRequire(import.meta.url)('node-forge') as typeof Forge;
 
@@ -81,4 +82,32 @@ export function testCa(dir: string, cn = 'govgate test CA'): TestCa {
       return { cert, certFile, keyFile };
     },
   };
+}
+
+/**
+ * A handler that answers `/held` only once `release()` is called (a request kept in flight across
+ * a certificate renewal) and any other path at once with `ok <path>`.
+ */
+export function heldHandler(): { handler: HttpHandler; release(): void; arrived(): boolean } {
+  let release = (): void => {};
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  let arrived = false;
+  const handler: HttpHandler = (req, res) => {
+    if (req.path === '/held') {
+      arrived = true;
+      void held.then(() => res.send(200, { 'content-type': 'text/plain' }, 'held answer'));
+    } else res.send(200, { 'content-type': 'text/plain' }, `ok ${req.path}`);
+  };
+  return { handler, release: () => release(), arrived: () => arrived };
+}
+
+/** The line of /api/metrics that shows `issued` as the certificate in force of `listener`. */
+export function expiryLine(listener: 'api' | 'injector', issued: IssuedCert): RegExp {
+  const seconds = Math.floor(new Date(new X509Certificate(issued.cert).validTo).getTime() / 1000);
+  return new RegExp(
+    `^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="${listener}"\\} ${seconds}$`,
+    'm',
+  );
 }

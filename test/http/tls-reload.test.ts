@@ -8,12 +8,11 @@ import { startInjector } from '../../src/control/injector-server.js';
 import { listen, localUrl } from '../../src/http/listen.js';
 import { loadTlsFiles, trustWith } from '../../src/http/tls.js';
 import { watchTlsFiles } from '../../src/http/tls-reload.js';
-import type { HttpHandler } from '../../src/http/types.js';
 import { createLogger } from '../../src/util/log.js';
 import { RawConnection } from '../helpers/raw-http.js';
 import { ENGINES, startService } from '../helpers/service.js';
 import { createSidecarToken, startTestSidecar } from '../helpers/sidecar.js';
-import { type IssuedCert, testCa } from '../helpers/tls.js';
+import { expiryLine, heldHandler, type IssuedCert, testCa } from '../helpers/tls.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const dir = tempDir('govgate-tls-reload-');
@@ -90,17 +89,7 @@ for (const engine of ENGINES) {
     async (t) => {
       const first = ca.issue(`first-${engine}`);
       const vol = secretVolume(first);
-      let release = (): void => {};
-      const held = new Promise<void>((r) => {
-        release = r;
-      });
-      let arrived = false;
-      const handler: HttpHandler = (req, res) => {
-        if (req.path === '/held') {
-          arrived = true;
-          void held.then(() => res.send(200, { 'content-type': 'text/plain' }, 'held answer'));
-        } else res.send(200, { 'content-type': 'text/plain' }, `ok ${req.path}`);
-      };
+      const { handler, release, arrived } = heldHandler();
       const server = await listen(
         engine,
         { host: '127.0.0.1', port: 0, tls: loadTlsFiles(vol.certFile, vol.keyFile) },
@@ -133,8 +122,8 @@ for (const engine of ENGINES) {
       const inFlight = await RawConnection.openTls(url, ca.caPem);
       t.teardown(() => inFlight.destroy());
       inFlight.send({ method: 'GET', path: '/held' });
-      for (let i = 0; i < 500 && !arrived; i++) await sleep(10);
-      t.ok(arrived, 'a request is in flight');
+      for (let i = 0; i < 500 && !arrived(); i++) await sleep(10);
+      t.ok(arrived(), 'a request is in flight');
 
       const second = ca.issue(`second-${engine}`);
       vol.renew(second);
@@ -220,11 +209,7 @@ for (const engine of ENGINES) {
     });
     t.teardown(() => svc.close());
     const metric = async (): Promise<string> => (await svc.call('/api/metrics')).body as string;
-    const expiry = (issued: IssuedCert): RegExp =>
-      new RegExp(
-        `^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="api"\\} ${Math.floor(notAfter(issued).getTime() / 1000)}$`,
-        'm',
-      );
+    const expiry = (issued: IssuedCert): RegExp => expiryLine('api', issued);
     t.match(await metric(), expiry(first));
     t.match(await metric(), /^govgate_tls_reloads_total\{listener="api",outcome="refused"\} 0$/m);
 
@@ -339,11 +324,7 @@ t.test("the injector's certificate has its expiry metric, which follows a renewa
   });
   t.teardown(() => svc.close());
   const metric = async (): Promise<string> => (await svc.call('/api/metrics')).body as string;
-  const expiry = (issued: IssuedCert): RegExp =>
-    new RegExp(
-      `^govgate_tls_certificate_expiry_timestamp_seconds\\{listener="injector"\\} ${Math.floor(notAfter(issued).getTime() / 1000)}$`,
-      'm',
-    );
+  const expiry = (issued: IssuedCert): RegExp => expiryLine('injector', issued);
   const before = await metric();
   t.match(before, expiry(first), "the injector's certificate in force");
   t.notMatch(

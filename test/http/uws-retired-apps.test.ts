@@ -6,7 +6,7 @@ import { loadTlsFiles } from '../../src/http/tls.js';
 import type { HttpHandler } from '../../src/http/types.js';
 import { RETIRED_APPS_KEPT } from '../../src/http/uws-adapter.js';
 import { RawConnection } from '../helpers/raw-http.js';
-import { type IssuedCert, testCa } from '../helpers/tls.js';
+import { heldHandler, type IssuedCert, testCa } from '../helpers/tls.js';
 import { tempDir } from '../helpers/tmp.js';
 
 // uWS cannot replace an SSLApp's certificate: a renewal listens a new app and retires the old one
@@ -28,17 +28,7 @@ t.test(
   'the apps retired beyond the newest few are closed once no request of theirs is in flight',
   async (t) => {
     t.equal(RETIRED_APPS_KEPT, 4, 'by default the 4 newest retired apps are kept');
-    let release = (): void => {};
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    let arrived = false;
-    const handler: HttpHandler = (req, res) => {
-      if (req.path === '/held') {
-        arrived = true;
-        void held.then(() => res.send(200, { 'content-type': 'text/plain' }, 'held answer'));
-      } else res.send(200, { 'content-type': 'text/plain' }, `ok ${req.path}`);
-    };
+    const { handler, release, arrived } = heldHandler();
     const certs = [0, 1, 2, 3].map((i) => ca.issue(`retired-${i}`));
     const files = (i: number) => {
       const c = certs[i] as IssuedCert;
@@ -72,7 +62,7 @@ t.test(
     t.equal((await idle.request('GET', '/a')).body, 'ok /a');
     const inFlight = await open();
     inFlight.send({ method: 'GET', path: '/held' });
-    t.ok(await within(() => arrived, 5_000), 'a request is in flight');
+    t.ok(await within(arrived, 5_000), 'a request is in flight');
     // Three renewals: the first app is retired beyond the 2 kept, the second app within them.
     await server.replaceTls(files(1));
     const second = await open();
