@@ -24,6 +24,17 @@ export interface TlsReloadOptions {
   /** Told each renewal put in force and each refused (once per state of the files and reason). */
   readonly counted?: (outcome: 'reloaded' | 'refused') => void;
   readonly intervalMs?: number;
+  /** Reads a file's identity and times (`fs.promises.stat`; tests give a coarser one). */
+  readonly statFile?: (file: string) => Promise<FileTimes>;
+}
+
+/** What a look reads of a file. */
+export interface FileTimes {
+  readonly dev: number;
+  readonly ino: number;
+  readonly size: number;
+  readonly mtimeMs: number;
+  readonly ctimeMs: number;
 }
 
 export interface TlsReloader {
@@ -41,14 +52,29 @@ export interface TlsReloader {
  * not watched: fs.watch misses the symlink swap of a Secret volume, and events on network and
  * overlay file systems.
  */
-async function fileState(file: string): Promise<string> {
+async function fileState(
+  file: string,
+  statFile: (file: string) => Promise<FileTimes>,
+): Promise<{ readonly id: string; readonly changedMs: number }> {
   try {
-    const [path, st] = await Promise.all([realpath(file), stat(file)]);
-    return `${path}|${st.dev}:${st.ino}|${st.size}|${st.mtimeMs}|${st.ctimeMs}`;
+    const [path, st] = await Promise.all([realpath(file), statFile(file)]);
+    return {
+      id: `${path}|${st.dev}:${st.ino}|${st.size}|${st.mtimeMs}|${st.ctimeMs}`,
+      changedMs: Math.max(st.mtimeMs, st.ctimeMs),
+    };
   } catch (err) {
-    return `!${(err as NodeJS.ErrnoException).code ?? String(err)}`;
+    return { id: `!${(err as NodeJS.ErrnoException).code ?? String(err)}`, changedMs: 0 };
   }
 }
+
+/**
+ * A file changed less than this long before a look may change again with the same times: file
+ * systems whose times tick in whole seconds (ext3, some network and overlay mounts) keep a
+ * rewrite in place, at the same size, within the tick as the state already seen. Such a state is
+ * read again at the next look rather than trusted (the contents decide; nothing is put in force
+ * twice).
+ */
+const SETTLE_MS = 2_000;
 
 /**
  * Watches a listener's certificate and key files (docs/ops.md, "TLS"): when they change, they are
@@ -84,10 +110,19 @@ export function watchTlsFiles(opts: TlsReloadOptions): TlsReloader {
     return 'refused';
   };
 
-  const states = async (): Promise<string> => `${await fileState(certFile)}\n${await fileState(keyFile)}`;
+  const statFile = opts.statFile ?? stat;
+  // The two files' state, and whether it is young enough to change unseen (SETTLE_MS).
+  const states = async (): Promise<{ id: string; young: boolean }> => {
+    const cert = await fileState(certFile, statFile);
+    const key = await fileState(keyFile, statFile);
+    return {
+      id: `${cert.id}\n${key.id}`,
+      young: Date.now() - Math.max(cert.changedMs, key.changedMs) < SETTLE_MS,
+    };
+  };
 
   const look = async (): Promise<TlsReloadOutcome> => {
-    const state = await states();
+    const { id: state, young } = await states();
     if (stopped || (state === seen && refused === undefined)) return 'unchanged';
     let files: TlsFiles | undefined;
     let failure: unknown;
@@ -98,8 +133,9 @@ export function watchTlsFiles(opts: TlsReloadOptions): TlsReloader {
     }
     // Files swapped while they were looked at may have been read half old, half new: judged at
     // the next look, once they hold still.
-    if ((await states()) !== state || stopped) return 'unchanged';
-    seen = state;
+    if ((await states()).id !== state || stopped) return 'unchanged';
+    // A young state is not trusted: the next look reads the files again (SETTLE_MS).
+    seen = young ? undefined : state;
     if (files === undefined) return refuse(state, failure);
     if (files.cert.equals(current.cert) && files.key.equals(current.key)) {
       refused = undefined;

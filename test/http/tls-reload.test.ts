@@ -1,5 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
@@ -366,4 +367,56 @@ t.test('a timer looks at the files; stop() ends it', async (t) => {
   await sleep(200);
   t.same(applied, [fingerprint(second)], 'nothing after stop');
   t.equal(await reload.check(), 'unchanged', 'nor when asked');
+});
+
+// On a file system whose times tick in whole seconds (ext3, some network and overlay mounts), a
+// file rewritten in place, at the same size, in the second it was last looked at, keeps every
+// time, its inode and its size: a look that trusted such a young state missed the renewal for
+// good. Times given by a stat that drops the milliseconds, as such a file system keeps them.
+t.test('a file rewritten within its time tick of a look is read again at the next', async (t) => {
+  const first = ca.issue('coarse-first');
+  const second = ca.issue('coarse-second');
+  const plain = join(dir, 'coarse');
+  mkdirSync(plain);
+  const certFile = join(plain, 'tls.crt');
+  const keyFile = join(plain, 'tls.key');
+  // Both versions the same length (PEM readers ignore trailing newlines), each rewritten in place.
+  const pad = (a: string, b: string): [string, string] => {
+    const n = Math.max(a.length, b.length);
+    return [a.padEnd(n, '\n'), b.padEnd(n, '\n')];
+  };
+  const [cert1, cert2] = pad(first.cert, second.cert);
+  const [key1, key2] = pad(keyOf(first), keyOf(second));
+  // Far enough from a second's end that both writes and the look between them share the second.
+  while (Date.now() % 1000 > 200) await sleep(5);
+  writeFileSync(certFile, cert1);
+  writeFileSync(keyFile, key1, { mode: 0o600 });
+  const applied: string[] = [];
+  const coarse = async (file: string) => {
+    const st = await stat(file);
+    return {
+      dev: st.dev,
+      ino: st.ino,
+      size: st.size,
+      mtimeMs: Math.floor(st.mtimeMs / 1000) * 1000,
+      ctimeMs: Math.floor(st.ctimeMs / 1000) * 1000,
+    };
+  };
+  const reload = watchTlsFiles({
+    listener: 'api',
+    initial: loadTlsFiles(certFile, keyFile),
+    apply: (files) => {
+      applied.push(new X509Certificate(files.cert).fingerprint256);
+    },
+    logger: createLogger('silent'),
+    intervalMs: 60_000,
+    statFile: coarse,
+  });
+  t.teardown(() => reload.stop());
+  t.equal(await reload.check(), 'unchanged', 'the files in force');
+  writeFileSync(certFile, cert2);
+  writeFileSync(keyFile, key2);
+  t.ok(Date.now() % 1000 < 900, 'still within the same second of the file times');
+  t.equal(await reload.check(), 'reloaded', 'the rewrite is seen');
+  t.same(applied, [fingerprint(second)]);
 });
