@@ -416,7 +416,9 @@ t.test('a file rewritten within its time tick of a look is read again at the nex
   t.equal(await reload.check(), 'unchanged', 'the files in force');
   writeFileSync(certFile, cert2);
   writeFileSync(keyFile, key2);
-  t.ok(Date.now() % 1000 < 900, 'still within the same second of the file times');
+  // On a machine stalled past the second's end the times differ and any look sees the change: the
+  // assertions below still hold, only without the case they are for (said, not failed).
+  if (Date.now() % 1000 < 200) t.comment('a second ended during the rewrite: the case was not exercised');
   t.equal(await reload.check(), 'reloaded', 'the rewrite is seen');
   t.same(applied, [fingerprint(second)]);
 });
