@@ -219,23 +219,28 @@ export function registerDecisionRoutes(router: Router<RouteHandler>, deps: Decis
       personal: { args: action.args, payload: action.payload },
     };
     const pii = result.scan.summary.pii;
-    const [ref] = await Promise.all([
-      audit.append(event),
+    // Most decisions find no PII: their event alone, without a Promise.all and its array.
+    const appended = audit.append(event);
+    const ref =
       pii.length === 0
-        ? undefined
-        : audit.append(
-            // `blocked` when the action was not allowed (block or needs_approval), else `allowed`:
-            // a redact obligation is named as such, not claimed as done.
-            piiDetectedEvent(
-              event,
-              { credential_id: agent.principal.credential_id, acting_admin: agent.actingAdmin },
-              'input',
-              pii,
-              d.outcome === 'allow' ? 'allowed' : 'blocked',
-              d.outcome === 'allow' && d.redact.includes('pii') ? 'redact' : null,
-            ),
-          ),
-    ]);
+        ? await appended
+        : (
+            await Promise.all([
+              appended,
+              audit.append(
+                // `blocked` when the action was not allowed (block or needs_approval), else `allowed`:
+                // a redact obligation is named as such, not claimed as done.
+                piiDetectedEvent(
+                  event,
+                  { credential_id: agent.principal.credential_id, acting_admin: agent.actingAdmin },
+                  'input',
+                  pii,
+                  d.outcome === 'allow' ? 'allowed' : 'blocked',
+                  d.outcome === 'allow' && d.redact.includes('pii') ? 'redact' : null,
+                ),
+              ),
+            ])
+          )[0];
     const response: Record<string, unknown> = {
       outcome: d.outcome,
       reason: d.reason,
