@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
 import { createLogger, type Logger } from '../../src/util/log.js';
-import { startMockUpstream } from '../helpers/mock-upstream.js';
+import { anthropicTextSse, startMockUpstream } from '../helpers/mock-upstream.js';
 import { startService } from '../helpers/service.js';
 
 // An upstream that quotes govgate's provider key in an error (a self-hosted OpenAI-compatible
@@ -187,33 +187,7 @@ t.test('the provider key an upstream echoes in a 200 answer never reaches the ag
       stop_sequence: null,
       usage: { input_tokens: 1, output_tokens: 1 },
     });
-  const anthropicStream = (key: string) =>
-    [
-      {
-        type: 'message_start',
-        message: {
-          id: 'msg_echo',
-          type: 'message',
-          role: 'assistant',
-          model: 'claude-test-1',
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 1, output_tokens: 0 },
-        },
-      },
-      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
-      { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: echo(key) } },
-      { type: 'content_block_stop', index: 0 },
-      {
-        type: 'message_delta',
-        delta: { stop_reason: 'end_turn', stop_sequence: null },
-        usage: { output_tokens: 5 },
-      },
-      { type: 'message_stop' },
-    ]
-      .map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`)
-      .join('');
+  const anthropicStream = (key: string) => anthropicTextSse('msg_echo', [echo(key)]);
 
   const seen: string[] = [];
   const call = async (what: string, path: string, body: Record<string, unknown>, flags?: string) => {
@@ -329,37 +303,7 @@ t.test('a provider key split across stream events never reaches the agent either
           `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'gpt-test', ...c })}\n\n`,
       )
       .join('')}data: [DONE]\n\n`;
-  const anthropicStream = (key: string) =>
-    [
-      {
-        type: 'message_start',
-        message: {
-          id: 'msg_split',
-          type: 'message',
-          role: 'assistant',
-          model: 'claude-test-1',
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 1, output_tokens: 0 },
-        },
-      },
-      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
-      ...pieces(key).map((text) => ({
-        type: 'content_block_delta',
-        index: 0,
-        delta: { type: 'text_delta', text },
-      })),
-      { type: 'content_block_stop', index: 0 },
-      {
-        type: 'message_delta',
-        delta: { stop_reason: 'end_turn', stop_sequence: null },
-        usage: { output_tokens: 5 },
-      },
-      { type: 'message_stop' },
-    ]
-      .map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`)
-      .join('');
+  const anthropicStream = (key: string) => anthropicTextSse('msg_split', pieces(key));
   const chat = (model: string) => ({ model, stream: true, messages: [{ role: 'user', content: 'hi' }] });
   const messages = {
     model: 'claude-test-1',

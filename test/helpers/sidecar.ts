@@ -139,3 +139,22 @@ export function fsyncGate(
   t.teardown(() => gate.release());
   return gate;
 }
+
+/**
+ * The sidecar of `dir` (its keys and log, after `close(true)`) started again under a new sidecar
+ * token of `control`'s org: a token rotation. Its `info` log lines, parsed, are in `lines`.
+ */
+export async function restartWithNewToken(
+  control: TestService,
+  dir: string,
+): Promise<{ sc: TestSidecar; token: { sidecarId: string; token: string }; lines: any[] }> {
+  const token = await createSidecarToken(control, control.pat);
+  const lines: any[] = [];
+  const sc = await startTestSidecar({
+    controlUrl: control.url,
+    token: token.token,
+    dir,
+    logger: createLogger('info', (l) => lines.push(JSON.parse(l))),
+  });
+  return { sc, token, lines };
+}

@@ -1,7 +1,11 @@
 import t from 'tap';
-import { createLogger } from '../../src/util/log.js';
 import { createOrg, startService, type TestService } from '../helpers/service.js';
-import { createSidecarToken, startTestSidecar, type TestSidecar } from '../helpers/sidecar.js';
+import {
+  createSidecarToken,
+  restartWithNewToken,
+  startTestSidecar,
+  type TestSidecar,
+} from '../helpers/sidecar.js';
 
 /**
  * A sidecar's mandate keys when its token is rotated on the same keys dir (docs/sidecar.md,
@@ -53,14 +57,9 @@ t.test('a new token on the same keys dir, the old one revoked: the mandate keys 
     (await control.call(`/api/sidecars/${first.sidecarId}`, { method: 'DELETE', token: control.pat })).status,
     200,
   );
-  const second = await createSidecarToken(control, control.pat);
-  const lines: any[] = [];
-  sc = await startTestSidecar({
-    controlUrl: control.url,
-    token: second.token,
-    dir: sc.dir,
-    logger: createLogger('info', (l) => lines.push(JSON.parse(l))),
-  });
+  const restarted = await restartWithNewToken(control, sc.dir);
+  sc = restarted.sc;
+  const { token: second, lines } = restarted;
   const ready = await sc.call('/api/health/ready');
   t.equal(ready.status, 200, `ready with the new token: ${JSON.stringify(ready.body)}`);
   t.notOk(
@@ -99,14 +98,9 @@ t.test(
       await control.close();
     });
     await sc.close(true);
-    const second = await createSidecarToken(control, control.pat);
-    const lines: any[] = [];
-    sc = await startTestSidecar({
-      controlUrl: control.url,
-      token: second.token,
-      dir: sc.dir,
-      logger: createLogger('info', (l) => lines.push(JSON.parse(l))),
-    });
+    const restarted = await restartWithNewToken(control, sc.dir);
+    sc = restarted.sc;
+    const { lines } = restarted;
     // Two live sidecars would hold one key: the old token still speaks for it until it is revoked.
     const before = await sc.call('/api/health/ready');
     t.equal(before.status, 503);
